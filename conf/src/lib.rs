@@ -1,0 +1,3 @@
+//! The nats-server configuration format. Filled by the config issue.
+//!
+//! Module map: none yet.

@@ -1,0 +1,192 @@
+//! Per-connection state of a client, owned by the shard that accepted the connection.
+
+use super::outbuf::OutBuf;
+use crate::proto::connect::ClientOpts;
+use crate::proto::parser::Parser;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<ahash::AHasher>>;
+
+/// A connection's handle within its shard: slab index plus generation, so a stale handle
+/// held by a driver never reaches a newer connection in the same slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnKey {
+    pub idx: u32,
+    pub gen: u32,
+}
+
+/// A local subscription's handle (slab index in its shard).
+pub type SubId = u32;
+
+/// Why a connection closed (nats-server's `ClosedState` names, as logged and reported).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClosedState {
+    ClientClosed,
+    AuthenticationTimeout,
+    AuthenticationViolation,
+    SlowConsumerPendingBytes,
+    SlowConsumerWriteDeadline,
+    WriteError,
+    ReadError,
+    ParseError,
+    StaleConnection,
+    ProtocolViolation,
+    BadClientProtocolVersion,
+    MaxConnectionsExceeded,
+    MaxPayloadExceeded,
+    MaxControlLineExceeded,
+    ServerShutdown,
+    NoRespondersRequiresHeaders,
+}
+
+impl ClosedState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClosedState::ClientClosed => "Client Closed",
+            ClosedState::AuthenticationTimeout => "Authentication Timeout",
+            ClosedState::AuthenticationViolation => "Authentication Failure",
+            ClosedState::SlowConsumerPendingBytes => "Slow Consumer (Pending Bytes)",
+            ClosedState::SlowConsumerWriteDeadline => "Slow Consumer (Write Deadline)",
+            ClosedState::WriteError => "Write Error",
+            ClosedState::ReadError => "Read Error",
+            ClosedState::ParseError => "Parse Error",
+            ClosedState::StaleConnection => "Stale Connection",
+            ClosedState::ProtocolViolation => "Protocol Violation",
+            ClosedState::BadClientProtocolVersion => "Bad Client Protocol Version",
+            ClosedState::MaxConnectionsExceeded => "Maximum Connections Exceeded",
+            ClosedState::MaxPayloadExceeded => "Maximum Message Payload Exceeded",
+            ClosedState::MaxControlLineExceeded => "Maximum Control Line Exceeded",
+            ClosedState::ServerShutdown => "Server Shutdown",
+            ClosedState::NoRespondersRequiresHeaders => "No Responders Requires Headers",
+        }
+    }
+
+    /// Queued output is dropped instead of flushed (the peer is gone or too slow).
+    pub fn skips_flush(self) -> bool {
+        matches!(
+            self,
+            ClosedState::ReadError
+                | ClosedState::WriteError
+                | ClosedState::SlowConsumerPendingBytes
+                | ClosedState::SlowConsumerWriteDeadline
+        )
+    }
+}
+
+/// Why a connection's input is not being processed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pause {
+    Running,
+    /// Waiting for every shard to acknowledge interest changes before a PONG.
+    Barrier(u64),
+    /// The mesh to some shard is backed up.
+    Mesh,
+}
+
+/// A local subscription.
+pub struct Subscription {
+    pub conn: ConnKey,
+    pub subject: Box<[u8]>,
+    pub queue: Option<Box<[u8]>>,
+    pub sid: Box<[u8]>,
+    /// Auto-unsubscribe after this many deliveries (0: never).
+    pub max: u64,
+    pub delivered: u64,
+}
+
+/// A client connection's protocol state.
+pub struct Client {
+    pub cid: u64,
+    pub gen: u32,
+    pub peer: SocketAddr,
+    pub opts: ClientOpts,
+    /// Headers negotiated (server supports them and the client asked).
+    pub headers: bool,
+    pub connect_received: bool,
+    pub first_pong_sent: bool,
+    pub awaiting_auth: bool,
+    pub closing: Option<ClosedState>,
+    pub parser: Parser,
+    pub out: OutBuf,
+    pub subs: FastMap<Box<[u8]>, SubId>,
+    pub pause: Pause,
+    /// Input that arrived while paused, processed on resume.
+    pub stash: Vec<u8>,
+    /// SUB/UNSUB since the last PING: the next PONG waits for every shard.
+    pub interest_changed: bool,
+    /// Queued for the driver's attention.
+    pub woken: bool,
+    pub pings_out: u32,
+    pub start: Instant,
+    pub last_in: Instant,
+    pub rtt: Option<Duration>,
+    pub rtt_start: Option<Instant>,
+    pub ping_at: Instant,
+    pub auth_deadline: Option<Instant>,
+    /// The deadline this client currently has in the shard's timer heap.
+    pub timer_at: Option<Instant>,
+    pub in_msgs: u64,
+    pub in_bytes: u64,
+    pub out_msgs: u64,
+    pub out_bytes: u64,
+    /// Trace prefix `ip:port - cid:N`.
+    pub label: String,
+}
+
+impl Client {
+    pub fn new(cid: u64, gen: u32, peer: SocketAddr, now: Instant, ping_interval: Duration) -> Self {
+        Client {
+            cid,
+            gen,
+            peer,
+            opts: ClientOpts::default(),
+            headers: false,
+            connect_received: false,
+            first_pong_sent: false,
+            awaiting_auth: false,
+            closing: None,
+            parser: Parser::default(),
+            out: OutBuf::default(),
+            subs: FastMap::default(),
+            pause: Pause::Running,
+            stash: Vec::new(),
+            interest_changed: false,
+            woken: false,
+            pings_out: 0,
+            start: now,
+            last_in: now,
+            rtt: None,
+            rtt_start: None,
+            ping_at: now + ping_interval,
+            auth_deadline: None,
+            timer_at: None,
+            in_msgs: 0,
+            in_bytes: 0,
+            out_msgs: 0,
+            out_bytes: 0,
+            label: format_label(peer, cid),
+        }
+    }
+
+    /// The earliest moment this client's timers need attention.
+    pub fn next_deadline(&self, write_deadline: Duration) -> Instant {
+        let mut t = self.ping_at;
+        if let Some(a) = self.auth_deadline {
+            t = t.min(a);
+        }
+        if let Some(s) = self.out.stalled_since() {
+            t = t.min(s + write_deadline);
+        }
+        t
+    }
+}
+
+fn format_label(peer: SocketAddr, cid: u64) -> String {
+    match peer {
+        SocketAddr::V4(a) => format!("{}:{} - cid:{cid}", a.ip(), a.port()),
+        SocketAddr::V6(a) => format!("[{}]:{} - cid:{cid}", a.ip(), a.port()),
+    }
+}

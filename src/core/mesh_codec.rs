@@ -1,0 +1,283 @@
+//! Records that cross cores: the byte format of mesh batches.
+//!
+//! A batch is one `Vec<u8>` of records, appended by the producing shard during one
+//! processing step and handed over as one ring item. Records of a batch are applied in
+//! order, and batches on a link are FIFO, so interest changes, barriers and messages from
+//! one shard are seen by another in the order they were made (ARCHITECTURE.md, invariants
+//! 4 and 7).
+//!
+//! | tag | record | fields (little endian) |
+//! |---|---|---|
+//! | 1 | message | flags u8, account u32, subject, reply, header length u32 (`u32::MAX` = none), data, queue count u8 + queue names |
+//! | 2 | interest | account u32, subject, queue (empty = none), delta i32 |
+//! | 3 | barrier | id u64 |
+//! | 4 | barrier ack | id u64 |
+//!
+//! Strings are a u32 length and the bytes. Only our own shards write these batches;
+//! decoding still never panics on a short or malformed batch, it stops.
+
+/// Delivery flags of a message record.
+pub mod flags {
+    /// Deliver only to the named queue groups (a re-routed queue message).
+    pub const QUEUE_ONLY: u8 = 1;
+}
+
+const TAG_MSG: u8 = 1;
+const TAG_INTEREST: u8 = 2;
+const TAG_BARRIER: u8 = 3;
+const TAG_BARRIER_ACK: u8 = 4;
+const NO_HEADER: u32 = u32::MAX;
+
+/// One decoded record, borrowing the batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record<'a> {
+    Msg(MsgRecord<'a>),
+    Interest {
+        account: u32,
+        subject: &'a [u8],
+        queue: Option<&'a [u8]>,
+        delta: i32,
+    },
+    Barrier(u64),
+    BarrierAck(u64),
+}
+
+/// A message for another shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MsgRecord<'a> {
+    pub flags: u8,
+    /// How many times this message was re-routed for a queue group.
+    pub hops: u8,
+    pub account: u32,
+    pub subject: &'a [u8],
+    pub reply: &'a [u8],
+    pub header_len: Option<u32>,
+    pub data: &'a [u8],
+    queues: &'a [u8],
+    nqueues: u8,
+}
+
+impl<'a> MsgRecord<'a> {
+    /// Queue groups this shard must pick a member of.
+    pub fn queues(&self) -> QueueIter<'a> {
+        QueueIter {
+            rest: self.queues,
+            left: self.nqueues,
+        }
+    }
+}
+
+/// Iterator over the queue names of a message record.
+pub struct QueueIter<'a> {
+    rest: &'a [u8],
+    left: u8,
+}
+
+impl<'a> Iterator for QueueIter<'a> {
+    type Item = &'a [u8];
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let mut r = Reader(self.rest);
+        let q = r.bytes()?;
+        self.rest = r.0;
+        Some(q)
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+/// Append a message record.
+#[allow(clippy::too_many_arguments)]
+pub fn put_msg(
+    out: &mut Vec<u8>,
+    flags: u8,
+    hops: u8,
+    account: u32,
+    subject: &[u8],
+    reply: &[u8],
+    header_len: Option<usize>,
+    data: &[u8],
+    queues: &[&[u8]],
+) {
+    out.reserve(24 + subject.len() + reply.len() + data.len());
+    out.push(TAG_MSG);
+    out.push(flags);
+    out.push(hops);
+    out.extend_from_slice(&account.to_le_bytes());
+    put_bytes(out, subject);
+    put_bytes(out, reply);
+    let h = header_len.map_or(NO_HEADER, |h| h as u32);
+    out.extend_from_slice(&h.to_le_bytes());
+    put_bytes(out, data);
+    out.push(queues.len().min(255) as u8);
+    for q in queues.iter().take(255) {
+        put_bytes(out, q);
+    }
+}
+
+/// Append an interest change.
+pub fn put_interest(out: &mut Vec<u8>, account: u32, subject: &[u8], queue: Option<&[u8]>, delta: i32) {
+    out.push(TAG_INTEREST);
+    out.extend_from_slice(&account.to_le_bytes());
+    put_bytes(out, subject);
+    put_bytes(out, queue.unwrap_or_default());
+    out.extend_from_slice(&delta.to_le_bytes());
+}
+
+/// Append a barrier (`ack = false`) or its acknowledgement.
+pub fn put_barrier(out: &mut Vec<u8>, id: u64, ack: bool) {
+    out.push(if ack { TAG_BARRIER_ACK } else { TAG_BARRIER });
+    out.extend_from_slice(&id.to_le_bytes());
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1)?.first().copied()
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+}
+
+/// Decode the records of a batch in order.
+pub fn records(batch: &[u8]) -> Records<'_> {
+    Records(Reader(batch))
+}
+
+/// Iterator over a batch's records.
+pub struct Records<'a>(Reader<'a>);
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Record<'a>;
+    fn next(&mut self) -> Option<Record<'a>> {
+        let r = &mut self.0;
+        match r.u8()? {
+            TAG_MSG => {
+                let flags = r.u8()?;
+                let hops = r.u8()?;
+                let account = r.u32()?;
+                let subject = r.bytes()?;
+                let reply = r.bytes()?;
+                let h = r.u32()?;
+                let data = r.bytes()?;
+                let nqueues = r.u8()?;
+                let start = r.0;
+                for _ in 0..nqueues {
+                    r.bytes()?;
+                }
+                let used = start.len() - r.0.len();
+                Some(Record::Msg(MsgRecord {
+                    flags,
+                    hops,
+                    account,
+                    subject,
+                    reply,
+                    header_len: (h != NO_HEADER).then_some(h),
+                    data,
+                    queues: start.get(..used)?,
+                    nqueues,
+                }))
+            }
+            TAG_INTEREST => {
+                let account = r.u32()?;
+                let subject = r.bytes()?;
+                let q = r.bytes()?;
+                let delta = i32::from_le_bytes(r.take(4)?.try_into().ok()?);
+                Some(Record::Interest {
+                    account,
+                    subject,
+                    queue: (!q.is_empty()).then_some(q),
+                    delta,
+                })
+            }
+            TAG_BARRIER => Some(Record::Barrier(r.u64()?)),
+            TAG_BARRIER_ACK => Some(Record::BarrierAck(r.u64()?)),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn roundtrip_in_order() {
+        let mut b = Vec::new();
+        put_interest(&mut b, 0, b"foo.*", Some(b"q"), 1);
+        put_msg(
+            &mut b,
+            flags::QUEUE_ONLY,
+            2,
+            7,
+            b"foo.bar",
+            b"r",
+            Some(12),
+            b"NATS/1.0\r\n\r\nhi",
+            &[b"q", b"w"],
+        );
+        put_barrier(&mut b, 42, false);
+        put_barrier(&mut b, 42, true);
+        put_msg(&mut b, 0, 0, 0, b"x", b"", None, b"", &[]);
+        let recs: Vec<_> = records(&b).collect();
+        assert_eq!(recs.len(), 5);
+        assert_eq!(
+            recs[0],
+            Record::Interest {
+                account: 0,
+                subject: b"foo.*",
+                queue: Some(b"q"),
+                delta: 1
+            }
+        );
+        match &recs[1] {
+            Record::Msg(m) => {
+                assert_eq!((m.flags, m.hops, m.account), (flags::QUEUE_ONLY, 2, 7));
+                assert_eq!(m.subject, b"foo.bar");
+                assert_eq!(m.reply, b"r");
+                assert_eq!(m.header_len, Some(12));
+                assert_eq!(m.queues().collect::<Vec<_>>(), vec![&b"q"[..], b"w"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(recs[2], Record::Barrier(42));
+        assert_eq!(recs[3], Record::BarrierAck(42));
+        match &recs[4] {
+            Record::Msg(m) => assert_eq!((m.header_len, m.queues().count()), (None, 0)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn truncated_batches_stop_cleanly() {
+        let mut b = Vec::new();
+        put_msg(&mut b, 0, 0, 0, b"subject", b"reply", None, b"payload", &[b"q"]);
+        for cut in 0..b.len() {
+            assert!(records(&b[..cut]).next().is_none(), "cut at {cut}");
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! Subscriptions and their replication: local SUB/UNSUB, auto-unsubscribe, and the
+//! interest records other shards learn from (ARCHITECTURE.md, invariant 3).
+
+use super::ShardCore;
+use crate::core::client::{ConnKey, SubId, Subscription};
+use crate::core::mesh_codec;
+use crate::core::subject::num_tokens;
+use crate::proto::reply;
+use std::time::Instant;
+
+/// The queue name nats-server reserves for itself.
+const SYS_QUEUE: &[u8] = b"_sys_";
+
+impl ShardCore {
+    pub(super) fn on_sub(&mut self, key: ConnKey, subject: &[u8], queue: Option<&[u8]>, sid: &[u8], now: Instant) {
+        let max_subs = self.cfg.max_subscriptions;
+        let max_tokens = self.cfg.max_sub_tokens;
+        let Some(c) = self.client_mut(key) else { return };
+        c.interest_changed = true;
+        let verbose = c.opts.verbose;
+        if queue == Some(SYS_QUEUE) {
+            let label = c.label.clone();
+            tracing::error!(
+                "{label} - Subscription Violation - Subject {}, Queue: {}, SID {}",
+                reply::go_quote(subject),
+                reply::go_quote(SYS_QUEUE),
+                String::from_utf8_lossy(sid)
+            );
+            self.send_err(key, &reply::sub_violation(subject, queue), now);
+            return;
+        }
+        if max_tokens > 0 && num_tokens(subject) > max_tokens {
+            let text = format!(
+                "Permissions Violation for Subscription to {}, too many tokens",
+                reply::go_quote(subject)
+            );
+            self.send_err(key, &text, now);
+            return;
+        }
+        if max_subs > 0 && c.subs.len() >= max_subs {
+            let label = c.label.clone();
+            tracing::error!("{label} - {}", reply::ERR_MAX_SUBS);
+            self.send_err(key, reply::ERR_MAX_SUBS, now);
+            return;
+        }
+        if c.subs.contains_key(sid) {
+            // A reused sid keeps the original subscription.
+            if verbose {
+                self.send_bytes(key, reply::OK, now);
+            }
+            return;
+        }
+        let sub = Subscription {
+            conn: key,
+            subject: subject.into(),
+            queue: queue.map(Into::into),
+            sid: sid.into(),
+            max: 0,
+            delivered: 0,
+        };
+        let id = self.subs.insert(sub) as SubId;
+        if self.sublist.insert(subject, queue, id).is_err() {
+            self.subs.remove(id as usize);
+            self.send_err(key, reply::ERR_INVALID_SUBJECT, now);
+            return;
+        }
+        if let Some(c) = self.client_mut(key) {
+            c.subs.insert(sid.into(), id);
+        }
+        self.interest_delta(subject, queue, 1);
+        if verbose {
+            self.send_bytes(key, reply::OK, now);
+        }
+    }
+
+    pub(super) fn on_unsub(&mut self, key: ConnKey, sid: &[u8], max: i64, now: Instant) {
+        let Some(c) = self.client_mut(key) else { return };
+        c.interest_changed = true;
+        let verbose = c.opts.verbose;
+        let found = c.subs.get(sid).copied();
+        if verbose {
+            self.send_bytes(key, reply::OK, now);
+        }
+        let Some(id) = found else { return };
+        let remove_now = match self.subs.get_mut(id as usize) {
+            Some(s) if max > 0 && (max as u64) > s.delivered => {
+                s.max = max as u64;
+                false
+            }
+            Some(_) => true,
+            None => false,
+        };
+        if remove_now {
+            if let Some(c) = self.client_mut(key) {
+                c.subs.remove(sid);
+            }
+            self.remove_sub(id);
+        }
+    }
+
+    /// Drop a subscription from the sublist and tell the other shards. The caller has
+    /// already removed it from its client's sid map (or is discarding that map).
+    pub(super) fn remove_sub(&mut self, id: SubId) {
+        let Some(sub) = self.subs.try_remove(id as usize) else {
+            return;
+        };
+        self.sublist.remove(&sub.subject, sub.queue.as_deref(), id);
+        self.interest_delta(&sub.subject, sub.queue.as_deref(), -1);
+    }
+
+    /// A delivery reached a subscription's auto-unsubscribe limit.
+    pub(super) fn auto_unsubscribe(&mut self, id: SubId) {
+        let Some(sub) = self.subs.get(id as usize) else { return };
+        let (conn, sid) = (sub.conn, sub.sid.clone());
+        if let Some(c) = self.client_mut(conn) {
+            c.subs.remove(&sid);
+        }
+        self.remove_sub(id);
+    }
+
+    /// Count local interest; replicate plain interest on its 0<->1 transitions and queue
+    /// interest on every change (other shards weigh queue groups by member count).
+    fn interest_delta(&mut self, subject: &[u8], queue: Option<&[u8]>, delta: i32) {
+        if self.nshards < 2 {
+            return;
+        }
+        let key = (Box::<[u8]>::from(subject), queue.map(Box::<[u8]>::from));
+        let count = self.local_interest.entry(key.clone()).or_insert(0);
+        let before = *count;
+        *count = (i64::from(*count) + i64::from(delta)).max(0) as u32;
+        let after = *count;
+        if after == 0 {
+            self.local_interest.remove(&key);
+        }
+        let send = queue.is_some() || (before == 0) != (after == 0);
+        if !send || before == after {
+            return;
+        }
+        let d = i64::from(after) - i64::from(before);
+        for dst in 0..self.nshards {
+            if dst != self.idx {
+                mesh_codec::put_interest(self.stage(dst), 0, subject, queue, d as i32);
+            }
+        }
+    }
+}

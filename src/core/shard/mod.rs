@@ -1,0 +1,502 @@
+//! One shard's NATS state machine, free of I/O: the shard's connections, their
+//! subscriptions, the local sublist, the remote-interest table and the staging buffers
+//! of the mesh. A reactor (glommio shard or mio thread) owns exactly one `ShardCore` and
+//! drives it; nothing else touches it (ARCHITECTURE.md, invariant 1).
+//!
+//! Driver contract:
+//! - [`ShardCore::accept`] a connection, feed what it reads to [`ShardCore::input`],
+//!   write [`ShardCore::output`] to the socket and report it with [`ShardCore::written`];
+//! - after every call, visit [`ShardCore::drain_wakeups`]: those connections have new
+//!   output, were resumed, or are closing; [`ShardCore::status`] says what to do;
+//! - when the socket is done, [`ShardCore::remove`] the connection;
+//! - call [`ShardCore::poll_mesh`] when the mesh wakes the shard, and [`ShardCore::tick`]
+//!   at [`ShardCore::next_deadline`]. Time always comes in as `now`.
+//!
+//! Submodules: `ops` (client protocol operations), `route` (publish routing and
+//! delivery), `interest` (subscriptions, interest replication and barriers), `timers`.
+
+mod interest;
+mod ops;
+mod route;
+mod timers;
+
+use super::client::{Client, ClosedState, ConnKey, FastMap, Pause, SubId, Subscription};
+use super::config::CoreConfig;
+use super::mesh_codec;
+use super::remote::RemoteInterest;
+use super::stats::{Counters, Shared};
+use super::sublist::Sublist;
+use slab::Slab;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The shard's side of the mesh, implemented by the driver glue over `shards::mesh`.
+pub trait MeshPort {
+    /// Push a batch to shard `dst`; on a full ring the batch comes back.
+    fn try_send(&mut self, dst: usize, batch: Vec<u8>) -> Result<(), Vec<u8>>;
+    /// A batch buffer that `dst` handed back, for reuse.
+    fn take_recycled(&mut self, dst: usize) -> Option<Vec<u8>>;
+    /// The next batch from shard `src`.
+    fn try_recv(&mut self, src: usize) -> Option<Vec<u8>>;
+    /// Hand a consumed batch back to the shard that sent it.
+    fn recycle(&mut self, src: usize, batch: Vec<u8>);
+    /// Announce that the shard is about to sleep; false if mesh work arrived meanwhile.
+    fn prepare_park(&self) -> bool;
+    /// The shard is awake again.
+    fn unpark(&self);
+}
+
+/// A port for a single-shard server: nothing to send to, nothing to receive.
+pub struct NoMesh;
+
+impl MeshPort for NoMesh {
+    fn try_send(&mut self, _dst: usize, batch: Vec<u8>) -> Result<(), Vec<u8>> {
+        Err(batch)
+    }
+    fn take_recycled(&mut self, _dst: usize) -> Option<Vec<u8>> {
+        None
+    }
+    fn try_recv(&mut self, _src: usize) -> Option<Vec<u8>> {
+        None
+    }
+    fn recycle(&mut self, _src: usize, _batch: Vec<u8>) {}
+    fn prepare_park(&self) -> bool {
+        true
+    }
+    fn unpark(&self) {}
+}
+
+/// What the driver should do with a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnStatus {
+    /// Open; read from it if `read`.
+    Open { read: bool },
+    /// Closing: write what is queued (briefly), then close.
+    Flush,
+    /// Close now; nothing more will be written.
+    Close,
+    /// Unknown connection (already removed).
+    Gone,
+}
+
+/// Staged bytes for one destination beyond which publishers pause.
+const MESH_BACKLOG_LIMIT: usize = 4 * 1024 * 1024;
+/// Batches are handed to the ring once they reach this size, even mid-read.
+const MESH_BATCH_TARGET: usize = 64 * 1024;
+/// Batches taken per source shard per `poll_mesh` call (fairness with sockets).
+const MESH_POLL_BUDGET: usize = 64;
+
+/// (subject, queue) of local interest.
+type InterestKey = (Box<[u8]>, Option<Box<[u8]>>);
+
+struct PendingBarrier {
+    conn: ConnKey,
+    remaining: usize,
+}
+
+/// One shard's protocol state. See the module documentation for the driver contract.
+pub struct ShardCore {
+    idx: usize,
+    nshards: usize,
+    cfg: Arc<CoreConfig>,
+    shared: Arc<Shared>,
+    mesh: Box<dyn MeshPort>,
+    clients: Slab<Client>,
+    next_gen: u32,
+    subs: Slab<Subscription>,
+    sublist: Sublist<SubId>,
+    /// Local interest counts per (subject, queue), to replicate only transitions.
+    local_interest: FastMap<InterestKey, u32>,
+    remote: RemoteInterest,
+    staging: Vec<Vec<u8>>,
+    barriers: FastMap<u64, PendingBarrier>,
+    next_barrier: u64,
+    mesh_waiters: Vec<ConnKey>,
+    timers: BinaryHeap<Reverse<(Instant, ConnKey)>>,
+    wakeups: Vec<ConnKey>,
+    counters: Counters,
+    rng: u64,
+}
+
+impl ShardCore {
+    pub fn new(idx: usize, nshards: usize, cfg: Arc<CoreConfig>, shared: Arc<Shared>, mesh: Box<dyn MeshPort>) -> Self {
+        let cache = cfg.sublist_cache;
+        ShardCore {
+            idx,
+            nshards,
+            cfg,
+            shared,
+            mesh,
+            clients: Slab::new(),
+            next_gen: 1,
+            subs: Slab::new(),
+            sublist: Sublist::new(cache),
+            local_interest: FastMap::default(),
+            remote: RemoteInterest::default(),
+            staging: (0..nshards).map(|_| Vec::new()).collect(),
+            barriers: FastMap::default(),
+            next_barrier: 1,
+            mesh_waiters: Vec::new(),
+            timers: BinaryHeap::new(),
+            wakeups: Vec::new(),
+            counters: Counters::default(),
+            rng: 0x9E37_79B9_7F4A_7C15 ^ ((idx as u64 + 1) << 32) ^ u64::from(std::process::id()),
+        }
+    }
+
+    /// This shard's index.
+    pub fn index(&self) -> usize {
+        self.idx
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Arc<CoreConfig> {
+        &self.cfg
+    }
+
+    /// Number of open connections on this shard.
+    pub fn connections(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// A new connection from `peer`. Queues the INFO (and, past `max_connections`, the
+    /// error that closes it).
+    pub fn accept(&mut self, peer: SocketAddr, now: Instant) -> ConnKey {
+        let cid = self.shared.next_cid();
+        let gen = self.next_gen;
+        self.next_gen = self.next_gen.wrapping_add(1).max(1);
+        let mut c = Client::new(cid, gen, peer, now, self.cfg.ping_interval);
+        let open = self
+            .shared
+            .open_conns
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let mut info = self.cfg.info.clone();
+        info.client_id = cid;
+        info.client_ip = peer.ip().to_string();
+        info.auth_required = self.cfg.auth.required();
+        info.write_line(c.out.writer(now));
+        if self.cfg.auth.required() {
+            c.awaiting_auth = true;
+            c.auth_deadline = Some(now + self.cfg.auth_timeout);
+        }
+        let idx = self.clients.insert(c) as u32;
+        let key = ConnKey { idx, gen };
+        self.counters.connections += 1;
+        self.counters.total_connections += 1;
+        if self.cfg.debug {
+            if let Some(c) = self.client(key) {
+                tracing::debug!("{} - Client connection created", c.label);
+            }
+        }
+        if self.cfg.max_connections < 0 || open > self.cfg.max_connections {
+            tracing::error!("{} - maximum connections exceeded", self.label(key));
+            self.send_err(key, crate::proto::reply::ERR_MAX_CONNECTIONS, now);
+            self.close(key, ClosedState::MaxConnectionsExceeded, now);
+        }
+        self.schedule(key);
+        self.wake(key);
+        self.finish();
+        key
+    }
+
+    /// Bytes read from a connection.
+    pub fn input(&mut self, key: ConnKey, data: &[u8], now: Instant) {
+        let Some(c) = self.client_mut(key) else { return };
+        if c.closing.is_some() {
+            return;
+        }
+        if c.pause != Pause::Running {
+            c.stash.extend_from_slice(data);
+            return;
+        }
+        self.process(key, data, now);
+        self.finish();
+    }
+
+    /// The bytes waiting to be written to a connection.
+    pub fn output(&self, key: ConnKey) -> &[u8] {
+        self.client(key).map_or(&[][..], |c| c.out.pending())
+    }
+
+    /// `n` bytes of [`ShardCore::output`] reached the socket.
+    /// Call after every write attempt; with output still queued (the socket is full),
+    /// this arms the write deadline.
+    pub fn written(&mut self, key: ConnKey, n: usize, now: Instant) {
+        if let Some(c) = self.client_mut(key) {
+            c.out.consume(n, now);
+            if !c.out.is_empty() {
+                self.schedule(key);
+            }
+        }
+    }
+
+    /// What the driver should do with `key` now.
+    pub fn status(&self, key: ConnKey) -> ConnStatus {
+        match self.client(key) {
+            None => ConnStatus::Gone,
+            Some(c) => match c.closing {
+                Some(reason) if reason.skips_flush() || c.out.is_empty() => ConnStatus::Close,
+                Some(_) => ConnStatus::Flush,
+                None => ConnStatus::Open {
+                    read: c.pause == Pause::Running,
+                },
+            },
+        }
+    }
+
+    /// The peer closed the connection or the socket failed.
+    pub fn disconnected(&mut self, key: ConnKey, reason: ClosedState, now: Instant) {
+        self.close(key, reason, now);
+        self.finish();
+    }
+
+    /// The driver closed the socket: forget the connection.
+    pub fn remove(&mut self, key: ConnKey) {
+        if self.client(key).is_none() {
+            return;
+        }
+        let now = Instant::now();
+        self.close(key, ClosedState::ClientClosed, now);
+        self.clients.remove(key.idx as usize);
+        self.counters.connections = self.counters.connections.saturating_sub(1);
+        self.shared
+            .open_conns
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.mesh_waiters.retain(|k| *k != key);
+        self.finish();
+    }
+
+    /// Close every connection (server shutdown).
+    pub fn shutdown(&mut self, now: Instant) {
+        let keys: Vec<ConnKey> = self
+            .clients
+            .iter()
+            .map(|(i, c)| ConnKey {
+                idx: i as u32,
+                gen: c.gen,
+            })
+            .collect();
+        for k in keys {
+            self.close(k, ClosedState::ServerShutdown, now);
+        }
+        self.finish();
+    }
+
+    /// Visit (and forget) the connections whose state changed since the last visit.
+    pub fn drain_wakeups(&mut self, mut f: impl FnMut(ConnKey)) {
+        let list = std::mem::take(&mut self.wakeups);
+        for k in &list {
+            if let Some(c) = self.clients.get_mut(k.idx as usize) {
+                if c.gen == k.gen {
+                    c.woken = false;
+                }
+            }
+        }
+        for k in &list {
+            f(*k);
+        }
+        let mut list = list;
+        list.clear();
+        if self.wakeups.is_empty() {
+            self.wakeups = list;
+        }
+    }
+
+    /// True if some connection awaits the driver's attention.
+    pub fn has_wakeups(&self) -> bool {
+        !self.wakeups.is_empty()
+    }
+
+    /// Process batches from other shards. Returns how many were taken.
+    pub fn poll_mesh(&mut self, now: Instant) -> usize {
+        let mut taken = 0;
+        for src in 0..self.nshards {
+            if src == self.idx {
+                continue;
+            }
+            for _ in 0..MESH_POLL_BUDGET {
+                let Some(batch) = self.mesh.try_recv(src) else { break };
+                taken += 1;
+                self.apply_batch(src, &batch, now);
+                let mut batch = batch;
+                batch.clear();
+                self.mesh.recycle(src, batch);
+            }
+        }
+        self.finish();
+        taken
+    }
+
+    /// Hand staged records to the mesh. Called at the end of every step; drivers call it
+    /// again when the mesh reports room.
+    pub fn flush_mesh(&mut self) {
+        for dst in 0..self.nshards {
+            if dst == self.idx || self.staging[dst].is_empty() {
+                continue;
+            }
+            let spare = self.mesh.take_recycled(dst).unwrap_or_default();
+            let batch = std::mem::replace(&mut self.staging[dst], spare);
+            if let Err(batch) = self.mesh.try_send(dst, batch) {
+                // Ring full: put it back in front of anything staged since.
+                let mut batch = batch;
+                let later = std::mem::take(&mut self.staging[dst]);
+                batch.extend_from_slice(&later);
+                self.staging[dst] = batch;
+            }
+        }
+        if !self.mesh_waiters.is_empty() && !self.mesh_backlogged() {
+            let now = Instant::now();
+            for key in std::mem::take(&mut self.mesh_waiters) {
+                self.resume(key, now);
+            }
+        }
+    }
+
+    /// About to sleep: false if mesh work arrived meanwhile (then do not sleep).
+    pub fn mesh_prepare_park(&self) -> bool {
+        self.mesh.prepare_park()
+    }
+
+    /// Awake again after sleeping.
+    pub fn mesh_unpark(&self) {
+        self.mesh.unpark()
+    }
+
+    /// Records are waiting for a ring that is full.
+    pub fn mesh_pending(&self) -> bool {
+        self.staging.iter().any(|s| !s.is_empty())
+    }
+
+    fn mesh_backlogged(&self) -> bool {
+        self.staging.iter().any(|s| s.len() > MESH_BACKLOG_LIMIT)
+    }
+
+    /// End of a processing step: push staged records, publish statistics.
+    fn finish(&mut self) {
+        if self.nshards > 1 {
+            self.flush_mesh();
+        }
+        self.counters.subscriptions = self.subs.len() as u64;
+        if let Some(s) = self.shared.shards.get(self.idx) {
+            s.publish(&self.counters);
+        }
+    }
+
+    fn client(&self, key: ConnKey) -> Option<&Client> {
+        self.clients.get(key.idx as usize).filter(|c| c.gen == key.gen)
+    }
+
+    fn client_mut(&mut self, key: ConnKey) -> Option<&mut Client> {
+        self.clients.get_mut(key.idx as usize).filter(|c| c.gen == key.gen)
+    }
+
+    fn label(&self, key: ConnKey) -> String {
+        self.client(key).map(|c| c.label.clone()).unwrap_or_default()
+    }
+
+    /// Ask the driver to look at `key`.
+    fn wake(&mut self, key: ConnKey) {
+        if let Some(c) = self.clients.get_mut(key.idx as usize) {
+            if c.gen == key.gen && !c.woken {
+                c.woken = true;
+                self.wakeups.push(key);
+            }
+        }
+    }
+
+    fn next_rand(&mut self) -> u64 {
+        // xorshift64*: plenty for picking queue members.
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Mark a connection closing for `reason`: drop its interest, and (unless the reason
+    /// skips it) let the driver flush what is queued.
+    fn close(&mut self, key: ConnKey, reason: ClosedState, now: Instant) {
+        let debug = self.cfg.debug;
+        let Some(c) = self.client_mut(key) else { return };
+        if c.closing.is_some() {
+            return;
+        }
+        c.closing = Some(reason);
+        if reason.skips_flush() {
+            c.out.clear();
+        }
+        c.stash = Vec::new();
+        if debug {
+            tracing::debug!("{} - Client connection closed: {}", c.label, reason.as_str());
+        }
+        let sids: Vec<SubId> = c.subs.drain().map(|(_, s)| s).collect();
+        for s in sids {
+            self.remove_sub(s);
+        }
+        if let Pause::Barrier(id) = c_pause(self, key) {
+            self.barriers.remove(&id);
+        }
+        let _ = now;
+        self.wake(key);
+    }
+
+    fn send_err(&mut self, key: ConnKey, text: &str, now: Instant) {
+        let trace = self.cfg.trace;
+        if let Some(c) = self.client_mut(key) {
+            if trace {
+                tracing::trace!("{} - ->> [-ERR {}]", c.label, text);
+            }
+            crate::proto::reply::err(c.out.writer(now), text);
+        }
+        self.wake(key);
+    }
+
+    fn send_bytes(&mut self, key: ConnKey, b: &[u8], now: Instant) {
+        if let Some(c) = self.client_mut(key) {
+            c.out.writer(now).extend_from_slice(b);
+        }
+        self.wake(key);
+    }
+
+    fn stage(&mut self, dst: usize) -> &mut Vec<u8> {
+        &mut self.staging[dst]
+    }
+
+    /// A staging buffer grew large: hand it over now rather than at the end of the step.
+    fn maybe_flush_early(&mut self, dst: usize) {
+        if self.staging[dst].len() >= MESH_BATCH_TARGET {
+            self.flush_mesh();
+        }
+    }
+
+    fn apply_batch(&mut self, src: usize, batch: &[u8], now: Instant) {
+        for rec in mesh_codec::records(batch) {
+            match rec {
+                mesh_codec::Record::Msg(m) => self.deliver_remote(src, &m, now),
+                mesh_codec::Record::Interest {
+                    account: _,
+                    subject,
+                    queue,
+                    delta,
+                } => self.remote.apply(src as u16, subject, queue, delta),
+                mesh_codec::Record::Barrier(id) => {
+                    mesh_codec::put_barrier(self.stage(src), id, true);
+                }
+                mesh_codec::Record::BarrierAck(id) => self.barrier_acked(id, now),
+            }
+        }
+    }
+}
+
+fn c_pause(core: &ShardCore, key: ConnKey) -> Pause {
+    core.client(key).map_or(Pause::Running, |c| c.pause)
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

@@ -1,0 +1,394 @@
+//! Client protocol operations: running the parser over a connection's input and acting
+//! on each event, with nats-server's replies and closes (protocol.md §2, §3, §7).
+
+use super::{ShardCore, MESH_BACKLOG_LIMIT};
+use crate::core::client::{ClosedState, ConnKey, Pause};
+use crate::core::config::Auth;
+use crate::core::mesh_codec;
+use crate::proto::parser::{Event, Limits, ParseError};
+use crate::proto::reply;
+use std::time::{Duration, Instant};
+
+/// The first server PING goes out this long after CONNECT (plus up to 20%).
+const FIRST_PING: Duration = Duration::from_secs(2);
+
+impl ShardCore {
+    fn limits(&self, key: ConnKey) -> Option<Limits> {
+        let c = self.client(key)?;
+        Some(Limits {
+            max_control_line: self.cfg.max_control_line,
+            max_payload: self.cfg.max_payload,
+            headers: c.headers,
+            awaiting_auth: c.awaiting_auth,
+            pedantic: c.opts.pedantic,
+        })
+    }
+
+    /// Parse and act on `data` until it is used up, the connection closes, or it pauses
+    /// (then the rest is stashed for [`ShardCore::resume`]).
+    pub(super) fn process(&mut self, key: ConnKey, data: &[u8], now: Instant) {
+        let Some(c) = self.client_mut(key) else { return };
+        let mut parser = std::mem::take(&mut c.parser);
+        let (msgs0, subs_changed0) = (c.in_msgs, c.interest_changed);
+        let mut pos = 0;
+        loop {
+            let Some(lim) = self.limits(key) else { return };
+            let ev = match parser.next(data, &mut pos, &lim) {
+                Ok(Some(ev)) => ev,
+                Ok(None) => break,
+                Err(e) => {
+                    self.parse_error(key, e, now);
+                    break;
+                }
+            };
+            self.on_event(key, ev, now);
+            parser.release();
+            let Some(c) = self.client_mut(key) else { return };
+            if c.closing.is_some() {
+                break;
+            }
+            if c.pause == Pause::Running && self.staging.iter().any(|s| s.len() > MESH_BACKLOG_LIMIT) {
+                self.flush_mesh();
+                if self.mesh_backlogged() {
+                    if let Some(c) = self.client_mut(key) {
+                        c.pause = Pause::Mesh;
+                    }
+                    self.mesh_waiters.push(key);
+                }
+            }
+            let Some(c) = self.client_mut(key) else { return };
+            if c.pause != Pause::Running {
+                c.stash.extend_from_slice(data.get(pos..).unwrap_or_default());
+                break;
+            }
+        }
+        if let Some(c) = self.client_mut(key) {
+            c.parser = parser;
+            // nats-server counts a read with messages or interest changes as activity.
+            if c.in_msgs != msgs0 || c.interest_changed != subs_changed0 {
+                c.last_in = now;
+            }
+        }
+    }
+
+    /// Continue a paused connection: run what it sent meanwhile, then let it read again.
+    pub(super) fn resume(&mut self, key: ConnKey, now: Instant) {
+        let Some(c) = self.client_mut(key) else { return };
+        c.pause = Pause::Running;
+        let stash = std::mem::take(&mut c.stash);
+        if !stash.is_empty() {
+            self.process(key, &stash, now);
+        }
+        self.wake(key);
+    }
+
+    fn parse_error(&mut self, key: ConnKey, e: ParseError, now: Instant) {
+        let label = self.label(key);
+        match e {
+            ParseError::UnknownOp => {
+                self.send_err(key, reply::ERR_UNKNOWN_OP, now);
+                tracing::error!("{label} - Client parser ERROR");
+                self.close(key, ClosedState::ProtocolViolation, now);
+            }
+            ParseError::MaxControlLine => {
+                self.send_err(key, reply::ERR_MAX_CONTROL_LINE, now);
+                tracing::error!("{label} - {}", reply::ERR_MAX_CONTROL_LINE);
+                self.close(key, ClosedState::MaxControlLineExceeded, now);
+            }
+            ParseError::MaxPayload { size, max } => {
+                tracing::error!("{label} - maximum payload exceeded: {size} vs {max}");
+                self.send_err(key, reply::ERR_MAX_PAYLOAD, now);
+                self.close(key, ClosedState::MaxPayloadExceeded, now);
+            }
+            ParseError::AuthViolation => self.auth_violation(key, now),
+            ParseError::Silent(why) => {
+                tracing::error!("{label} - {why}");
+                self.close(key, ClosedState::ProtocolViolation, now);
+            }
+        }
+    }
+
+    fn auth_violation(&mut self, key: ConnKey, now: Instant) {
+        let label = self.label(key);
+        let user = self.client(key).map(|c| c.opts.user.clone()).unwrap_or_default();
+        if user.is_empty() {
+            tracing::error!("{label} - authentication error");
+        } else {
+            tracing::error!("{label} - authentication error - User {user:?}");
+        }
+        self.send_err(key, reply::ERR_AUTH_VIOLATION, now);
+        self.close(key, ClosedState::AuthenticationViolation, now);
+    }
+
+    fn trace_in(&self, key: ConnKey, op: &str, arg: &[u8]) {
+        if let Some(c) = self.client(key) {
+            let mut arg = String::from_utf8_lossy(arg).into_owned();
+            if self.cfg.max_traced_msg_len > 0 && arg.len() > self.cfg.max_traced_msg_len {
+                let mut cut = self.cfg.max_traced_msg_len;
+                while !arg.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                arg.truncate(cut);
+                arg.push_str("...");
+            }
+            if arg.is_empty() {
+                tracing::trace!("{} - <<- [{op}]", c.label);
+            } else {
+                tracing::trace!("{} - <<- [{op} {arg}]", c.label);
+            }
+        }
+    }
+
+    fn on_event(&mut self, key: ConnKey, ev: Event<'_>, now: Instant) {
+        let trace = self.cfg.trace;
+        match ev {
+            Event::Connect(arg) => {
+                if trace {
+                    self.trace_in(key, "CONNECT", &redact_connect(arg));
+                }
+                self.on_connect(key, arg, now)
+            }
+            Event::Info(arg) => {
+                // Parsed and ignored; invalid JSON closes the connection.
+                if serde_json::from_slice::<serde::de::IgnoredAny>(arg).is_err() {
+                    self.close(key, ClosedState::ProtocolViolation, now);
+                }
+            }
+            Event::Ping => {
+                if trace {
+                    self.trace_in(key, "PING", b"");
+                }
+                self.on_ping(key, now)
+            }
+            Event::Pong => {
+                if trace {
+                    self.trace_in(key, "PONG", b"");
+                }
+                if let Some(c) = self.client_mut(key) {
+                    c.pings_out = 0;
+                    if let Some(s) = c.rtt_start {
+                        c.rtt = Some(now.saturating_duration_since(s).max(Duration::from_nanos(1)));
+                    }
+                }
+            }
+            Event::Err(arg) => {
+                tracing::error!("{} - Client Error {}", self.label(key), String::from_utf8_lossy(arg));
+                self.close(key, ClosedState::ParseError, now);
+            }
+            Event::Sub { subject, queue, sid } => {
+                if trace {
+                    let mut a = subject.to_vec();
+                    for part in [queue.unwrap_or_default(), sid] {
+                        if !part.is_empty() {
+                            a.push(b' ');
+                            a.extend_from_slice(part);
+                        }
+                    }
+                    self.trace_in(key, "SUB", &a);
+                }
+                self.on_sub(key, subject, queue, sid, now)
+            }
+            Event::Unsub { sid, max } => {
+                if trace {
+                    self.trace_in(key, "UNSUB", sid);
+                }
+                self.on_unsub(key, sid, max, now)
+            }
+            Event::PedanticViolation => self.send_err(key, reply::ERR_INVALID_PUB_SUBJECT, now),
+            Event::Msg {
+                subject,
+                reply,
+                header_len,
+                data,
+                pedantic_violation,
+            } => {
+                if trace {
+                    let mut a = subject.to_vec();
+                    if let Some(r) = reply {
+                        a.push(b' ');
+                        a.extend_from_slice(r);
+                    }
+                    a.extend_from_slice(format!(" {}", data.len()).as_bytes());
+                    self.trace_in(key, if header_len.is_some() { "HPUB" } else { "PUB" }, &a);
+                    self.trace_in(
+                        key,
+                        "MSG_PAYLOAD:",
+                        format!("[{:?}]", String::from_utf8_lossy(data)).as_bytes(),
+                    );
+                }
+                if pedantic_violation {
+                    self.send_err(key, reply::ERR_INVALID_PUB_SUBJECT, now);
+                }
+                self.on_msg(key, subject, reply.unwrap_or_default(), header_len, data, now);
+            }
+        }
+    }
+
+    fn on_connect(&mut self, key: ConnKey, arg: &[u8], now: Instant) {
+        let cfg = self.cfg.clone();
+        let mut jitter = self.next_rand();
+        let Some(c) = self.client_mut(key) else { return };
+        c.auth_deadline = None;
+        c.rtt = Some(now.saturating_duration_since(c.start).max(Duration::from_nanos(1)));
+        let first_ping = cfg.ping_interval.min(FIRST_PING);
+        let fifth = (first_ping.as_nanos() / 5) as u64;
+        if fifth > 0 {
+            jitter %= fifth;
+        } else {
+            jitter = 0;
+        }
+        c.ping_at = now + first_ping + Duration::from_nanos(jitter);
+        let first = !c.connect_received;
+        c.connect_received = true;
+        if let Err(e) = c.opts.apply_json(arg) {
+            let label = c.label.clone();
+            tracing::error!("{label} - {e}");
+            self.close(key, ClosedState::ProtocolViolation, now);
+            return;
+        }
+        c.headers = cfg.headers && c.opts.headers;
+        let opts = c.opts.clone();
+        if !first {
+            // A second CONNECT drops the connection's subscriptions, as in nats-server.
+            let sids: Vec<_> = c.subs.drain().map(|(_, s)| s).collect();
+            for s in sids {
+                self.remove_sub(s);
+            }
+        }
+        let ok = match &cfg.auth {
+            Auth::None => true,
+            Auth::Token(t) => ct_eq(opts.auth_token.as_bytes(), t.as_bytes()),
+            Auth::User { user, pass } => {
+                ct_eq(opts.user.as_bytes(), user.as_bytes()) && ct_eq(opts.pass.as_bytes(), pass.as_bytes())
+            }
+        };
+        if !ok || !opts.account.is_empty() || opts.new_account {
+            self.auth_violation(key, now);
+            return;
+        }
+        if let Some(c) = self.client_mut(key) {
+            c.awaiting_auth = false;
+            if first && cfg.debug {
+                let mut ncs = String::new();
+                if !opts.version.is_empty() {
+                    ncs = format!("v{}", opts.version);
+                }
+                for part in [&opts.lang, &opts.name] {
+                    if !part.is_empty() {
+                        if !ncs.is_empty() {
+                            ncs.push(':');
+                        }
+                        ncs.push_str(part);
+                    }
+                }
+                if !ncs.is_empty() {
+                    c.label = format!("{} - {:?}", c.label, ncs);
+                }
+            }
+        }
+        if !(0..=1).contains(&opts.protocol) {
+            self.send_err(key, reply::ERR_BAD_PROTOCOL, now);
+            self.close(key, ClosedState::BadClientProtocolVersion, now);
+            return;
+        }
+        let headers = self.client(key).is_some_and(|c| c.headers);
+        if opts.no_responders && !headers {
+            self.send_err(key, reply::ERR_NO_RESPONDERS_HEADERS, now);
+            self.close(key, ClosedState::NoRespondersRequiresHeaders, now);
+            return;
+        }
+        if opts.verbose {
+            self.send_bytes(key, reply::OK, now);
+        }
+        self.schedule(key);
+    }
+
+    fn on_ping(&mut self, key: ConnKey, now: Instant) {
+        let multi = self.nshards > 1;
+        let id = self.next_barrier;
+        let Some(c) = self.client_mut(key) else { return };
+        c.last_in = now;
+        if multi && c.interest_changed {
+            // Flush is a barrier (ARCHITECTURE.md, invariant 4): the PONG waits until
+            // every shard has applied this connection's interest changes.
+            c.interest_changed = false;
+            c.pause = Pause::Barrier(id);
+            self.next_barrier += 1;
+            self.barriers.insert(
+                id,
+                super::PendingBarrier {
+                    conn: key,
+                    remaining: self.nshards - 1,
+                },
+            );
+            for dst in 0..self.nshards {
+                if dst != self.idx {
+                    mesh_codec::put_barrier(self.stage(dst), id, false);
+                }
+            }
+            return;
+        }
+        if let Some(c) = self.client_mut(key) {
+            c.interest_changed = false;
+        }
+        self.pong(key, now);
+    }
+
+    /// PONG, and after the first one of a `protocol: 1` client the connect-info INFO.
+    pub(super) fn pong(&mut self, key: ConnKey, now: Instant) {
+        let cfg = self.cfg.clone();
+        let Some(c) = self.client_mut(key) else { return };
+        if c.closing.is_some() {
+            return;
+        }
+        let w = c.out.writer(now);
+        w.extend_from_slice(reply::PONG);
+        if c.connect_received && !c.first_pong_sent {
+            c.first_pong_sent = true;
+            if c.opts.protocol >= 1 {
+                let mut info = cfg.info.clone();
+                info.client_id = c.cid;
+                info.client_ip = c.peer.ip().to_string();
+                info.connect_info = true;
+                info.remote_account = "$G".into();
+                info.write_line(c.out.writer(now));
+            }
+        }
+        self.wake(key);
+    }
+
+    pub(super) fn barrier_acked(&mut self, id: u64, now: Instant) {
+        let Some(b) = self.barriers.get_mut(&id) else { return };
+        b.remaining = b.remaining.saturating_sub(1);
+        if b.remaining > 0 {
+            return;
+        }
+        let key = b.conn;
+        self.barriers.remove(&id);
+        if self.client(key).is_some_and(|c| c.pause == Pause::Barrier(id)) {
+            self.pong(key, now);
+            self.resume(key, now);
+        }
+    }
+}
+
+/// Equality without early exit, for credentials.
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// CONNECT as traced: passwords and tokens replaced by `[REDACTED]`.
+fn redact_connect(arg: &[u8]) -> Vec<u8> {
+    let Ok(serde_json::Value::Object(mut m)) = serde_json::from_slice::<serde_json::Value>(arg) else {
+        return arg.to_vec();
+    };
+    for k in ["pass", "auth_token", "sig", "nkey", "proxy_sig"] {
+        if let Some(v) = m.get_mut(k) {
+            *v = serde_json::Value::String("[REDACTED]".into());
+        }
+    }
+    serde_json::to_vec(&m).unwrap_or_default()
+}

@@ -1,0 +1,427 @@
+//! Publishing: match, deliver to local subscribers, pick queue members across shards,
+//! and stage one envelope per interested shard (ARCHITECTURE.md, invariants 5 to 7).
+
+use super::ShardCore;
+use crate::core::client::{ClosedState, ConnKey, SubId};
+use crate::core::mesh_codec::{self, flags, MsgRecord};
+use crate::core::remote::RKey;
+use crate::core::sublist::Matches;
+use crate::proto::reply;
+use std::rc::Rc;
+use std::time::Instant;
+
+/// A message on its way to subscribers.
+pub(super) struct Msg<'a> {
+    pub subject: &'a [u8],
+    /// Empty: no reply subject.
+    pub reply: &'a [u8],
+    pub header_len: Option<usize>,
+    /// Header block and payload.
+    pub data: &'a [u8],
+}
+
+/// Up to 256 shards, as a bit set.
+#[derive(Default, Clone, Copy)]
+struct ShardSet([u64; 4]);
+
+impl ShardSet {
+    fn insert(&mut self, s: usize) {
+        if let Some(w) = self.0.get_mut(s / 64) {
+            *w |= 1 << (s % 64);
+        }
+    }
+    fn contains(&self, s: usize) -> bool {
+        self.0.get(s / 64).is_some_and(|w| w & (1 << (s % 64)) != 0)
+    }
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(|w| *w == 0)
+    }
+}
+
+fn has_prefix(s: &[u8], p: &[u8]) -> bool {
+    s.len() > p.len() && s.starts_with(p)
+}
+
+/// Reply subjects a client may not use (service-import, JetStream ack, gateway replies).
+fn is_reserved_reply(r: &[u8]) -> bool {
+    (r.len() > 3 && r.starts_with(b"_R_.")) || has_prefix(r, b"$JS.ACK.") || has_prefix(r, b"_GR_.")
+}
+
+impl ShardCore {
+    pub(super) fn on_msg(
+        &mut self,
+        key: ConnKey,
+        subject: &[u8],
+        reply: &[u8],
+        header_len: Option<usize>,
+        data: &[u8],
+        now: Instant,
+    ) {
+        let Some(c) = self.client_mut(key) else { return };
+        c.in_msgs += 1;
+        c.in_bytes += data.len() as u64;
+        let (verbose, no_responders) = (c.opts.verbose, c.opts.no_responders);
+        self.counters.in_msgs += 1;
+        self.counters.in_bytes += data.len() as u64;
+        if has_prefix(subject, b"_GR_.") || subject.starts_with(b"$NRG.") {
+            let label = self.label(key);
+            tracing::error!("{label} - Publish Violation - Subject {}", reply::go_quote(subject));
+            self.send_err(key, &reply::pub_violation(subject), now);
+            return;
+        }
+        if !reply.is_empty() && is_reserved_reply(reply) {
+            let label = self.label(key);
+            tracing::error!("{label} - Publish Violation - Reply {}", reply::go_quote(reply));
+            self.send_err(key, &reply::reply_violation(reply), now);
+            return;
+        }
+        if verbose {
+            self.send_bytes(key, reply::OK, now);
+        }
+        let m = Msg {
+            subject,
+            reply,
+            header_len,
+            data,
+        };
+        let delivered = self.route(Some(key), &m, now);
+        if !delivered && !reply.is_empty() && no_responders {
+            self.no_responders(key, &m, now);
+        }
+    }
+
+    /// Deliver a message published on this shard. Returns whether anyone (here or on
+    /// another shard) was given it.
+    pub(super) fn route(&mut self, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
+        let local = self.sublist.matches(m.subject);
+        let mut delivered = false;
+        for &sid in &local.psubs {
+            delivered |= self.deliver(sid, publisher, m, now);
+        }
+        if self.nshards < 2 {
+            for g in &local.qsubs {
+                delivered |= self.deliver_queue_local(&g.members, publisher, m, now);
+            }
+            return delivered;
+        }
+        let remote: Rc<Matches<RKey>> = self.remote.matches(m.subject);
+        if remote.is_empty() {
+            for g in &local.qsubs {
+                delivered |= self.deliver_queue_local(&g.members, publisher, m, now);
+            }
+            return delivered;
+        }
+        let mut targets = ShardSet::default();
+        for &rk in &remote.psubs {
+            if let Some(e) = self.remote.entry(rk) {
+                targets.insert(e.shard as usize);
+            }
+        }
+        // Queue groups: one member in the whole server, chosen by member count.
+        let mut assigned: Vec<(usize, &[u8])> = Vec::new();
+        for g in &local.qsubs {
+            let remote_members = remote.qsubs.iter().find(|r| r.name == g.name).map(|r| &r.members[..]);
+            match self.pick_queue(g.members.len(), remote_members.unwrap_or_default()) {
+                Pick::Local(start) => {
+                    if self.deliver_queue_from(&g.members, start, publisher, m, now) {
+                        delivered = true;
+                    } else if let Some(shard) = self.pick_remote_shard(remote_members.unwrap_or_default(), None) {
+                        targets.insert(shard);
+                        assigned.push((shard, &g.name));
+                    }
+                }
+                Pick::Remote(shard) => {
+                    targets.insert(shard);
+                    assigned.push((shard, &g.name));
+                }
+                Pick::Nobody => {}
+            }
+        }
+        for r in &remote.qsubs {
+            if local.qsubs.iter().any(|g| g.name == r.name) {
+                continue;
+            }
+            if let Some(shard) = self.pick_remote_shard(&r.members, None) {
+                targets.insert(shard);
+                assigned.push((shard, &r.name));
+            }
+        }
+        if !targets.is_empty() {
+            delivered = true;
+            let mut queues: Vec<&[u8]> = Vec::new();
+            for dst in 0..self.nshards {
+                if dst == self.idx || !targets.contains(dst) {
+                    continue;
+                }
+                queues.clear();
+                queues.extend(assigned.iter().filter(|(s, _)| *s == dst).map(|(_, q)| *q));
+                mesh_codec::put_msg(
+                    self.stage(dst),
+                    0,
+                    0,
+                    0,
+                    m.subject,
+                    m.reply,
+                    m.header_len,
+                    m.data,
+                    &queues,
+                );
+                self.maybe_flush_early(dst);
+            }
+        }
+        delivered
+    }
+
+    fn pick_queue(&mut self, local: usize, remote: &[RKey]) -> Pick {
+        let remote_total: u64 = remote
+            .iter()
+            .filter_map(|&rk| self.remote.entry(rk))
+            .map(|e| u64::from(e.count))
+            .sum();
+        let total = local as u64 + remote_total;
+        if total == 0 {
+            return Pick::Nobody;
+        }
+        let r = self.next_rand() % total;
+        if r < local as u64 {
+            return Pick::Local(r as usize);
+        }
+        let mut r = r - local as u64;
+        for &rk in remote {
+            if let Some(e) = self.remote.entry(rk) {
+                if r < u64::from(e.count) {
+                    return Pick::Remote(e.shard as usize);
+                }
+                r -= u64::from(e.count);
+            }
+        }
+        Pick::Nobody
+    }
+
+    /// A shard among `members` (remote entries), weighted by member count, not `exclude`.
+    fn pick_remote_shard(&mut self, members: &[RKey], exclude: Option<usize>) -> Option<usize> {
+        let live: Vec<(usize, u64)> = members
+            .iter()
+            .filter_map(|&rk| self.remote.entry(rk))
+            .map(|e| (e.shard as usize, u64::from(e.count)))
+            .filter(|(s, _)| Some(*s) != exclude && *s != self.idx)
+            .collect();
+        let total: u64 = live.iter().map(|(_, n)| n).sum();
+        if total == 0 {
+            return None;
+        }
+        let mut r = self.next_rand() % total;
+        for (s, n) in live {
+            if r < n {
+                return Some(s);
+            }
+            r -= n;
+        }
+        None
+    }
+
+    fn deliver_queue_local(
+        &mut self,
+        members: &[SubId],
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        now: Instant,
+    ) -> bool {
+        if members.is_empty() {
+            return false;
+        }
+        let start = (self.next_rand() % members.len() as u64) as usize;
+        self.deliver_queue_from(members, start, publisher, m, now)
+    }
+
+    /// Try members from `start` round the group until one takes the message.
+    fn deliver_queue_from(
+        &mut self,
+        members: &[SubId],
+        start: usize,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        now: Instant,
+    ) -> bool {
+        let n = members.len();
+        (0..n).any(|i| {
+            members
+                .get((start + i) % n)
+                .is_some_and(|&sid| self.deliver(sid, publisher, m, now))
+        })
+    }
+
+    /// A message from another shard: deliver it to this shard's subscribers.
+    pub(super) fn deliver_remote(&mut self, src: usize, rec: &MsgRecord<'_>, now: Instant) {
+        let m = Msg {
+            subject: rec.subject,
+            reply: rec.reply,
+            header_len: rec.header_len.map(|h| h as usize),
+            data: rec.data,
+        };
+        let local = self.sublist.matches(m.subject);
+        if rec.flags & flags::QUEUE_ONLY == 0 {
+            for &sid in &local.psubs {
+                self.deliver(sid, None, &m, now);
+            }
+        }
+        for q in rec.queues() {
+            let taken = match local.qsubs.iter().find(|g| &*g.name == q) {
+                Some(g) => self.deliver_queue_local(&g.members, None, &m, now),
+                None => false,
+            };
+            if taken || usize::from(rec.hops) + 1 >= self.nshards {
+                continue;
+            }
+            // The members this message was meant for are gone: pick again elsewhere
+            // rather than drop it (ARCHITECTURE.md, invariant 6).
+            let remote = self.remote.matches(m.subject);
+            let members = remote.qsubs.iter().find(|g| &*g.name == q).map(|g| g.members.clone());
+            let exclude = if rec.hops == 0 { Some(src) } else { None };
+            if let Some(dst) = members.and_then(|mm| self.pick_remote_shard(&mm, exclude)) {
+                mesh_codec::put_msg(
+                    self.stage(dst),
+                    flags::QUEUE_ONLY,
+                    rec.hops + 1,
+                    0,
+                    m.subject,
+                    m.reply,
+                    m.header_len,
+                    m.data,
+                    &[q],
+                );
+            }
+        }
+    }
+
+    /// Write one message to one subscription. Returns false if it was not delivered
+    /// (echo off, closed connection, slow consumer, auto-unsubscribe overrun).
+    fn deliver(&mut self, id: SubId, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
+        let Some(sub) = self.subs.get_mut(id as usize) else {
+            return false;
+        };
+        let conn = sub.conn;
+        let Some(c) = self.clients.get(conn.idx as usize).filter(|c| c.gen == conn.gen) else {
+            return false;
+        };
+        if c.closing.is_some() || (publisher == Some(conn) && !c.opts.echo) {
+            return false;
+        }
+        sub.delivered += 1;
+        let mut unsub_after = false;
+        if sub.max > 0 {
+            if sub.delivered > sub.max {
+                self.auto_unsubscribe(id);
+                return false;
+            }
+            unsub_after = sub.delivered == sub.max;
+        }
+        let headers = c.headers;
+        let (data, hdr) = match m.header_len {
+            Some(h) if !headers => (m.data.get(h..).unwrap_or_default(), None),
+            other => (m.data, other),
+        };
+        let need = 32 + m.subject.len() + sub.sid.len() + m.reply.len() + data.len();
+        let max_pending = self.cfg.max_pending;
+        let Some(c) = self.clients.get_mut(conn.idx as usize) else {
+            return false;
+        };
+        if c.out.len() + need > max_pending {
+            tracing::info!(
+                "{} - Slow Consumer Detected: MaxPending of {} Exceeded",
+                c.label,
+                max_pending
+            );
+            self.counters.slow_consumers += 1;
+            self.close(conn, ClosedState::SlowConsumerPendingBytes, now);
+            return false;
+        }
+        let w = c.out.writer(now);
+        match hdr {
+            Some(h) => {
+                w.extend_from_slice(b"HMSG ");
+                write_head(w, m.subject, &sub.sid, m.reply);
+                let mut b = itoa::Buffer::new();
+                w.extend_from_slice(b.format(h).as_bytes());
+                w.push(b' ');
+                w.extend_from_slice(b.format(data.len()).as_bytes());
+            }
+            None => {
+                w.extend_from_slice(b"MSG ");
+                write_head(w, m.subject, &sub.sid, m.reply);
+                let mut b = itoa::Buffer::new();
+                w.extend_from_slice(b.format(data.len()).as_bytes());
+            }
+        }
+        w.extend_from_slice(b"\r\n");
+        w.extend_from_slice(data);
+        w.extend_from_slice(b"\r\n");
+        c.out_msgs += 1;
+        c.out_bytes += data.len() as u64;
+        self.counters.out_msgs += 1;
+        self.counters.out_bytes += data.len() as u64;
+        if self.cfg.trace {
+            tracing::trace!(
+                "{} - ->> [MSG {} {} {}]",
+                c.label,
+                String::from_utf8_lossy(m.subject),
+                String::from_utf8_lossy(&sub.sid),
+                data.len()
+            );
+        }
+        if !c.woken {
+            c.woken = true;
+            self.wakeups.push(conn);
+        }
+        if unsub_after {
+            self.auto_unsubscribe(id);
+        }
+        true
+    }
+
+    /// Nobody took a request: tell the publisher with a 503 on its own reply
+    /// subscription (protocol.md §6.3).
+    fn no_responders(&mut self, key: ConnKey, m: &Msg<'_>, now: Instant) {
+        let matches = self.sublist.matches(m.reply);
+        let sid = matches
+            .psubs
+            .iter()
+            .filter_map(|&id| self.subs.get(id as usize))
+            .find(|s| s.conn == key)
+            .map(|s| s.sid.clone());
+        let Some(sid) = sid else { return };
+        let hdr_len = 32 + m.subject.len();
+        let mut b = itoa::Buffer::new();
+        let n = b.format(hdr_len).to_owned();
+        let mut line = Vec::with_capacity(64 + m.subject.len() * 2 + m.reply.len());
+        line.extend_from_slice(b"HMSG ");
+        line.extend_from_slice(m.reply);
+        line.push(b' ');
+        line.extend_from_slice(&sid);
+        line.push(b' ');
+        line.extend_from_slice(n.as_bytes());
+        line.push(b' ');
+        line.extend_from_slice(n.as_bytes());
+        line.extend_from_slice(b"\r\nNATS/1.0 503\r\nNats-Subject: ");
+        line.extend_from_slice(m.subject);
+        line.extend_from_slice(b"\r\n\r\n\r\n");
+        self.send_bytes(key, &line, now);
+    }
+}
+
+enum Pick {
+    Local(usize),
+    Remote(usize),
+    Nobody,
+}
+
+fn write_head(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8]) {
+    w.extend_from_slice(subject);
+    w.push(b' ');
+    w.extend_from_slice(sid);
+    w.push(b' ');
+    if !reply.is_empty() {
+        w.extend_from_slice(reply);
+        w.push(b' ');
+    }
+}

@@ -1,0 +1,526 @@
+//! Sans-IO tests of the shard core: several shards wired by a real mesh, driven by hand,
+//! with virtual time. Each test names the rule it checks.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use super::*;
+use crate::core::config::{Auth, CoreConfig};
+use crate::driver::MeshAdapter;
+use shards::mesh::Notify;
+use std::time::Duration;
+
+struct Nop;
+impl Notify for Nop {
+    fn notify(&self) {}
+}
+
+struct World {
+    shards: Vec<ShardCore>,
+    now: Instant,
+}
+
+fn peer() -> SocketAddr {
+    "127.0.0.1:40000".parse().unwrap()
+}
+
+impl World {
+    fn new(n: usize, cfg: CoreConfig) -> World {
+        Self::with_ring(n, cfg, 64)
+    }
+
+    fn with_ring(n: usize, cfg: CoreConfig, ring: usize) -> World {
+        let cfg = Arc::new(cfg);
+        let shared = Arc::new(Shared::new(n));
+        let eps = shards::mesh::build::<Vec<u8>>((0..n).map(|_| Box::new(Nop) as Box<dyn Notify>).collect(), ring);
+        let shards = eps
+            .into_iter()
+            .enumerate()
+            .map(|(i, ep)| ShardCore::new(i, n, cfg.clone(), shared.clone(), Box::new(MeshAdapter(ep))))
+            .collect();
+        World {
+            shards,
+            now: Instant::now(),
+        }
+    }
+
+    /// Run mesh traffic until every shard is quiet.
+    fn pump(&mut self) {
+        for _ in 0..1000 {
+            let mut moved = 0;
+            for s in &mut self.shards {
+                s.flush_mesh();
+                moved += s.poll_mesh(self.now);
+            }
+            if moved == 0 {
+                return;
+            }
+        }
+        panic!("mesh did not settle");
+    }
+
+    fn connect(&mut self, shard: usize, connect: &str) -> (usize, ConnKey) {
+        let k = self.shards[shard].accept(peer(), self.now);
+        self.take(shard, k); // INFO
+        self.send(shard, k, &format!("CONNECT {connect}\r\n"));
+        (shard, k)
+    }
+
+    fn send(&mut self, shard: usize, k: ConnKey, data: &str) {
+        self.send_bytes(shard, k, data.as_bytes());
+    }
+
+    fn send_bytes(&mut self, shard: usize, k: ConnKey, data: &[u8]) {
+        self.shards[shard].input(k, data, self.now);
+        self.pump();
+    }
+
+    /// Everything queued for a connection, as text, marked written.
+    fn take(&mut self, shard: usize, k: ConnKey) -> String {
+        let out = String::from_utf8_lossy(self.shards[shard].output(k)).into_owned();
+        let n = self.shards[shard].output(k).len();
+        self.shards[shard].written(k, n, self.now);
+        out
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now += d;
+        for s in &mut self.shards {
+            s.tick(self.now);
+        }
+        self.pump();
+    }
+}
+
+const QUIET: &str = r#"{"verbose":false,"pedantic":false}"#;
+
+#[test]
+fn local_pub_sub() {
+    let mut w = World::new(1, CoreConfig::default());
+    let (s, a) = w.connect(0, QUIET);
+    w.send(s, a, "SUB foo 1\r\nPUB foo 5\r\nhello\r\nPING\r\n");
+    assert_eq!(w.take(s, a), "MSG foo 1 5\r\nhello\r\nPONG\r\n");
+}
+
+#[test]
+fn verbose_defaults_ack_every_op() {
+    // protocol.md §2: CONNECT {} leaves verbose and pedantic on.
+    let mut w = World::new(1, CoreConfig::default());
+    let (s, a) = w.connect(0, "{}");
+    w.send(s, a, "SUB foo 1\r\nPUB foo 2\r\nhi\r\nUNSUB 1\r\nPING\r\n");
+    assert_eq!(
+        w.take(s, a),
+        "+OK\r\n+OK\r\n+OK\r\nMSG foo 1 2\r\nhi\r\n+OK\r\nPONG\r\n"
+    );
+}
+
+#[test]
+fn sub_then_ping_is_a_barrier_across_shards() {
+    // ARCHITECTURE.md invariant 4: the PONG goes out only after every shard applied the SUB.
+    let mut w = World::new(3, CoreConfig::default());
+    let (sa, a) = w.connect(0, QUIET);
+    let (sb, b) = w.connect(2, QUIET);
+    w.shards[sa].input(a, b"SUB foo.* 1\r\nPING\r\n", w.now);
+    assert_eq!(w.take(sa, a), "", "PONG waits for the other shards");
+    assert_eq!(w.shards[sa].status(a), ConnStatus::Open { read: false });
+    w.pump();
+    assert_eq!(w.take(sa, a), "PONG\r\n");
+    assert_eq!(w.shards[sa].status(a), ConnStatus::Open { read: true });
+    w.send(sb, b, "PUB foo.bar 3\r\nabc\r\n");
+    assert_eq!(w.take(sa, a), "MSG foo.bar 1 3\r\nabc\r\n");
+    // Unsubscribe, flush, and the other shard no longer routes to us.
+    w.send(sa, a, "UNSUB 1\r\nPING\r\n");
+    assert_eq!(w.take(sa, a), "PONG\r\n");
+    w.send(sb, b, "PUB foo.bar 3\r\nabc\r\n");
+    assert_eq!(w.take(sa, a), "");
+}
+
+#[test]
+fn input_after_a_paused_ping_is_processed_in_order() {
+    let mut w = World::new(2, CoreConfig::default());
+    let (s, a) = w.connect(0, QUIET);
+    w.shards[s].input(a, b"SUB x 1\r\nPING\r\nPUB x 1\r\nz\r\nPING\r\n", w.now);
+    w.pump();
+    assert_eq!(w.take(s, a), "PONG\r\nMSG x 1 1\r\nz\r\nPONG\r\n");
+}
+
+#[test]
+fn queue_group_delivers_once_across_shards() {
+    // protocol.md §3.6: exactly one member of a queue group receives each message.
+    let mut w = World::new(3, CoreConfig::default());
+    let mut members = Vec::new();
+    for shard in 0..3 {
+        for _ in 0..2 {
+            let (s, k) = w.connect(shard, QUIET);
+            w.send(s, k, "SUB work q 1\r\nPING\r\n");
+            assert_eq!(w.take(s, k), "PONG\r\n");
+            members.push((s, k));
+        }
+    }
+    let (ps, p) = w.connect(1, QUIET);
+    let n = 600;
+    for i in 0..n {
+        w.send(ps, p, &format!("PUB work 3\r\n{:03}\r\n", i % 1000));
+    }
+    let mut total = 0;
+    let mut per = Vec::new();
+    for (s, k) in &members {
+        let got = w.take(*s, *k).matches("MSG work").count();
+        per.push(got);
+        total += got;
+    }
+    assert_eq!(total, n, "every message delivered exactly once: {per:?}");
+    assert!(per.iter().all(|&c| c > 40), "every member gets a share: {per:?}");
+}
+
+#[test]
+fn queue_group_skips_members_that_vanished() {
+    // ARCHITECTURE.md invariant 6: a shard whose members are gone picks again elsewhere.
+    let mut w = World::new(2, CoreConfig::default());
+    let (s0, a) = w.connect(0, QUIET);
+    w.send(s0, a, "SUB q.x grp 1\r\nPING\r\n");
+    w.take(s0, a);
+    let (s1, b) = w.connect(1, QUIET);
+    w.send(s1, b, "SUB q.x grp 1\r\nPING\r\n");
+    w.take(s1, b);
+    // Shard 1's member leaves, but shard 0 has not heard of it yet when it publishes.
+    w.shards[s1].input(b, b"UNSUB 1\r\n", w.now);
+    let (p0, p) = w.connect(0, QUIET);
+    for _ in 0..50 {
+        w.shards[p0].input(p, b"PUB q.x 1\r\n!\r\n", w.now);
+    }
+    w.pump();
+    assert_eq!(w.take(s0, a).matches("MSG q.x").count(), 50);
+}
+
+#[test]
+fn fanout_order_per_publisher() {
+    // ARCHITECTURE.md invariant 7: per-publisher order holds for every subscriber.
+    let mut w = World::new(4, CoreConfig::default());
+    let mut subs = Vec::new();
+    for shard in 0..4 {
+        let (s, k) = w.connect(shard, QUIET);
+        w.send(s, k, "SUB ord.> 1\r\nPING\r\n");
+        w.take(s, k);
+        subs.push((s, k));
+    }
+    let pubs: Vec<_> = (0..4).map(|sh| w.connect(sh, QUIET)).collect();
+    for i in 0..200 {
+        for (j, (ps, p)) in pubs.iter().enumerate() {
+            let body = format!("{j}:{i}");
+            w.shards[*ps].input(
+                *p,
+                format!("PUB ord.{j} {}\r\n{body}\r\n", body.len()).as_bytes(),
+                w.now,
+            );
+        }
+        if i % 17 == 0 {
+            w.pump();
+        }
+    }
+    w.pump();
+    for (s, k) in subs {
+        let out = w.take(s, k);
+        let mut last = [-1i64; 4];
+        let mut count = 0;
+        for line in out.lines().filter(|l| l.contains(':')) {
+            let (j, i) = line.split_once(':').unwrap();
+            let (j, i): (usize, i64) = (j.parse().unwrap(), i.parse().unwrap());
+            assert!(i > last[j], "publisher {j} out of order: {i} after {}", last[j]);
+            last[j] = i;
+            count += 1;
+        }
+        assert_eq!(count, 800);
+    }
+}
+
+#[test]
+fn echo_off_and_no_responders() {
+    let mut w = World::new(2, CoreConfig::default());
+    let (s, a) = w.connect(
+        0,
+        r#"{"verbose":false,"pedantic":false,"echo":false,"headers":true,"no_responders":true}"#,
+    );
+    w.send(
+        s,
+        a,
+        "SUB self 1\r\nSUB inbox 2\r\nPUB self 1\r\nx\r\nPUB nobody inbox 0\r\n\r\nPING\r\n",
+    );
+    // protocol.md §6.3: the exact 503 bytes, with L = 32 + len(subject).
+    assert_eq!(
+        w.take(s, a),
+        "HMSG inbox 2 38 38\r\nNATS/1.0 503\r\nNats-Subject: nobody\r\n\r\n\r\nPONG\r\n"
+    );
+}
+
+#[test]
+fn request_reply_across_shards() {
+    let mut w = World::new(2, CoreConfig::default());
+    let (s0, svc) = w.connect(0, QUIET);
+    w.send(s0, svc, "SUB help 1\r\nPING\r\n");
+    w.take(s0, svc);
+    let (s1, cli) = w.connect(
+        1,
+        r#"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true}"#,
+    );
+    w.send(s1, cli, "SUB _INBOX.x 9\r\nUNSUB 9 1\r\nPING\r\n");
+    assert_eq!(w.take(s1, cli), "PONG\r\n");
+    w.send(s1, cli, "PUB help _INBOX.x 2\r\nhi\r\n");
+    assert_eq!(w.take(s0, svc), "MSG help 1 _INBOX.x 2\r\nhi\r\n");
+    w.send(s0, svc, "PUB _INBOX.x 3\r\nyes\r\n");
+    assert_eq!(w.take(s1, cli), "MSG _INBOX.x 9 3\r\nyes\r\n");
+    // Auto-unsubscribed after one message.
+    w.send(s0, svc, "PUB _INBOX.x 3\r\nyes\r\n");
+    assert_eq!(w.take(s1, cli), "");
+}
+
+#[test]
+fn headers_are_stripped_for_clients_without_them() {
+    let mut w = World::new(2, CoreConfig::default());
+    let (s0, plain) = w.connect(0, QUIET);
+    w.send(s0, plain, "SUB h 1\r\nPING\r\n");
+    w.take(s0, plain);
+    let (s1, hdr) = w.connect(1, r#"{"verbose":false,"pedantic":false,"headers":true}"#);
+    w.send(s1, hdr, "SUB h 1\r\nPING\r\n");
+    w.take(s1, hdr);
+    w.send(s1, hdr, "HPUB h 12 14\r\nNATS/1.0\r\n\r\nhi\r\n");
+    assert_eq!(w.take(s0, plain), "MSG h 1 2\r\nhi\r\n");
+    assert_eq!(w.take(s1, hdr), "HMSG h 1 12 14\r\nNATS/1.0\r\n\r\nhi\r\n");
+}
+
+#[test]
+fn slow_consumer_is_closed_silently() {
+    // protocol.md §7: slow consumers are closed without -ERR.
+    let cfg = CoreConfig {
+        max_pending: 1024,
+        ..CoreConfig::default()
+    };
+    let mut w = World::new(1, cfg);
+    let (s, slow) = w.connect(0, QUIET);
+    w.send(s, slow, "SUB big 1\r\n");
+    let (_, p) = w.connect(0, QUIET);
+    let body = "x".repeat(300);
+    for _ in 0..5 {
+        w.send(s, p, &format!("PUB big 300\r\n{body}\r\n"));
+    }
+    assert_eq!(w.shards[s].status(slow), ConnStatus::Close);
+    assert_eq!(w.shards[s].counters.slow_consumers, 1);
+    assert_eq!(w.shards[s].output(slow), b"", "queued output is dropped");
+    assert_eq!(
+        w.shards[s].status(p),
+        ConnStatus::Open { read: true },
+        "the publisher is fine"
+    );
+}
+
+#[test]
+fn protocol_errors_close_with_the_reference_replies() {
+    let mut w = World::new(1, CoreConfig::default());
+    for (input, reply, status) in [
+        ("FOO\r\n", "-ERR 'Unknown Protocol Operation'\r\n", ConnStatus::Flush),
+        (
+            "PUB foo 2\r\nhiX\r\n",
+            "-ERR 'Unknown Protocol Operation'\r\n",
+            ConnStatus::Flush,
+        ),
+        (
+            "PUB foo 2000000\r\n",
+            "-ERR 'Maximum Payload Violation'\r\n",
+            ConnStatus::Flush,
+        ),
+        ("PUB foo\r\n", "", ConnStatus::Close),
+        (
+            "CONNECT {\"protocol\":2}\r\n",
+            "-ERR 'invalid client protocol'\r\n",
+            ConnStatus::Flush,
+        ),
+        (
+            "CONNECT {\"no_responders\":true}\r\n",
+            "-ERR 'no responders requires headers support'\r\n",
+            ConnStatus::Flush,
+        ),
+        ("CONNECT {bad\r\n", "", ConnStatus::Close),
+        (
+            "CONNECT {\"account\":\"A\"}\r\n",
+            "-ERR 'Authorization Violation'\r\n",
+            ConnStatus::Flush,
+        ),
+    ] {
+        let k = w.shards[0].accept(peer(), w.now);
+        w.take(0, k);
+        w.send(0, k, input);
+        assert_eq!(w.take(0, k), reply, "{input:?}");
+        let st = w.shards[0].status(k);
+        assert!(st == status || st == ConnStatus::Close, "{input:?}: {st:?}");
+    }
+}
+
+#[test]
+fn subscription_errors_keep_the_connection() {
+    let cfg = CoreConfig {
+        max_subscriptions: 2,
+        ..CoreConfig::default()
+    };
+    let mut w = World::new(1, cfg);
+    let (s, a) = w.connect(0, QUIET);
+    w.send(
+        s,
+        a,
+        "SUB foo..bar 1\r\nSUB a 1\r\nSUB a 1\r\nSUB b 2\r\nSUB c 3\r\nSUB x _sys_ 4\r\nPING\r\n",
+    );
+    assert_eq!(
+        w.take(s, a),
+        "-ERR 'Invalid Subject'\r\n-ERR 'maximum subscriptions exceeded'\r\n-ERR 'Permissions Violation for Subscription to \"x\" using queue \"_sys_\"'\r\nPONG\r\n"
+    );
+    assert_eq!(w.shards[s].status(a), ConnStatus::Open { read: true });
+}
+
+#[test]
+fn pedantic_and_reserved_subjects() {
+    let mut w = World::new(1, CoreConfig::default());
+    let (s, a) = w.connect(0, r#"{"verbose":false,"pedantic":true}"#);
+    w.send(
+        s,
+        a,
+        "SUB > 1\r\nPUB foo.* 1\r\nx\r\nPUB _GR_.a.b 0\r\n\r\nPUB ok _R_.x 0\r\n\r\nPING\r\n",
+    );
+    assert_eq!(
+        w.take(s, a),
+        "-ERR 'Invalid Publish Subject'\r\nMSG foo.* 1 1\r\nx\r\n-ERR 'Permissions Violation for Publish to \"_GR_.a.b\"'\r\n-ERR 'Permissions Violation for Publish with Reply of \"_R_.x\"'\r\nPONG\r\n"
+    );
+}
+
+#[test]
+fn server_pings_then_stale_connection() {
+    // protocol.md §3.7: first PING ~2s after CONNECT, stale after ping_max unanswered.
+    let cfg = CoreConfig {
+        ping_interval: Duration::from_secs(1),
+        ping_max: 1,
+        ..CoreConfig::default()
+    };
+    let mut w = World::new(1, cfg);
+    let (s, a) = w.connect(0, QUIET);
+    w.advance(Duration::from_millis(1300));
+    assert_eq!(w.take(s, a), "PING\r\n");
+    w.advance(Duration::from_millis(1100));
+    assert_eq!(w.take(s, a), "-ERR 'Stale Connection'\r\n");
+    assert_eq!(w.shards[s].status(a), ConnStatus::Close);
+}
+
+#[test]
+fn pong_resets_the_stale_count() {
+    let cfg = CoreConfig {
+        ping_interval: Duration::from_secs(1),
+        ping_max: 1,
+        ..CoreConfig::default()
+    };
+    let mut w = World::new(1, cfg);
+    let (s, a) = w.connect(0, QUIET);
+    for _ in 0..5 {
+        w.advance(Duration::from_millis(1300));
+        assert_eq!(w.take(s, a), "PING\r\n");
+        w.send(s, a, "PONG\r\n");
+    }
+    assert_eq!(w.shards[s].status(a), ConnStatus::Open { read: true });
+}
+
+#[test]
+fn auth_timeout_and_token() {
+    let cfg = CoreConfig {
+        auth: Auth::Token("s3cret".into()),
+        ..CoreConfig::default()
+    };
+    let mut w = World::new(1, cfg);
+    let k = w.shards[0].accept(peer(), w.now);
+    assert!(w.take(0, k).contains("\"auth_required\":true"));
+    w.advance(Duration::from_millis(2100));
+    assert_eq!(w.take(0, k), "-ERR 'Authentication Timeout'\r\n");
+    // Wrong token, then op before CONNECT, then the right one.
+    let k = w.shards[0].accept(peer(), w.now);
+    w.take(0, k);
+    w.send(0, k, "CONNECT {\"auth_token\":\"nope\"}\r\n");
+    assert_eq!(w.take(0, k), "-ERR 'Authorization Violation'\r\n");
+    let k = w.shards[0].accept(peer(), w.now);
+    w.take(0, k);
+    w.send(0, k, "PING\r\n");
+    assert_eq!(w.take(0, k), "-ERR 'Authorization Violation'\r\n");
+    let k = w.shards[0].accept(peer(), w.now);
+    w.take(0, k);
+    w.send(
+        0,
+        k,
+        "CONNECT {\"auth_token\":\"s3cret\",\"verbose\":false}\r\nPING\r\n",
+    );
+    assert_eq!(w.take(0, k), "PONG\r\n");
+}
+
+#[test]
+fn max_connections() {
+    let cfg = CoreConfig {
+        max_connections: 1,
+        ..CoreConfig::default()
+    };
+    let mut w = World::new(1, cfg);
+    let a = w.shards[0].accept(peer(), w.now);
+    assert!(w.take(0, a).starts_with("INFO "));
+    let b = w.shards[0].accept(peer(), w.now);
+    let out = w.take(0, b);
+    assert!(
+        out.starts_with("INFO ") && out.ends_with("-ERR 'maximum connections exceeded'\r\n"),
+        "{out}"
+    );
+    assert_eq!(w.shards[0].status(b), ConnStatus::Close);
+}
+
+#[test]
+fn connect_info_after_first_pong_for_protocol_1() {
+    let mut w = World::new(1, CoreConfig::default());
+    let (s, a) = w.connect(0, r#"{"verbose":false,"protocol":1}"#);
+    w.send(s, a, "PING\r\nPING\r\n");
+    let out = w.take(s, a);
+    assert!(out.starts_with("PONG\r\nINFO {"), "{out}");
+    assert!(out.contains("\"connect_info\":true") && out.contains("\"remote_account\":\"$G\""));
+    assert!(out.ends_with("} \r\nPONG\r\n"), "only after the first PONG: {out}");
+}
+
+#[test]
+fn full_mesh_ring_pauses_the_publisher_and_loses_nothing() {
+    // ARCHITECTURE.md invariant 8: a full ring pauses the producer; nothing is dropped.
+    let mut w = World::with_ring(2, CoreConfig::default(), 2);
+    let (s0, sub) = w.connect(0, QUIET);
+    w.send(s0, sub, "SUB flood 1\r\nPING\r\n");
+    w.take(s0, sub);
+    let (s1, p) = w.connect(1, QUIET);
+    let body = "y".repeat(60_000);
+    let one = format!("PUB flood 60000\r\n{body}\r\n");
+    let mut batch = String::new();
+    for _ in 0..100 {
+        batch.push_str(&one);
+    }
+    // 6 MB in one read, with a ring of two batches: the publisher must pause.
+    w.shards[s1].input(p, batch.as_bytes(), w.now);
+    assert_eq!(w.shards[s1].status(p), ConnStatus::Open { read: false });
+    let mut got = 0;
+    for _ in 0..200 {
+        w.pump();
+        got += w.take(s0, sub).matches("MSG flood").count();
+        if w.shards[s1].status(p) == (ConnStatus::Open { read: true }) && got == 100 {
+            break;
+        }
+    }
+    assert_eq!(got, 100);
+    assert_eq!(w.shards[s1].status(p), ConnStatus::Open { read: true });
+}
+
+#[test]
+fn removing_a_connection_drops_its_interest_everywhere() {
+    let mut w = World::new(2, CoreConfig::default());
+    let (s0, a) = w.connect(0, QUIET);
+    w.send(s0, a, "SUB gone 1\r\nSUB gone q 2\r\nPING\r\n");
+    w.take(s0, a);
+    assert_eq!(w.shards[1].remote.len(), 2);
+    w.shards[s0].disconnected(a, ClosedState::ClientClosed, w.now);
+    w.shards[s0].remove(a);
+    w.pump();
+    assert!(w.shards[1].remote.is_empty());
+    assert_eq!(w.shards[s0].connections(), 0);
+    assert_eq!(w.shards[s0].subs.len(), 0);
+}

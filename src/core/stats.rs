@@ -1,0 +1,111 @@
+//! Server statistics. Each shard counts in plain integers on its hot path and publishes
+//! them into its own cache-line-aligned atomics once per processing step; readers
+//! (monitoring) sum all shards. Single writer per slot: relaxed loads and stores suffice.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// Counters of one shard, as last published.
+#[derive(Default)]
+#[repr(align(128))]
+pub struct ShardStats {
+    pub in_msgs: AtomicU64,
+    pub in_bytes: AtomicU64,
+    pub out_msgs: AtomicU64,
+    pub out_bytes: AtomicU64,
+    pub slow_consumers: AtomicU64,
+    pub stale_connections: AtomicU64,
+    pub subscriptions: AtomicU64,
+    pub connections: AtomicU64,
+    pub total_connections: AtomicU64,
+}
+
+/// The shard-local working copy.
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counters {
+    pub in_msgs: u64,
+    pub in_bytes: u64,
+    pub out_msgs: u64,
+    pub out_bytes: u64,
+    pub slow_consumers: u64,
+    pub stale_connections: u64,
+    pub subscriptions: u64,
+    pub connections: u64,
+    pub total_connections: u64,
+}
+
+impl ShardStats {
+    pub fn publish(&self, c: &Counters) {
+        let r = Ordering::Relaxed;
+        self.in_msgs.store(c.in_msgs, r);
+        self.in_bytes.store(c.in_bytes, r);
+        self.out_msgs.store(c.out_msgs, r);
+        self.out_bytes.store(c.out_bytes, r);
+        self.slow_consumers.store(c.slow_consumers, r);
+        self.stale_connections.store(c.stale_connections, r);
+        self.subscriptions.store(c.subscriptions, r);
+        self.connections.store(c.connections, r);
+        self.total_connections.store(c.total_connections, r);
+    }
+
+    pub fn snapshot(&self) -> Counters {
+        let r = Ordering::Relaxed;
+        Counters {
+            in_msgs: self.in_msgs.load(r),
+            in_bytes: self.in_bytes.load(r),
+            out_msgs: self.out_msgs.load(r),
+            out_bytes: self.out_bytes.load(r),
+            slow_consumers: self.slow_consumers.load(r),
+            stale_connections: self.stale_connections.load(r),
+            subscriptions: self.subscriptions.load(r),
+            connections: self.connections.load(r),
+            total_connections: self.total_connections.load(r),
+        }
+    }
+}
+
+impl std::ops::AddAssign for Counters {
+    fn add_assign(&mut self, o: Counters) {
+        self.in_msgs += o.in_msgs;
+        self.in_bytes += o.in_bytes;
+        self.out_msgs += o.out_msgs;
+        self.out_bytes += o.out_bytes;
+        self.slow_consumers += o.slow_consumers;
+        self.stale_connections += o.stale_connections;
+        self.subscriptions += o.subscriptions;
+        self.connections += o.connections;
+        self.total_connections += o.total_connections;
+    }
+}
+
+/// State every shard shares: counters per shard, and the few global numbers that must be
+/// agreed on (client ids, the connection limit).
+pub struct Shared {
+    pub shards: Box<[ShardStats]>,
+    next_cid: AtomicU64,
+    /// Open client connections across all shards (enforces `max_connections`).
+    pub open_conns: AtomicI64,
+}
+
+impl Shared {
+    pub fn new(nshards: usize) -> Self {
+        Shared {
+            shards: (0..nshards).map(|_| ShardStats::default()).collect(),
+            next_cid: AtomicU64::new(1),
+            open_conns: AtomicI64::new(0),
+        }
+    }
+
+    /// A fresh, server-wide unique client id.
+    pub fn next_cid(&self) -> u64 {
+        self.next_cid.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sum over all shards.
+    pub fn totals(&self) -> Counters {
+        let mut t = Counters::default();
+        for s in self.shards.iter() {
+            t += s.snapshot();
+        }
+        t
+    }
+}

@@ -1,0 +1,566 @@
+//! The interest tree: subject patterns (literal, `*`, `>`) with plain and queue
+//! subscribers, matched against literal subjects, with a bounded match cache.
+//!
+//! Ownership: a `Sublist` belongs to one shard and is only touched by it. Values are
+//! small copyable handles (a local subscription id, or a remote-interest entry id).
+//!
+//! Results are shared as `Rc<Matches>` so a publisher can keep delivering while the list
+//! changes under it (auto-unsubscribe removes subscriptions in the middle of a fan-out).
+
+use super::subject::{matches, FWC, PWC, TSEP};
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::rc::Rc;
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<ahash::AHasher>>;
+
+/// Cached results kept per sublist; past this, a quarter is evicted.
+const CACHE_MAX: usize = 1024;
+const CACHE_SWEEP: usize = 256;
+
+/// A subscription pattern that no tree accepts (empty token, `>` not last).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("invalid subject")]
+pub struct InvalidSubject;
+
+/// Members of one queue group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueGroup<T> {
+    pub name: Box<[u8]>,
+    pub members: Vec<T>,
+}
+
+/// Everything interested in one subject: plain subscribers, and queue groups merged by
+/// name across all matching patterns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Matches<T> {
+    pub psubs: Vec<T>,
+    pub qsubs: Vec<QueueGroup<T>>,
+}
+
+impl<T> Matches<T> {
+    fn empty() -> Self {
+        Matches {
+            psubs: Vec::new(),
+            qsubs: Vec::new(),
+        }
+    }
+
+    /// True if nobody is interested.
+    pub fn is_empty(&self) -> bool {
+        self.psubs.is_empty() && self.qsubs.is_empty()
+    }
+}
+
+struct Node<T> {
+    next: Option<Box<Level<T>>>,
+    psubs: Vec<T>,
+    qsubs: Vec<QueueGroup<T>>,
+}
+
+impl<T> Default for Node<T> {
+    fn default() -> Self {
+        Node {
+            next: None,
+            psubs: Vec::new(),
+            qsubs: Vec::new(),
+        }
+    }
+}
+
+impl<T> Node<T> {
+    fn is_empty(&self) -> bool {
+        self.psubs.is_empty() && self.qsubs.is_empty() && self.next.as_ref().is_none_or(|l| l.is_empty())
+    }
+}
+
+struct Level<T> {
+    nodes: FastMap<Box<[u8]>, Node<T>>,
+    pwc: Option<Box<Node<T>>>,
+    fwc: Option<Box<Node<T>>>,
+}
+
+impl<T> Default for Level<T> {
+    fn default() -> Self {
+        Level {
+            nodes: FastMap::default(),
+            pwc: None,
+            fwc: None,
+        }
+    }
+}
+
+impl<T> Level<T> {
+    fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.pwc.is_none() && self.fwc.is_none()
+    }
+}
+
+/// A subject interest tree with a match cache.
+pub struct Sublist<T> {
+    root: Level<T>,
+    cache: FastMap<Box<[u8]>, Rc<Matches<T>>>,
+    cache_enabled: bool,
+    count: usize,
+}
+
+impl<T: Copy + Eq> Default for Sublist<T> {
+    fn default() -> Self {
+        Self::new(true)
+    }
+}
+
+impl<T: Copy + Eq> Sublist<T> {
+    /// A new empty tree; `cache` turns the match cache on (nats-server's default).
+    pub fn new(cache: bool) -> Self {
+        Sublist {
+            root: Level::default(),
+            cache: FastMap::default(),
+            cache_enabled: cache,
+            count: 0,
+        }
+    }
+
+    /// Number of entries (plain and queue).
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Number of cached match results.
+    pub fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Add `value` under `pattern`, in queue group `queue` if given.
+    pub fn insert(&mut self, pattern: &[u8], queue: Option<&[u8]>, value: T) -> Result<(), InvalidSubject> {
+        if pattern.is_empty() {
+            return Err(InvalidSubject);
+        }
+        // Validate fully before touching the tree, so a bad pattern leaves no trace.
+        let mut seen_fwc = false;
+        for t in pattern.split(|&b| b == TSEP) {
+            if t.is_empty() || seen_fwc {
+                return Err(InvalidSubject);
+            }
+            seen_fwc = t == [FWC];
+        }
+        let mut level = &mut self.root;
+        let mut tokens = pattern.split(|&b| b == TSEP).peekable();
+        let node = loop {
+            let Some(t) = tokens.next() else {
+                return Err(InvalidSubject);
+            };
+            let node: &mut Node<T> = if t == [PWC] {
+                level.pwc.get_or_insert_with(Default::default)
+            } else if t == [FWC] {
+                level.fwc.get_or_insert_with(Default::default)
+            } else {
+                level.nodes.entry(t.into()).or_default()
+            };
+            if tokens.peek().is_none() {
+                break node;
+            }
+            level = node.next.get_or_insert_with(Default::default);
+        };
+        match queue {
+            None => node.psubs.push(value),
+            Some(q) => match node.qsubs.iter_mut().find(|g| &*g.name == q) {
+                Some(g) => g.members.push(value),
+                None => node.qsubs.push(QueueGroup {
+                    name: q.into(),
+                    members: vec![value],
+                }),
+            },
+        }
+        self.count += 1;
+        self.invalidate(pattern);
+        Ok(())
+    }
+
+    /// Remove one `value` previously inserted under `pattern`/`queue`. Returns false if absent.
+    pub fn remove(&mut self, pattern: &[u8], queue: Option<&[u8]>, value: T) -> bool {
+        let tokens: Vec<&[u8]> = pattern.split(|&b| b == TSEP).collect();
+        let removed = remove_from(&mut self.root, &tokens, queue, value);
+        if removed {
+            self.count -= 1;
+            self.invalidate(pattern);
+        }
+        removed
+    }
+
+    fn invalidate(&mut self, pattern: &[u8]) {
+        if !self.cache.is_empty() {
+            self.cache.retain(|subject, _| !matches(pattern, subject));
+        }
+    }
+
+    /// Everything interested in the literal `subject`.
+    pub fn matches(&mut self, subject: &[u8]) -> Rc<Matches<T>> {
+        if let Some(r) = self.cache.get(subject) {
+            return r.clone();
+        }
+        let r = Rc::new(self.match_uncached(subject));
+        if self.cache_enabled {
+            if self.cache.len() >= CACHE_MAX {
+                let victims: Vec<Box<[u8]>> = self.cache.keys().take(CACHE_SWEEP).cloned().collect();
+                for v in victims {
+                    self.cache.remove(&v);
+                }
+            }
+            self.cache.insert(subject.into(), r.clone());
+        }
+        r
+    }
+
+    fn match_uncached(&self, subject: &[u8]) -> Matches<T> {
+        let mut out = Matches::empty();
+        if subject.is_empty() {
+            return out;
+        }
+        let mut toks: [&[u8]; 32] = [&[]; 32];
+        let mut spill: Vec<&[u8]> = Vec::new();
+        let mut n = 0;
+        for t in subject.split(|&b| b == TSEP) {
+            if t.is_empty() {
+                return out;
+            }
+            if n < toks.len() {
+                toks[n] = t;
+            } else {
+                if spill.is_empty() {
+                    spill.extend_from_slice(&toks);
+                }
+                spill.push(t);
+            }
+            n += 1;
+        }
+        let tokens: &[&[u8]] = if spill.is_empty() { &toks[..n] } else { &spill };
+        match_level(&self.root, tokens, &mut out);
+        out
+    }
+
+    /// Visit every (pattern, queue, value) entry. Used to replay interest to a new peer.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], Option<&[u8]>, T)) {
+        let mut prefix = Vec::new();
+        walk(&self.root, &mut prefix, &mut f);
+    }
+}
+
+fn add_node<T: Copy>(n: &Node<T>, out: &mut Matches<T>) {
+    out.psubs.extend_from_slice(&n.psubs);
+    for g in &n.qsubs {
+        match out.qsubs.iter_mut().find(|o| o.name == g.name) {
+            Some(o) => o.members.extend_from_slice(&g.members),
+            None => out.qsubs.push(g.clone()),
+        }
+    }
+}
+
+fn match_level<T: Copy>(mut level: &Level<T>, tokens: &[&[u8]], out: &mut Matches<T>) {
+    let mut last: Option<&Node<T>> = None;
+    let mut pwc: Option<&Node<T>> = None;
+    for (i, t) in tokens.iter().enumerate() {
+        if let Some(f) = &level.fwc {
+            add_node(f, out);
+        }
+        pwc = level.pwc.as_deref();
+        if let Some(p) = pwc {
+            if let Some(next) = &p.next {
+                match_level(next, &tokens[i + 1..], out);
+            }
+        }
+        last = level.nodes.get(*t);
+        match last.and_then(|n| n.next.as_deref()) {
+            Some(next) if i + 1 < tokens.len() => level = next,
+            _ => {
+                if i + 1 < tokens.len() {
+                    // Literal path ends early; the wildcards above were already visited.
+                    return;
+                }
+            }
+        }
+    }
+    if let Some(n) = last {
+        add_node(n, out);
+    }
+    if let Some(p) = pwc {
+        add_node(p, out);
+    }
+}
+
+fn remove_from<T: Copy + Eq>(level: &mut Level<T>, tokens: &[&[u8]], queue: Option<&[u8]>, value: T) -> bool {
+    let Some((first, rest)) = tokens.split_first() else {
+        return false;
+    };
+    let first: &[u8] = first;
+    let (removed, empty) = {
+        let node: &mut Node<T> = if first == [PWC] {
+            match level.pwc.as_deref_mut() {
+                Some(n) => n,
+                None => return false,
+            }
+        } else if first == [FWC] {
+            match level.fwc.as_deref_mut() {
+                Some(n) => n,
+                None => return false,
+            }
+        } else {
+            match level.nodes.get_mut(first) {
+                Some(n) => n,
+                None => return false,
+            }
+        };
+        let removed = if rest.is_empty() {
+            remove_value(node, queue, value)
+        } else {
+            match node.next.as_deref_mut() {
+                Some(next) => {
+                    let r = remove_from(next, rest, queue, value);
+                    if next.is_empty() {
+                        node.next = None;
+                    }
+                    r
+                }
+                None => false,
+            }
+        };
+        (removed, node.is_empty())
+    };
+    if empty {
+        if first == [PWC] {
+            level.pwc = None;
+        } else if first == [FWC] {
+            level.fwc = None;
+        } else {
+            level.nodes.remove(first);
+        }
+    }
+    removed
+}
+
+fn remove_value<T: Copy + Eq>(node: &mut Node<T>, queue: Option<&[u8]>, value: T) -> bool {
+    match queue {
+        None => match node.psubs.iter().position(|v| *v == value) {
+            Some(i) => {
+                node.psubs.swap_remove(i);
+                true
+            }
+            None => false,
+        },
+        Some(q) => {
+            let Some(gi) = node.qsubs.iter().position(|g| &*g.name == q) else {
+                return false;
+            };
+            let g = &mut node.qsubs[gi];
+            let Some(i) = g.members.iter().position(|v| *v == value) else {
+                return false;
+            };
+            g.members.swap_remove(i);
+            if g.members.is_empty() {
+                node.qsubs.swap_remove(gi);
+            }
+            true
+        }
+    }
+}
+
+fn walk<T: Copy>(level: &Level<T>, prefix: &mut Vec<u8>, f: &mut impl FnMut(&[u8], Option<&[u8]>, T)) {
+    let mut visit = |tok: &[u8], node: &Node<T>, prefix: &mut Vec<u8>| {
+        let keep = prefix.len();
+        if !prefix.is_empty() {
+            prefix.push(TSEP);
+        }
+        prefix.extend_from_slice(tok);
+        for v in &node.psubs {
+            f(prefix, None, *v);
+        }
+        for g in &node.qsubs {
+            for v in &g.members {
+                f(prefix, Some(&g.name), *v);
+            }
+        }
+        if let Some(next) = &node.next {
+            walk(next, prefix, f);
+        }
+        prefix.truncate(keep);
+    };
+    for (tok, node) in &level.nodes {
+        visit(tok, node, prefix);
+    }
+    if let Some(n) = &level.pwc {
+        visit(&[PWC], n, prefix);
+    }
+    if let Some(n) = &level.fwc {
+        visit(&[FWC], n, prefix);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn sorted(mut v: Vec<u32>) -> Vec<u32> {
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn literal_and_wildcards() {
+        let mut sl = Sublist::new(true);
+        sl.insert(b"foo.bar", None, 1).unwrap();
+        sl.insert(b"foo.*", None, 2).unwrap();
+        sl.insert(b"foo.>", None, 3).unwrap();
+        sl.insert(b">", None, 4).unwrap();
+        sl.insert(b"*.bar", None, 5).unwrap();
+        sl.insert(b"foo", None, 6).unwrap();
+        assert_eq!(sorted(sl.matches(b"foo.bar").psubs.clone()), vec![1, 2, 3, 4, 5]);
+        assert_eq!(sorted(sl.matches(b"foo.baz").psubs.clone()), vec![2, 3, 4]);
+        assert_eq!(sorted(sl.matches(b"foo.bar.baz").psubs.clone()), vec![3, 4]);
+        assert_eq!(sorted(sl.matches(b"foo").psubs.clone()), vec![4, 6]);
+        assert!(sl.matches(b"foo..bar").is_empty());
+        assert!(sl.matches(b"").is_empty());
+        assert_eq!(sl.count(), 6);
+    }
+
+    #[test]
+    fn queue_groups_merge_by_name() {
+        let mut sl = Sublist::new(true);
+        sl.insert(b"foo.*", Some(b"q"), 1).unwrap();
+        sl.insert(b"foo.>", Some(b"q"), 2).unwrap();
+        sl.insert(b"foo.bar", Some(b"r"), 3).unwrap();
+        let m = sl.matches(b"foo.bar");
+        assert!(m.psubs.is_empty());
+        assert_eq!(m.qsubs.len(), 2);
+        let q = m.qsubs.iter().find(|g| &*g.name == b"q").unwrap();
+        assert_eq!(sorted(q.members.clone()), vec![1, 2]);
+    }
+
+    #[test]
+    fn remove_prunes_and_invalidates_cache() {
+        let mut sl = Sublist::new(true);
+        sl.insert(b"a.b.c", None, 1).unwrap();
+        sl.insert(b"a.*.c", None, 2).unwrap();
+        assert_eq!(sl.matches(b"a.b.c").psubs.len(), 2);
+        assert!(sl.remove(b"a.b.c", None, 1));
+        assert!(!sl.remove(b"a.b.c", None, 1));
+        assert_eq!(sl.matches(b"a.b.c").psubs, vec![2]);
+        assert!(sl.remove(b"a.*.c", None, 2));
+        assert!(sl.matches(b"a.b.c").is_empty());
+        assert!(sl.root.is_empty(), "empty levels are pruned");
+        assert_eq!(sl.count(), 0);
+    }
+
+    #[test]
+    fn insert_after_match_updates_cache() {
+        let mut sl = Sublist::new(true);
+        assert!(sl.matches(b"x.y").is_empty());
+        sl.insert(b"x.>", None, 7).unwrap();
+        assert_eq!(sl.matches(b"x.y").psubs, vec![7]);
+    }
+
+    #[test]
+    fn invalid_patterns_leave_no_trace() {
+        let mut sl: Sublist<u32> = Sublist::new(true);
+        for p in ["", "foo..bar", ".foo", "foo.", "foo.>.bar", ">.a"] {
+            assert_eq!(sl.insert(p.as_bytes(), None, 1), Err(InvalidSubject), "{p:?}");
+        }
+        assert!(sl.root.is_empty());
+        assert_eq!(sl.count(), 0);
+    }
+
+    #[test]
+    fn long_subjects_spill_past_32_tokens() {
+        let mut sl = Sublist::new(true);
+        let long: Vec<String> = (0..40).map(|i| format!("t{i}")).collect();
+        let subj = long.join(".");
+        sl.insert(subj.as_bytes(), None, 1).unwrap();
+        sl.insert(b"t0.>", None, 2).unwrap();
+        assert_eq!(sorted(sl.matches(subj.as_bytes()).psubs.clone()), vec![1, 2]);
+    }
+
+    #[test]
+    fn for_each_replays_every_entry() {
+        let mut sl = Sublist::new(true);
+        sl.insert(b"a.b", None, 1).unwrap();
+        sl.insert(b"a.*", Some(b"q"), 2).unwrap();
+        sl.insert(b">", None, 3).unwrap();
+        let mut seen = Vec::new();
+        sl.for_each(|p, q, v| seen.push((String::from_utf8_lossy(p).into_owned(), q.map(|q| q.to_vec()), v)));
+        seen.sort();
+        assert_eq!(
+            seen,
+            vec![
+                (">".to_string(), None, 3),
+                ("a.*".to_string(), Some(b"q".to_vec()), 2),
+                ("a.b".to_string(), None, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn cache_is_bounded() {
+        let mut sl = Sublist::new(true);
+        sl.insert(b">", None, 1u32).unwrap();
+        for i in 0..5000 {
+            sl.matches(format!("s.{i}").as_bytes());
+        }
+        assert!(sl.cache_len() <= CACHE_MAX);
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn token() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("a".to_string()),
+                Just("b".to_string()),
+                Just("c".to_string()),
+                Just("*".to_string())
+            ]
+        }
+
+        fn pattern() -> impl Strategy<Value = String> {
+            (proptest::collection::vec(token(), 1..4), any::<bool>()).prop_map(|(mut t, fwc)| {
+                if fwc {
+                    t.push(">".into());
+                }
+                t.join(".")
+            })
+        }
+
+        fn subject() -> impl Strategy<Value = String> {
+            proptest::collection::vec(prop_oneof![Just("a"), Just("b"), Just("c")], 1..5).prop_map(|t| t.join("."))
+        }
+
+        proptest! {
+            // The tree must agree with the plain matcher for every pattern/subject pair,
+            // including after removals.
+            #[test]
+            fn tree_agrees_with_matcher(pats in proptest::collection::vec(pattern(), 1..20),
+                                        subs in proptest::collection::vec(subject(), 1..20),
+                                        drop_mask in any::<u32>()) {
+                let mut sl = Sublist::new(true);
+                for (i, p) in pats.iter().enumerate() {
+                    sl.insert(p.as_bytes(), None, i as u32).unwrap();
+                }
+                for s in &subs { sl.matches(s.as_bytes()); }
+                let mut live = vec![true; pats.len()];
+                for (i, p) in pats.iter().enumerate() {
+                    if drop_mask & (1 << (i % 32)) != 0 {
+                        prop_assert!(sl.remove(p.as_bytes(), None, i as u32));
+                        live[i] = false;
+                    }
+                }
+                for s in &subs {
+                    let got = sorted(sl.matches(s.as_bytes()).psubs.clone());
+                    let want: Vec<u32> = (0..pats.len() as u32)
+                        .filter(|&i| live[i as usize] && matches(pats[i as usize].as_bytes(), s.as_bytes()))
+                        .collect();
+                    prop_assert_eq!(got, want);
+                }
+            }
+        }
+    }
+}

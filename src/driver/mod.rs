@@ -1,0 +1,109 @@
+//! Glue between the sans-IO core and the reactors. This is the only place that knows both
+//! `ShardCore` and sockets. Protocol decisions stay in the core: a driver moves bytes,
+//! keeps time and wakes tasks.
+//!
+//! - [`accept`]: the acceptor thread that hands connections to shards round-robin.
+//! - [`uring`] (feature `uring`, Linux): glommio shards, one task per connection.
+//! - [`mio`]: the portable reactor, one event loop per shard thread.
+
+pub mod accept;
+pub mod mio;
+#[cfg(all(target_os = "linux", feature = "uring"))]
+pub mod uring;
+
+use crate::core::config::CoreConfig;
+use crate::core::shard::MeshPort;
+use crate::core::stats::Shared;
+use shards::mesh::Endpoint;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Capacity of each mesh ring, in batches. Deep enough that a full ring is rare
+/// (RUNTIME-NOTES: below ~512 items producers park constantly).
+pub const MESH_RING_CAPACITY: usize = 1024;
+
+/// A connection accepted for a shard.
+pub struct Accepted {
+    pub stream: TcpStream,
+    pub peer: SocketAddr,
+}
+
+/// The mesh endpoint as the core's port.
+pub struct MeshAdapter(pub Endpoint<Vec<u8>>);
+
+impl MeshPort for MeshAdapter {
+    fn try_send(&mut self, dst: usize, batch: Vec<u8>) -> Result<(), Vec<u8>> {
+        self.0.try_send(dst, batch)
+    }
+    fn take_recycled(&mut self, dst: usize) -> Option<Vec<u8>> {
+        self.0.take_recycled(dst)
+    }
+    fn try_recv(&mut self, src: usize) -> Option<Vec<u8>> {
+        self.0.try_recv(src)
+    }
+    fn recycle(&mut self, src: usize, batch: Vec<u8>) {
+        self.0.recycle(src, batch)
+    }
+    fn prepare_park(&self) -> bool {
+        self.0.prepare_park()
+    }
+    fn unpark(&self) {
+        self.0.unpark()
+    }
+}
+
+/// What every shard needs to run.
+#[derive(Clone)]
+pub struct RuntimeConfig {
+    pub nshards: usize,
+    /// CPUs to pin shards to (shard i on `cpus[i % len]`); empty: no pinning.
+    pub cpus: Vec<usize>,
+    pub core: Arc<CoreConfig>,
+    pub shared: Arc<Shared>,
+    /// Busy-poll before parking, microseconds.
+    pub spin_us: u64,
+}
+
+/// Shared stop signal for shards and the acceptor.
+#[derive(Clone, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    pub fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A running reactor: stop it and wait for it.
+pub struct Running {
+    pub(crate) stop: Stop,
+    pub(crate) wakers: shards::mesh::Waker,
+    pub(crate) acceptor: accept::Acceptor,
+    pub(crate) threads: Vec<Box<dyn FnOnce() + Send>>,
+    pub name: &'static str,
+}
+
+impl Running {
+    /// Close the listener, close every client (flushing what is queued, briefly), and
+    /// wait for all shards to finish.
+    pub fn shutdown(mut self) {
+        self.acceptor.stop();
+        self.stop.set();
+        for s in 0..self.wakers.len() {
+            self.wakers.wake(s);
+        }
+        for join in self.threads.drain(..) {
+            join();
+        }
+    }
+}
+
+/// Set up what every connection gets from the OS: no Nagle (Go's default too).
+pub fn prepare_stream(s: &TcpStream) {
+    let _ = s.set_nodelay(true);
+    let _ = s.set_nonblocking(true);
+}

@@ -1,0 +1,18 @@
+//! rnats: a NATS server with a thread-per-core, shared-nothing inside and nats-server
+//! 2.14's outside (wire protocol, CLI, monitoring JSON).
+//!
+//! Module map:
+//! - [`core`]: the sans-IO state machine of a shard: subjects, sublist, client protocol
+//!   state, publish routing, interest replication, timers, statistics. No sockets, no
+//!   reactor; time comes in as `now`.
+//! - [`proto`]: the wire format: parser, INFO/CONNECT JSON, reply texts.
+//! - [`driver`]: thin glue that runs the core on a reactor: glommio shards (`uring`
+//!   feature, Linux) or the portable mio reactor, plus the acceptor thread.
+//! - [`server`]: options, command line, logging, monitoring, startup and shutdown.
+//!
+//! The core never imports `driver`; `driver` never decides protocol behaviour.
+
+pub mod core;
+pub mod driver;
+pub mod proto;
+pub mod server;

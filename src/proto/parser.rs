@@ -1,0 +1,583 @@
+//! The client protocol parser: a resumable byte-level state machine.
+//!
+//! It follows nats-server 2.14's parser state for state (protocol.md §1, §3), because
+//! clients see its exact reactions to malformed input: which byte triggers
+//! `-ERR 'Unknown Protocol Operation'`, when `maximum control line exceeded` fires on a
+//! line that is still incomplete, which argument errors close the connection silently.
+//!
+//! Zero-copy when an op is complete in the buffer handed in; when a frame is split across
+//! reads, the argument line (bounded by `max_control_line`) and the payload (bounded by
+//! `max_payload`, grown only as bytes really arrive) are kept in the parser.
+//!
+//! Ownership: one parser per client connection, owned by the connection's shard.
+
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
+use super::args::{parse_size, split_pub_args, split_sub_args, PubArgs};
+use crate::core::subject::is_valid_literal_subject;
+use std::ops::Range;
+
+/// What the connection allows right now.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_control_line: usize,
+    /// Negative: no limit.
+    pub max_payload: i64,
+    /// The client negotiated headers (HPUB allowed).
+    pub headers: bool,
+    /// Authentication is required and no CONNECT was processed yet: the first byte of
+    /// every op must start CONNECT.
+    pub awaiting_auth: bool,
+    /// Pedantic mode: publish subjects must be valid literals.
+    pub pedantic: bool,
+}
+
+/// Why parsing stopped for good. The connection closes after each of these.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// `-ERR 'Unknown Protocol Operation'`, then close.
+    #[error("unknown protocol operation")]
+    UnknownOp,
+    /// `-ERR 'maximum control line exceeded'`, then close.
+    #[error("maximum control line exceeded")]
+    MaxControlLine,
+    /// `-ERR 'Maximum Payload Violation'`, then close.
+    #[error("maximum payload violation: {size} vs {max}")]
+    MaxPayload { size: i64, max: i64 },
+    /// `-ERR 'Authorization Violation'`, then close (op other than CONNECT first).
+    #[error("authorization violation")]
+    AuthViolation,
+    /// Close without any `-ERR`: bad argument count or size, HPUB without headers.
+    #[error("{0}")]
+    Silent(&'static str),
+}
+
+/// Which op a state belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Pub,
+    HPub,
+    HMsg,
+    Sub,
+    Unsub,
+    Ping,
+    Pong,
+    Connect,
+    Info,
+    Ok,
+    Err,
+}
+
+const OPS: [(&[u8], Kind); 11] = [
+    (b"PUB", Kind::Pub),
+    (b"PING", Kind::Ping),
+    (b"PONG", Kind::Pong),
+    (b"HPUB", Kind::HPub),
+    (b"HMSG", Kind::HMsg),
+    (b"SUB", Kind::Sub),
+    (b"UNSUB", Kind::Unsub),
+    (b"CONNECT", Kind::Connect),
+    (b"INFO", Kind::Info),
+    (b"+OK", Kind::Ok),
+    (b"-ERR", Kind::Err),
+];
+
+impl Kind {
+    /// Ops whose name must be followed by at least one space or tab.
+    fn needs_space(self) -> bool {
+        matches!(
+            self,
+            Kind::Pub | Kind::HPub | Kind::HMsg | Kind::Sub | Kind::Unsub | Kind::Err
+        )
+    }
+    /// Ops that ignore everything up to the newline.
+    fn skips_line(self) -> bool {
+        matches!(self, Kind::Ping | Kind::Pong | Kind::Ok)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Start,
+    /// Inside an op name: `matched` bytes so far agree with the candidates in `mask`.
+    Name {
+        mask: u16,
+        matched: u8,
+    },
+    /// Op name complete; a space or tab must follow.
+    NeedSpace(Kind),
+    /// Skipping spaces before the argument.
+    Space(Kind),
+    /// Collecting the argument line.
+    Arg(Kind),
+    /// PING, PONG, +OK: waiting for the newline.
+    Line(Kind),
+    /// Collecting a payload of `pa.size` bytes.
+    Payload,
+    EndR,
+    EndN,
+}
+
+/// One event for the connection. Slices borrow the input or the parser's own buffers.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Event<'a> {
+    Connect(&'a [u8]),
+    Info(&'a [u8]),
+    /// A PUB/HPUB control line whose payload is still in flight and whose subject fails
+    /// pedantic checks: send `-ERR 'Invalid Publish Subject'` now, as the reference does.
+    PedanticViolation,
+    /// A complete message. `header_len` is `Some` for HPUB. `pedantic_violation` is set
+    /// when the violation was not reported earlier by [`Event::PedanticViolation`].
+    Msg {
+        subject: &'a [u8],
+        reply: Option<&'a [u8]>,
+        header_len: Option<usize>,
+        /// Header block and payload, without the trailing CRLF.
+        data: &'a [u8],
+        pedantic_violation: bool,
+    },
+    Sub {
+        subject: &'a [u8],
+        queue: Option<&'a [u8]>,
+        sid: &'a [u8],
+    },
+    Unsub {
+        sid: &'a [u8],
+        /// Negative when absent or not a number.
+        max: i64,
+    },
+    Ping,
+    Pong,
+    /// A client-sent `-ERR`: logged, then the connection closes.
+    Err(&'a [u8]),
+}
+
+/// Where the current op's bytes are.
+#[derive(Default)]
+struct Stash {
+    /// Argument line collected across reads (`None`: not split).
+    arg: Option<Vec<u8>>,
+    /// Payload collected across reads.
+    msg: Option<Vec<u8>>,
+}
+
+/// The parser. `Default` is a parser at the start of a connection.
+pub struct Parser {
+    state: State,
+    /// Start and end of the argument within the current buffer (when not split).
+    arg_start: usize,
+    arg_end: usize,
+    /// A `\r` was seen inside the current argument.
+    drop: bool,
+    /// Start of the payload within the current buffer.
+    msg_start: usize,
+    pa: PubArgs,
+    /// Pedantic violation already reported for the current message.
+    pedantic_reported: bool,
+    stash: Stash,
+}
+
+impl Default for Parser {
+    fn default() -> Self {
+        Parser {
+            state: State::Start,
+            arg_start: 0,
+            arg_end: 0,
+            drop: false,
+            msg_start: 0,
+            pa: PubArgs::default(),
+            pedantic_reported: false,
+            stash: Stash::default(),
+        }
+    }
+}
+
+fn shift(r: &Range<usize>, base: usize) -> Range<usize> {
+    r.start.saturating_sub(base)..r.end.saturating_sub(base)
+}
+
+fn upper(b: u8) -> u8 {
+    b.to_ascii_uppercase()
+}
+
+fn is_space(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+impl Parser {
+    /// True between ops (nothing buffered, nothing pending).
+    pub fn at_op_start(&self) -> bool {
+        self.state == State::Start
+    }
+
+    /// Bytes held for a split frame (for memory accounting).
+    pub fn buffered(&self) -> usize {
+        self.stash.arg.as_ref().map_or(0, |a| a.capacity()) + self.stash.msg.as_ref().map_or(0, |m| m.capacity())
+    }
+
+    /// Parse from `buf[*pos..]` and return the next event, or `None` once `buf` is used
+    /// up (the state is kept for the next buffer). `*pos` advances past what was consumed.
+    /// After handling an event, call [`Parser::release`].
+    pub fn next<'a>(
+        &'a mut self,
+        buf: &'a [u8],
+        pos: &mut usize,
+        lim: &Limits,
+    ) -> Result<Option<Event<'a>>, ParseError> {
+        loop {
+            let i = *pos;
+            let Some(&b) = buf.get(i) else {
+                return self.end_of_buffer(buf, lim).map(|()| None);
+            };
+            match self.state {
+                State::Start => {
+                    if self.stash.arg.is_some() || self.stash.msg.is_some() {
+                        self.stash = Stash::default();
+                    }
+                    if lim.awaiting_auth && upper(b) != b'C' {
+                        return Err(ParseError::AuthViolation);
+                    }
+                    // Re-examine this byte as the first of the op name.
+                    self.state = State::Name {
+                        mask: (1 << OPS.len()) - 1,
+                        matched: 0,
+                    };
+                }
+                State::Name { mask, matched } => {
+                    let k = matched as usize;
+                    let c = upper(b);
+                    let mut next = 0u16;
+                    for (n, (name, _)) in OPS.iter().enumerate() {
+                        if mask & (1 << n) != 0 && name.get(k) == Some(&c) {
+                            next |= 1 << n;
+                        }
+                    }
+                    if next == 0 {
+                        return Err(ParseError::UnknownOp);
+                    }
+                    *pos = i + 1;
+                    // Op names are prefix-free: a completed name is the only candidate left.
+                    let done = OPS
+                        .iter()
+                        .enumerate()
+                        .find(|(n, (name, _))| next & (1 << n) != 0 && name.len() == k + 1)
+                        .map(|(_, (_, kind))| *kind);
+                    self.state = match done {
+                        Some(kind) if kind.needs_space() => State::NeedSpace(kind),
+                        Some(kind) if kind.skips_line() => State::Line(kind),
+                        Some(kind) => State::Space(kind),
+                        None => State::Name {
+                            mask: next,
+                            matched: matched + 1,
+                        },
+                    };
+                }
+                State::NeedSpace(kind) => {
+                    if !is_space(b) {
+                        return Err(ParseError::UnknownOp);
+                    }
+                    *pos = i + 1;
+                    self.state = State::Space(kind);
+                }
+                State::Space(kind) => {
+                    // Skip blanks; the first other byte, whatever it is, starts the argument
+                    // (and is never itself taken as the line's CR or LF).
+                    let rest = buf.get(i..).unwrap_or_default();
+                    match rest.iter().position(|&c| !is_space(c)) {
+                        None => *pos = buf.len(),
+                        Some(off) => {
+                            self.arg_start = i + off;
+                            *pos = self.arg_start + 1;
+                            self.drop = false;
+                            self.state = State::Arg(kind);
+                        }
+                    }
+                }
+                State::Arg(kind) => {
+                    let rest = buf.get(i..).unwrap_or_default();
+                    let Some(off) = memchr::memchr(b'\n', rest) else {
+                        match self.stash.arg.as_mut() {
+                            Some(a) => a.extend(rest.iter().filter(|&&c| c != b'\r')),
+                            None => self.drop |= memchr::memchr(b'\r', rest).is_some(),
+                        }
+                        *pos = buf.len();
+                        continue;
+                    };
+                    let nl = i + off;
+                    *pos = nl + 1;
+                    self.state = State::Start;
+                    let tail = buf.get(i..nl).unwrap_or_default();
+                    let split = match self.stash.arg.as_mut() {
+                        Some(a) => {
+                            a.extend(tail.iter().filter(|&&c| c != b'\r'));
+                            true
+                        }
+                        None => {
+                            self.drop |= memchr::memchr(b'\r', tail).is_some();
+                            self.arg_end = if self.drop {
+                                nl.saturating_sub(1).max(self.arg_start)
+                            } else {
+                                nl
+                            };
+                            false
+                        }
+                    };
+                    let arg_len = match &self.stash.arg {
+                        Some(a) => a.len(),
+                        None => self.arg_end - self.arg_start,
+                    };
+                    if arg_len > lim.max_control_line {
+                        return Err(ParseError::MaxControlLine);
+                    }
+                    match kind {
+                        Kind::Pub | Kind::HPub | Kind::HMsg => {
+                            self.pub_line(kind, buf, lim)?;
+                            self.msg_start = nl + 1;
+                            self.state = State::Payload;
+                            let have = buf.len() - self.msg_start;
+                            if have < self.pa.size.saturating_add(2) {
+                                // The payload spans reads: keep the line for the later event.
+                                if !split {
+                                    let line = buf.get(self.arg_start..self.arg_end).unwrap_or_default();
+                                    self.stash.arg = Some(line.to_vec());
+                                    self.rebase_pub_args();
+                                }
+                                if self.pa.pedantic_violation {
+                                    self.pedantic_reported = true;
+                                    return Ok(Some(Event::PedanticViolation));
+                                }
+                            }
+                            continue;
+                        }
+                        _ => return self.line_event(kind, buf).map(Some),
+                    }
+                }
+                State::Line(kind) => {
+                    let rest = buf.get(i..).unwrap_or_default();
+                    match memchr::memchr(b'\n', rest) {
+                        None => *pos = buf.len(),
+                        Some(nl) => {
+                            *pos = i + nl + 1;
+                            self.state = State::Start;
+                            match kind {
+                                Kind::Ping => return Ok(Some(Event::Ping)),
+                                Kind::Pong => return Ok(Some(Event::Pong)),
+                                _ => {}
+                            }
+                        }
+                    }
+                }
+                State::Payload => {
+                    let want = self.pa.size;
+                    match self.stash.msg.as_mut() {
+                        Some(m) => {
+                            let take = (buf.len() - i).min(want.saturating_sub(m.len()));
+                            m.extend_from_slice(buf.get(i..i + take).unwrap_or_default());
+                            *pos = i + take;
+                            if m.len() >= want {
+                                self.state = State::EndR;
+                            }
+                        }
+                        // Same buffer as the control line: jump over a complete payload, or
+                        // leave the rest to `end_of_buffer`, which stashes it.
+                        None if buf.len() - i >= want => {
+                            *pos = i + want;
+                            self.state = State::EndR;
+                        }
+                        None => *pos = buf.len(),
+                    }
+                }
+                State::EndR => {
+                    if b != b'\r' {
+                        return Err(ParseError::UnknownOp);
+                    }
+                    *pos = i + 1;
+                    self.state = State::EndN;
+                }
+                State::EndN => {
+                    if b != b'\n' {
+                        return Err(ParseError::UnknownOp);
+                    }
+                    *pos = i + 1;
+                    self.state = State::Start;
+                    let pedantic_violation = self.pa.pedantic_violation && !self.pedantic_reported;
+                    self.pedantic_reported = false;
+                    let pa = &self.pa;
+                    let line: &[u8] = if pa.base_in_stash {
+                        self.stash.arg.as_deref().unwrap_or_default()
+                    } else {
+                        buf
+                    };
+                    let data: &[u8] = match self.stash.msg.as_deref() {
+                        Some(m) => m,
+                        None => buf.get(self.msg_start..self.msg_start + pa.size).unwrap_or_default(),
+                    };
+                    return Ok(Some(Event::Msg {
+                        subject: line.get(pa.subject.clone()).unwrap_or_default(),
+                        reply: pa.reply.clone().map(|r| line.get(r).unwrap_or_default()),
+                        header_len: pa.hdr,
+                        data,
+                        pedantic_violation,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Call after handling an event: frees the buffers of a finished split op.
+    pub fn release(&mut self) {
+        if self.state == State::Start {
+            self.stash.arg = None;
+            self.stash.msg = None;
+        }
+    }
+
+    fn arg<'a>(&'a self, buf: &'a [u8]) -> &'a [u8] {
+        match self.stash.arg.as_deref() {
+            Some(a) => a,
+            None => buf.get(self.arg_start..self.arg_end).unwrap_or_default(),
+        }
+    }
+
+    fn line_event<'a>(&'a self, kind: Kind, buf: &'a [u8]) -> Result<Event<'a>, ParseError> {
+        let arg = self.arg(buf);
+        match kind {
+            Kind::Connect => Ok(Event::Connect(arg)),
+            Kind::Info => Ok(Event::Info(arg)),
+            Kind::Err => Ok(Event::Err(arg)),
+            Kind::Sub => {
+                let a = split_sub_args::<3>(arg).ok_or(ParseError::Silent("processSub Parse Error"))?;
+                match *a.as_slice() {
+                    [subject, sid] => Ok(Event::Sub {
+                        subject,
+                        queue: None,
+                        sid,
+                    }),
+                    [subject, queue, sid] => Ok(Event::Sub {
+                        subject,
+                        queue: Some(queue),
+                        sid,
+                    }),
+                    _ => Err(ParseError::Silent("processSub Parse Error")),
+                }
+            }
+            Kind::Unsub => {
+                let a = split_sub_args::<2>(arg).ok_or(ParseError::Silent("processUnsub Parse Error"))?;
+                match *a.as_slice() {
+                    [sid] => Ok(Event::Unsub { sid, max: -1 }),
+                    [sid, max] => Ok(Event::Unsub {
+                        sid,
+                        max: parse_size(max),
+                    }),
+                    _ => Err(ParseError::Silent("processUnsub Parse Error")),
+                }
+            }
+            _ => Err(ParseError::UnknownOp),
+        }
+    }
+
+    fn pub_line(&mut self, kind: Kind, buf: &[u8], lim: &Limits) -> Result<(), ParseError> {
+        let split = self.stash.arg.is_some();
+        let base = if split { 0 } else { self.arg_start };
+        let mut pa = PubArgs {
+            base_in_stash: split,
+            ..PubArgs::default()
+        };
+        match kind {
+            // A client HMSG carries nothing usable: nats-server handles it as an empty
+            // message with no subject, reply or payload.
+            Kind::HMsg => {
+                self.pa = pa;
+                return Ok(());
+            }
+            Kind::HPub if !lim.headers => return Err(ParseError::Silent("message headers not supported")),
+            _ => {}
+        }
+        let arg = self.arg(buf);
+        let hpub = kind == Kind::HPub;
+        let args = split_pub_args(arg).ok_or(ParseError::Silent("processPub Parse Error"))?;
+        let (subject, reply, hdr, size) = match (hpub, args.as_slice()) {
+            (false, &[s, z]) => (s, None, None, z),
+            (false, &[s, r, z]) => (s, Some(r), None, z),
+            (true, &[s, h, z]) => (s, None, Some(h), z),
+            (true, &[s, r, h, z]) => (s, Some(r), Some(h), z),
+            _ => return Err(ParseError::Silent("processPub Parse Error")),
+        };
+        let off = |s: &[u8]| {
+            let start = s.as_ptr() as usize - arg.as_ptr() as usize + base;
+            start..start + s.len()
+        };
+        let hdr_n = match hdr.map(parse_size) {
+            Some(h) if h < 0 => return Err(ParseError::Silent("processHeaderPub Bad or Missing Header Size")),
+            h => h,
+        };
+        let size_n = parse_size(size);
+        if size_n < 0 {
+            return Err(ParseError::Silent("processPub Bad or Missing Size"));
+        }
+        if hdr_n.is_some_and(|h| h > size_n) {
+            return Err(ParseError::Silent("processHeaderPub Header Size larger then TotalSize"));
+        }
+        if lim.max_payload >= 0 && size_n > lim.max_payload {
+            return Err(ParseError::MaxPayload {
+                size: size_n,
+                max: lim.max_payload,
+            });
+        }
+        pa.subject = off(subject);
+        pa.reply = reply.map(off);
+        pa.hdr = hdr_n.map(|h| h as usize);
+        pa.size = size_n as usize;
+        pa.pedantic_violation = lim.pedantic && !is_valid_literal_subject(subject);
+        self.pa = pa;
+        Ok(())
+    }
+
+    /// Offsets were taken relative to the input buffer; the line now lives in the stash.
+    fn rebase_pub_args(&mut self) {
+        if self.pa.base_in_stash {
+            return;
+        }
+        let base = self.arg_start;
+        self.pa.subject = shift(&self.pa.subject, base);
+        self.pa.reply = self.pa.reply.as_ref().map(|r| shift(r, base));
+        self.pa.base_in_stash = true;
+    }
+
+    /// The buffer ended: keep what a split op needs, and apply the control-line limit to
+    /// an argument that is still incomplete (so a client cannot make us hold more).
+    fn end_of_buffer(&mut self, buf: &[u8], lim: &Limits) -> Result<(), ParseError> {
+        match self.state {
+            State::Arg(_) => {
+                if self.stash.arg.is_none() {
+                    let end = if self.drop {
+                        buf.len().saturating_sub(1).max(self.arg_start)
+                    } else {
+                        buf.len()
+                    };
+                    let part = buf.get(self.arg_start.min(end)..end).unwrap_or_default();
+                    if part.len() > lim.max_control_line {
+                        return Err(ParseError::MaxControlLine);
+                    }
+                    self.stash.arg = Some(part.to_vec());
+                }
+                if self.stash.arg.as_ref().map_or(0, Vec::len) > lim.max_control_line {
+                    return Err(ParseError::MaxControlLine);
+                }
+            }
+            State::Payload | State::EndR | State::EndN if self.stash.msg.is_none() => {
+                // The line was stashed when it completed; now keep what arrived of the payload.
+                let from = self.msg_start.min(buf.len());
+                let upto = (from + self.pa.size).min(buf.len());
+                self.stash.msg = Some(buf.get(from..upto).unwrap_or_default().to_vec());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+#[path = "parser_tests.rs"]
+mod tests;

@@ -1,0 +1,573 @@
+//! Command-line parsing with the rules of Go's `flag` package, which nats-server uses and
+//! which test harnesses and scripts rely on: `-flag` and `--flag` are the same, values go
+//! as `-flag=value` or `-flag value`, booleans take `-flag` or `-flag=false`, parsing stops
+//! at the first non-flag argument, and multi-letter short flags like `-DV` exist.
+
+use super::options::{Options, ReactorChoice};
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Command {
+    Run(Box<Options>),
+    Version,
+    Help,
+    /// Print `message` to stderr; with `usage`, print the usage text to stdout too; exit
+    /// with `code`.
+    Fail {
+        message: String,
+        usage: bool,
+        code: i32,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Bool,
+    Int,
+    Str,
+}
+
+struct Flag {
+    names: &'static [&'static str],
+    kind: Kind,
+    set: fn(&mut Parsed, Value<'_>) -> Result<(), String>,
+}
+
+enum Value<'a> {
+    Bool(bool),
+    Int(i64),
+    Str(&'a str),
+}
+
+#[derive(Default)]
+struct Parsed {
+    opts: Options,
+    help: bool,
+    version: bool,
+}
+
+fn b(v: Value<'_>) -> bool {
+    matches!(v, Value::Bool(true))
+}
+fn i(v: Value<'_>) -> i64 {
+    match v {
+        Value::Int(n) => n,
+        _ => 0,
+    }
+}
+fn s(v: Value<'_>) -> String {
+    match v {
+        Value::Str(s) => s.to_string(),
+        _ => String::new(),
+    }
+}
+
+const FLAGS: &[Flag] = &[
+    Flag {
+        names: &["h", "help"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.help = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["v", "version"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.version = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["p", "port"],
+        kind: Kind::Int,
+        set: |p, v| {
+            p.opts.port = i(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["n", "name", "server_name"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.server_name = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["a", "addr", "net"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.host = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["client_advertise"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.client_advertise = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["D", "debug"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.debug = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["V", "trace"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.trace = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["VV"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            let on = b(v);
+            p.opts.trace = on;
+            p.opts.trace_verbose = on;
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["DV"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            let on = b(v);
+            p.opts.debug = on;
+            p.opts.trace = on;
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["DVV"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            let on = b(v);
+            p.opts.debug = on;
+            p.opts.trace = on;
+            p.opts.trace_verbose = on;
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["T", "logtime"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.logtime = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["logtime_utc"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.logtime_utc = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["user"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.username = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["pass"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.password = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["auth"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.authorization = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["m", "http_port"],
+        kind: Kind::Int,
+        set: |p, v| {
+            p.opts.http_port = i(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["P", "pid"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.pid_file = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["ports_file_dir"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.ports_file_dir = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["l", "log"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.log_file = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["log_size_limit"],
+        kind: Kind::Int,
+        set: |p, v| {
+            p.opts.log_size_limit = i(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["max_traced_msg_len"],
+        kind: Kind::Int,
+        set: |p, v| {
+            p.opts.max_traced_msg_len = i(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["shards"],
+        kind: Kind::Int,
+        set: |p, v| {
+            let n = i(v);
+            if !(0..=256).contains(&n) {
+                return Err("value out of range".into());
+            }
+            p.opts.shards = n as usize;
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["reactor"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.reactor = match s(v).as_str() {
+                "uring" => ReactorChoice::Uring,
+                "mio" => ReactorChoice::Mio,
+                "auto" | "" => ReactorChoice::Auto,
+                _ => return Err("parse error".into()),
+            };
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["spin_us"],
+        kind: Kind::Int,
+        set: |p, v| {
+            p.opts.spin_us = i(v).max(0) as u64;
+            Ok(())
+        },
+    },
+];
+
+fn lookup(name: &str) -> Option<&'static Flag> {
+    FLAGS.iter().find(|f| f.names.contains(&name))
+}
+
+/// Go's `strconv.ParseBool`.
+fn parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Go's `strconv.ParseInt(v, 0, 64)`: optional sign, `0x`/`0o`/`0b` prefixes, a leading
+/// `0` for octal, underscores between digits.
+fn parse_int(v: &str) -> Result<i64, &'static str> {
+    let (neg, body) = match v.as_bytes().first() {
+        Some(b'-') => (true, &v[1..]),
+        Some(b'+') => (false, &v[1..]),
+        _ => (false, v),
+    };
+    let lower = body.to_ascii_lowercase();
+    let (radix, digits, prefixed) = if let Some(r) = lower.strip_prefix("0x") {
+        (16, r.to_string(), true)
+    } else if let Some(r) = lower.strip_prefix("0o") {
+        (8, r.to_string(), true)
+    } else if let Some(r) = lower.strip_prefix("0b") {
+        (2, r.to_string(), true)
+    } else if lower.len() > 1 && lower.starts_with('0') {
+        (8, lower[1..].to_string(), true)
+    } else {
+        (10, lower.clone(), false)
+    };
+    if digits.is_empty() {
+        return Err("parse error");
+    }
+    if digits.contains('_') {
+        // Underscores only between digits (or right after a base prefix).
+        let bytes = digits.as_bytes();
+        let bad = bytes.last() == Some(&b'_') || digits.contains("__") || (!prefixed && bytes.first() == Some(&b'_'));
+        if bad {
+            return Err("parse error");
+        }
+    }
+    let clean: String = digits.chars().filter(|c| *c != '_').collect();
+    if clean.is_empty() || !clean.chars().all(|c| c.is_digit(radix)) {
+        return Err("parse error");
+    }
+    let mag = u128::from_str_radix(&clean, radix).map_err(|_| "value out of range")?;
+    let limit = if neg { 1u128 << 63 } else { (1u128 << 63) - 1 };
+    if mag > limit {
+        return Err("value out of range");
+    }
+    Ok(if neg {
+        (mag as i128).wrapping_neg() as i64
+    } else {
+        mag as i64
+    })
+}
+
+fn fail(message: String) -> Command {
+    Command::Fail {
+        message,
+        usage: true,
+        code: 0,
+    }
+}
+
+/// Parse `args` (without the program name).
+pub fn parse(args: &[String]) -> Command {
+    let mut p = Parsed::default();
+    let mut k = 0;
+    while k < args.len() {
+        let a = &args[k];
+        if a.len() < 2 || !a.starts_with('-') {
+            break;
+        }
+        let mut name = &a[1..];
+        if name.starts_with('-') {
+            name = &name[1..];
+            if name.is_empty() {
+                k += 1; // "--" ends the flags
+                break;
+            }
+        }
+        if name.is_empty() || name.starts_with('-') || name.starts_with('=') {
+            return fail(format!("bad flag syntax: {a}"));
+        }
+        k += 1;
+        let (name, value) = match name.find('=') {
+            Some(eq) if eq > 0 => (&name[..eq], Some(&name[eq + 1..])),
+            _ => (name, None),
+        };
+        let Some(flag) = lookup(name) else {
+            return fail(format!("flag provided but not defined: -{name}"));
+        };
+        let v = match flag.kind {
+            Kind::Bool => match value {
+                None => Value::Bool(true),
+                Some(val) => match parse_bool(val) {
+                    Some(bv) => Value::Bool(bv),
+                    None => return fail(format!("invalid boolean value {val:?} for -{name}: parse error")),
+                },
+            },
+            Kind::Int | Kind::Str => {
+                let val = match value {
+                    Some(v) => v,
+                    None => match args.get(k) {
+                        Some(v) => {
+                            k += 1;
+                            v.as_str()
+                        }
+                        None => return fail(format!("flag needs an argument: -{name}")),
+                    },
+                };
+                if flag.kind == Kind::Int {
+                    match parse_int(val) {
+                        Ok(n) => Value::Int(n),
+                        Err(e) => return fail(format!("invalid value {val:?} for flag -{name}: {e}")),
+                    }
+                } else {
+                    Value::Str(val)
+                }
+            }
+        };
+        let shown = match &v {
+            Value::Str(s) => format!("{s:?}"),
+            Value::Int(_) | Value::Bool(_) => format!("{:?}", value.unwrap_or("")),
+        };
+        if let Err(e) = (flag.set)(&mut p, v) {
+            return fail(format!("invalid value {shown} for flag -{name}: {e}"));
+        }
+    }
+    if p.version {
+        return Command::Version;
+    }
+    if p.help {
+        return Command::Help;
+    }
+    if let Some(arg) = args.get(k) {
+        return match arg.to_lowercase().as_str() {
+            "version" => Command::Version,
+            "help" => Command::Help,
+            _ => Command::Fail {
+                message: format!("nats-server: unrecognized command: {arg:?}"),
+                usage: false,
+                code: 1,
+            },
+        };
+    }
+    Command::Run(Box::new(p.opts))
+}
+
+/// The usage text (same layout as nats-server's; lists what rnats implements).
+pub const USAGE: &str = "
+Usage: nats-server [options]
+
+Server Options:
+    -a, --addr, --net <host>         Bind to host address (default: 0.0.0.0)
+    -p, --port <port>                Use port for clients (default: 4222)
+    -n, --name
+        --server_name <server_name>  Server name (default: auto)
+    -P, --pid <file>                 File to store PID
+    -m, --http_port <port>           Use port for http monitoring
+        --client_advertise <string>  Client URL to advertise to other servers
+        --ports_file_dir <dir>       Creates a ports file in the specified directory (<executable_name>_<pid>.ports).
+
+Logging Options:
+    -l, --log <file>                 File to redirect log output
+    -T, --logtime                    Timestamp log entries (default: true)
+    -D, --debug                      Enable debugging output
+    -V, --trace                      Trace the raw protocol
+    -VV                              Verbose trace (traces system account as well)
+    -DV                              Debug and trace
+    -DVV                             Debug and verbose trace (traces system account as well)
+        --log_size_limit <limit>     Logfile size limit (default: auto)
+        --max_traced_msg_len <len>   Maximum printable length for traced messages (default: unlimited)
+
+Authorization Options:
+        --user <user>                User required for connections
+        --pass <password>            Password required for connections
+        --auth <token>               Authorization token required for connections
+
+rnats Options:
+        --shards <n>                 Number of shards (default: one per usable CPU)
+        --reactor <uring|mio>        Reactor (default: uring when io_uring works, else mio)
+        --spin_us <us>               Busy-poll before a shard sleeps (default: 0)
+
+Common Options:
+    -h, --help                       Show this message
+    -v, --version                    Show version
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Command {
+        parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    fn opts(args: &[&str]) -> Options {
+        match run(args) {
+            Command::Run(o) => *o,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn go_flag_spellings() {
+        assert_eq!(opts(&["-p", "4333"]).port, 4333);
+        assert_eq!(opts(&["--port", "4333"]).port, 4333);
+        assert_eq!(opts(&["-port=4333"]).port, 4333);
+        assert_eq!(opts(&["--port=4333"]).port, 4333);
+        assert_eq!(opts(&["-p", "-1"]).port, -1);
+        assert_eq!(opts(&["-p", "0x10"]).port, 16);
+        assert_eq!(opts(&["-a", "127.0.0.1"]).host, "127.0.0.1");
+        assert_eq!(opts(&["--net", "::1"]).host, "::1");
+        assert_eq!(opts(&["-n", "x"]).server_name, "x");
+        assert_eq!(opts(&["--server_name=y"]).server_name, "y");
+    }
+
+    #[test]
+    fn booleans_and_combined_short_flags() {
+        let o = opts(&["-DV"]);
+        assert!(o.debug && o.trace && !o.trace_verbose);
+        let o = opts(&["-DVV"]);
+        assert!(o.debug && o.trace && o.trace_verbose);
+        let o = opts(&["-D", "-T=false"]);
+        assert!(o.debug && !o.logtime);
+        assert!(opts(&[]).logtime);
+        // `-D false`: "false" is a positional argument, as in Go.
+        match run(&["-D", "false"]) {
+            Command::Fail {
+                message,
+                code: 1,
+                usage: false,
+            } => {
+                assert_eq!(message, "nats-server: unrecognized command: \"false\"")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_match_go() {
+        let msg = |c: Command| match c {
+            Command::Fail {
+                message,
+                usage: true,
+                code: 0,
+            } => message,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(msg(run(&["--foo"])), "flag provided but not defined: -foo");
+        assert_eq!(
+            msg(run(&["-p", "abc"])),
+            "invalid value \"abc\" for flag -p: parse error"
+        );
+        assert_eq!(msg(run(&["-p"])), "flag needs an argument: -p");
+        assert_eq!(msg(run(&["-D=x"])), "invalid boolean value \"x\" for -D: parse error");
+        assert_eq!(msg(run(&["---x"])), "bad flag syntax: ---x");
+        assert_eq!(
+            msg(run(&["-p", "99999999999999999999"])),
+            "invalid value \"99999999999999999999\" for flag -p: value out of range"
+        );
+    }
+
+    #[test]
+    fn version_help_and_positionals() {
+        assert!(matches!(run(&["-v"]), Command::Version));
+        assert!(matches!(run(&["--version"]), Command::Version));
+        assert!(matches!(run(&["version"]), Command::Version));
+        assert!(matches!(run(&["-h"]), Command::Help));
+        assert!(matches!(run(&["HELP"]), Command::Help));
+        assert!(matches!(run(&["--", "-p", "1"]), Command::Fail { code: 1, .. }));
+    }
+
+    #[test]
+    fn ints_like_strconv() {
+        assert_eq!(parse_int("010"), Ok(8));
+        assert_eq!(parse_int("0b101"), Ok(5));
+        assert_eq!(parse_int("1_000"), Ok(1000));
+        assert_eq!(parse_int("-9223372036854775808"), Ok(i64::MIN));
+        assert_eq!(parse_int("9223372036854775808"), Err("value out of range"));
+        assert_eq!(parse_int("_1"), Err("parse error"));
+        assert_eq!(parse_int(""), Err("parse error"));
+        assert_eq!(parse_int("08"), Err("parse error"));
+    }
+}

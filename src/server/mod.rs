@@ -1,0 +1,393 @@
+//! Server assembly: options to a running server. Binds the listener exclusively, picks
+//! the reactor, writes the PID and ports files, logs nats-server's startup lines, serves
+//! monitoring, and shuts down cleanly on SIGINT/SIGTERM.
+//!
+//! - `cli`: command-line parsing with Go `flag` rules.
+//! - `options`: the options and their defaults.
+//! - `logging`: nats-server's log format over `tracing`.
+//! - `monitor`: HTTP monitoring (`/varz`, `/healthz`).
+//! - `state`: what the monitoring thread reads.
+
+pub mod cli;
+pub mod logging;
+pub mod monitor;
+pub mod options;
+pub mod state;
+
+use crate::driver::{self, RuntimeConfig};
+use crate::proto::info::ServerInfo;
+use options::{Options, ReactorChoice};
+use state::ServerState;
+use std::io;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// The nats-server version whose behaviour rnats implements (clients key features off it).
+pub const NATS_VERSION: &str = "2.14.0";
+/// rnats's own version.
+pub const RNATS_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// JetStream API level advertised in INFO.
+pub const API_LEVEL: i32 = 4;
+
+/// Set by tests to pretend io_uring is unavailable (as under a seccomp profile).
+pub const FORCE_NO_URING_ENV: &str = "RNATS_FORCE_NO_URING";
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Options(#[from] options::OptionsError),
+    #[error("Error listening on port: {addr}, {err:?}")]
+    Listen { addr: String, err: String },
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("{0}")]
+    Reactor(String),
+}
+
+/// Which reactor runs, and why.
+struct Chosen {
+    uring: bool,
+    note: Option<String>,
+}
+
+fn choose_reactor(choice: ReactorChoice) -> Result<Chosen, StartError> {
+    let forced_off = std::env::var_os(FORCE_NO_URING_ENV).is_some_and(|v| !v.is_empty() && v != "0");
+    let probe = || -> Result<(), String> {
+        if forced_off {
+            return Err(format!("disabled by {FORCE_NO_URING_ENV}"));
+        }
+        #[cfg(all(target_os = "linux", feature = "uring"))]
+        {
+            shards::uring::probe().map_err(|e| match e.raw_os_error() {
+                Some(libc::EPERM) => "EPERM".to_string(),
+                Some(libc::ENOSYS) => "ENOSYS".to_string(),
+                Some(libc::ENOMEM) => "ENOMEM".to_string(),
+                _ => e.to_string(),
+            })?;
+            if shards::uring::memlock_limit() < shards::uring::MIN_MEMLOCK {
+                return Err("RLIMIT_MEMLOCK below 512 KiB".into());
+            }
+            Ok(())
+        }
+        #[cfg(not(all(target_os = "linux", feature = "uring")))]
+        {
+            Err("not built with the uring feature".into())
+        }
+    };
+    match choice {
+        ReactorChoice::Mio => Ok(Chosen {
+            uring: false,
+            note: None,
+        }),
+        ReactorChoice::Uring => match probe() {
+            Ok(()) => Ok(Chosen {
+                uring: true,
+                note: None,
+            }),
+            Err(why) => Err(StartError::Reactor(format!(
+                "io_uring reactor requested but unavailable ({why})"
+            ))),
+        },
+        ReactorChoice::Auto => match probe() {
+            Ok(()) => Ok(Chosen {
+                uring: true,
+                note: None,
+            }),
+            Err(why) => Ok(Chosen {
+                uring: false,
+                note: Some(format!("io_uring unavailable ({why}), using mio")),
+            }),
+        },
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, StartError> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    (host, port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| StartError::Listen {
+            addr: format!("{host}:{port}"),
+            err: format!("listen tcp: lookup {host}: no such host"),
+        })
+}
+
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// A started server.
+pub struct Server {
+    state: Arc<ServerState>,
+    running: Option<driver::Running>,
+    _monitor: Option<monitor::Monitor>,
+    pid_file: Option<String>,
+    ports_file: Option<String>,
+    /// Where clients connect.
+    pub client_addr: SocketAddr,
+}
+
+impl Server {
+    /// Bind, start the shards and log the startup lines. Logging must be set up.
+    pub fn start(opts: Options) -> Result<Server, StartError> {
+        opts.validate()?;
+        let chosen = choose_reactor(opts.reactor)?;
+        let nshards = if opts.shards > 0 {
+            opts.shards
+        } else {
+            shards::cpus::default_shard_count()
+        };
+        let cpus = shards::cpus::allowed_cpus();
+        let kp = nkeys::KeyPair::new_server();
+        let server_id = kp.public_key();
+        let xkey = nkeys::XKey::new().public_key();
+        let server_name = if opts.server_name.is_empty() {
+            server_id.clone()
+        } else {
+            opts.server_name.clone()
+        };
+
+        tracing::info!("Starting nats-server");
+        tracing::info!("  Version:  {NATS_VERSION}");
+        tracing::info!("  rnats:    {RNATS_VERSION}");
+        tracing::info!("  Name:     {server_name}");
+        tracing::info!("  ID:       {server_id}");
+        if let Some(note) = &chosen.note {
+            tracing::warn!("{note}");
+        }
+
+        let port = opts.bind_port()?;
+        let addr = resolve(&opts.host, port)?;
+        let listener = shards::listener::bind_exclusive(addr, 4096).map_err(|e| StartError::Listen {
+            addr: host_port(&opts.host, port),
+            err: format!(
+                "listen tcp {}: bind: {}",
+                host_port(&opts.host, port),
+                go_errno_text(&e)
+            ),
+        })?;
+        let bound = listener.local_addr()?;
+
+        let mut core = opts.core_config();
+        core.info = ServerInfo {
+            server_id: server_id.clone(),
+            server_name,
+            version: NATS_VERSION.into(),
+            proto: 1,
+            go: format!("rust{}", env!("CARGO_PKG_RUST_VERSION")),
+            host: opts.host.clone(),
+            port: bound.port(),
+            headers: !opts.no_header_support,
+            auth_required: core.auth.required(),
+            max_payload: opts.max_payload.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
+            api_lvl: API_LEVEL,
+            xkey,
+            rnats_version: RNATS_VERSION.into(),
+            ..Default::default()
+        };
+        let shared = Arc::new(crate::core::stats::Shared::new(nshards));
+        let info = core.info.clone();
+        let rt = RuntimeConfig {
+            nshards,
+            cpus,
+            core: Arc::new(core),
+            shared: shared.clone(),
+            spin_us: opts.spin_us,
+        };
+        let mut state = ServerState {
+            opts: opts.clone(),
+            info,
+            shared,
+            start: SystemTime::now(),
+            nshards,
+            reactor: if chosen.uring { "io_uring".into() } else { "mio".into() },
+            http_host: String::new(),
+            http_port: 0,
+        };
+
+        let mut mon_addr = None;
+        if opts.http_port != 0 {
+            let http_host = if opts.http_host.is_empty() {
+                opts.host.clone()
+            } else {
+                opts.http_host.clone()
+            };
+            let hport = if opts.http_port < 0 { 0 } else { opts.http_port as u16 };
+            let a = resolve(&http_host, hport)?;
+            state.http_host = http_host;
+            state.http_port = opts.http_port;
+            mon_addr = Some(a);
+        }
+        let state = Arc::new(state);
+        let monitor = match mon_addr {
+            Some(a) => {
+                let m = monitor::Monitor::start(a, state.clone()).map_err(|e| StartError::Listen {
+                    addr: host_port(&state.http_host, a.port()),
+                    err: format!(
+                        "listen tcp {}: bind: {}",
+                        host_port(&state.http_host, a.port()),
+                        go_errno_text(&e)
+                    ),
+                })?;
+                tracing::info!(
+                    "Starting http monitor on {}",
+                    host_port(&state.http_host, m.addr.port())
+                );
+                Some(m)
+            }
+            None => None,
+        };
+
+        let running = if chosen.uring {
+            #[cfg(all(target_os = "linux", feature = "uring"))]
+            {
+                driver::uring::start(rt, listener)?
+            }
+            #[cfg(not(all(target_os = "linux", feature = "uring")))]
+            {
+                return Err(StartError::Reactor("io_uring support not built".into()));
+            }
+        } else {
+            driver::mio::start(rt, listener)?
+        };
+        tracing::info!("Using the {} reactor on {} shards", running.name, nshards);
+
+        let pid_file = if opts.pid_file.is_empty() {
+            None
+        } else {
+            std::fs::write(&opts.pid_file, std::process::id().to_string())?;
+            Some(opts.pid_file.clone())
+        };
+        tracing::info!(
+            "Listening for client connections on {}",
+            host_port(&opts.host, bound.port())
+        );
+        let ports_file = if opts.ports_file_dir.is_empty() {
+            None
+        } else {
+            let exe = std::env::args()
+                .next()
+                .and_then(|a| {
+                    std::path::Path::new(&a)
+                        .file_name()
+                        .map(|f| f.to_string_lossy().into_owned())
+                })
+                .unwrap_or_else(|| "rnats".into());
+            let path = std::path::Path::new(&opts.ports_file_dir).join(format!("{exe}_{}.ports", std::process::id()));
+            let ports = serde_json::json!({
+                "nats": urls("nats", &opts.host, bound.port()),
+                "monitoring": monitor.as_ref().map(|m| urls("http", &state.http_host, m.addr.port())),
+            });
+            let mut v = ports;
+            if let Some(o) = v.as_object_mut() {
+                o.retain(|_, val| !val.is_null());
+            }
+            std::fs::write(&path, serde_json::to_vec(&v).unwrap_or_default())?;
+            Some(path.to_string_lossy().into_owned())
+        };
+        tracing::info!("Server is ready");
+        Ok(Server {
+            state,
+            running: Some(running),
+            _monitor: monitor,
+            pid_file,
+            ports_file,
+            client_addr: bound,
+        })
+    }
+
+    /// Stop accepting, close every client and wait for the shards.
+    pub fn shutdown(mut self) {
+        tracing::info!("Initiating Shutdown...");
+        if let Some(r) = self.running.take() {
+            r.shutdown();
+        }
+        self._monitor = None;
+        if let Some(p) = self.pid_file.take() {
+            let _ = std::fs::remove_file(p);
+        }
+        if let Some(p) = self.ports_file.take() {
+            let _ = std::fs::remove_file(p);
+        }
+        tracing::info!("Server Exiting..");
+    }
+
+    /// Number of shards running.
+    pub fn shards(&self) -> usize {
+        self.state.nshards
+    }
+}
+
+/// Listen URLs as nats-server writes them to the ports file: every local address when
+/// bound to the unspecified address.
+fn urls(scheme: &str, host: &str, port: u16) -> Vec<String> {
+    let ip: Option<IpAddr> = host.parse().ok();
+    let mut hosts = Vec::new();
+    if ip.is_some_and(|i| i.is_unspecified()) {
+        hosts = local_ips();
+    }
+    if hosts.is_empty() {
+        hosts.push(host.to_string());
+    }
+    hosts
+        .into_iter()
+        .map(|h| format!("{scheme}://{}", host_port(&h, port)))
+        .collect()
+}
+
+fn local_ips() -> Vec<String> {
+    #[cfg(unix)]
+    {
+        let mut out = Vec::new();
+        let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
+        // SAFETY: getifaddrs allocates a list we walk read-only and free with freeifaddrs.
+        unsafe {
+            if libc::getifaddrs(&mut ifap) != 0 {
+                return out;
+            }
+            let mut p = ifap;
+            while !p.is_null() {
+                let a = (*p).ifa_addr;
+                if !a.is_null() {
+                    match i32::from((*a).sa_family) {
+                        libc::AF_INET => {
+                            let sin = &*(a as *const libc::sockaddr_in);
+                            out.push(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).to_string());
+                        }
+                        libc::AF_INET6 => {
+                            let sin6 = &*(a as *const libc::sockaddr_in6);
+                            out.push(std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr).to_string());
+                        }
+                        _ => {}
+                    }
+                }
+                p = (*p).ifa_next;
+            }
+            libc::freeifaddrs(ifap);
+        }
+        out
+    }
+    #[cfg(not(unix))]
+    {
+        Vec::new()
+    }
+}
+
+/// Go's wording for common socket errors.
+fn go_errno_text(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::AddrInUse => "address already in use".into(),
+        io::ErrorKind::PermissionDenied => "permission denied".into(),
+        io::ErrorKind::AddrNotAvailable => "cannot assign requested address".into(),
+        _ => e.to_string(),
+    }
+}
