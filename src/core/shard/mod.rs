@@ -213,6 +213,12 @@ impl ShardCore {
             c.stash.extend_from_slice(data);
             return;
         }
+        // Apply what other shards already sent before acting on new input: a client that
+        // saw another connection's SUB processed (its PONG, or a reply) and then publishes
+        // here must find that interest (ARCHITECTURE.md, invariant 4).
+        if self.nshards > 1 {
+            self.drain_mesh(now);
+        }
         self.process(key, data, now);
         self.finish();
     }
@@ -313,6 +319,12 @@ impl ShardCore {
 
     /// Process batches from other shards. Returns how many were taken.
     pub fn poll_mesh(&mut self, now: Instant) -> usize {
+        let taken = self.drain_mesh(now);
+        self.finish();
+        taken
+    }
+
+    fn drain_mesh(&mut self, now: Instant) -> usize {
         let mut taken = 0;
         for src in 0..self.nshards {
             if src == self.idx {
@@ -327,7 +339,6 @@ impl ShardCore {
                 self.mesh.recycle(src, batch);
             }
         }
-        self.finish();
         taken
     }
 

@@ -304,11 +304,20 @@ impl ShardCore {
     }
 
     fn on_ping(&mut self, key: ConnKey, now: Instant) {
-        let multi = self.nshards > 1;
-        let id = self.next_barrier;
         let Some(c) = self.client_mut(key) else { return };
         c.last_in = now;
-        if multi && c.interest_changed {
+        let changed = c.interest_changed;
+        // Interest changes handed to the rings are applied by every shard before it
+        // processes any later input, so a PONG can go out at once; only records still
+        // staged behind a full ring need the barrier round trip.
+        let mut blocked = false;
+        if changed && self.nshards > 1 {
+            self.flush_mesh();
+            blocked = self.mesh_pending();
+        }
+        let id = self.next_barrier;
+        let Some(c) = self.client_mut(key) else { return };
+        if blocked {
             // Flush is a barrier (ARCHITECTURE.md, invariant 4): the PONG waits until
             // every shard has applied this connection's interest changes.
             c.interest_changed = false;

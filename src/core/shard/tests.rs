@@ -113,31 +113,60 @@ fn verbose_defaults_ack_every_op() {
 }
 
 #[test]
-fn sub_then_ping_is_a_barrier_across_shards() {
-    // ARCHITECTURE.md invariant 4: the PONG goes out only after every shard applied the SUB.
+fn sub_then_pong_is_visible_to_the_next_publish_anywhere() {
+    // ARCHITECTURE.md invariant 4: once the PONG is out, a publish on any shard sees the SUB,
+    // even before that shard's mesh task ran (its input applies pending records first).
     let mut w = World::new(3, CoreConfig::default());
     let (sa, a) = w.connect(0, QUIET);
     let (sb, b) = w.connect(2, QUIET);
     w.shards[sa].input(a, b"SUB foo.* 1\r\nPING\r\n", w.now);
-    assert_eq!(w.take(sa, a), "", "PONG waits for the other shards");
-    assert_eq!(w.shards[sa].status(a), ConnStatus::Open { read: false });
-    w.pump();
     assert_eq!(w.take(sa, a), "PONG\r\n");
-    assert_eq!(w.shards[sa].status(a), ConnStatus::Open { read: true });
-    w.send(sb, b, "PUB foo.bar 3\r\nabc\r\n");
+    // No pump: shard 2 has not polled its mesh.
+    w.shards[sb].input(b, b"PUB foo.bar 3\r\nabc\r\n", w.now);
+    w.pump();
     assert_eq!(w.take(sa, a), "MSG foo.bar 1 3\r\nabc\r\n");
     // Unsubscribe, flush, and the other shard no longer routes to us.
-    w.send(sa, a, "UNSUB 1\r\nPING\r\n");
+    w.shards[sa].input(a, b"UNSUB 1\r\nPING\r\n", w.now);
     assert_eq!(w.take(sa, a), "PONG\r\n");
     w.send(sb, b, "PUB foo.bar 3\r\nabc\r\n");
     assert_eq!(w.take(sa, a), "");
+    assert_eq!(w.shards[sb].remote.len(), 0);
+}
+
+#[test]
+fn ping_waits_for_every_shard_when_interest_is_stuck_behind_a_full_ring() {
+    // With the ring to shard 1 full, the SUB's interest record cannot be handed over yet:
+    // the PONG must wait until shard 1 has it (a barrier round trip).
+    let mut w = World::with_ring(2, CoreConfig::default(), 1);
+    let (s0, a) = w.connect(0, QUIET);
+    let (s1, b) = w.connect(1, QUIET);
+    w.send(s1, b, "SUB fill 1\r\nPING\r\n");
+    w.take(s1, b);
+    let (_, p) = w.connect(0, QUIET);
+    // Fill the ring 0 -> 1 with a message batch that shard 1 does not take yet.
+    w.shards[s0].input(p, b"PUB fill 1\r\nx\r\n", w.now);
+    w.shards[s0].input(a, b"SUB late 1\r\nPING\r\n", w.now);
+    assert_eq!(w.take(s0, a), "", "PONG waits for the barrier");
+    assert_eq!(w.shards[s0].status(a), ConnStatus::Open { read: false });
+    w.pump();
+    assert_eq!(w.take(s0, a), "PONG\r\n");
+    assert_eq!(w.shards[s0].status(a), ConnStatus::Open { read: true });
+    assert_eq!(w.take(s1, b), "MSG fill 1 1\r\nx\r\n");
+    w.send(s1, b, "PUB late 2\r\nok\r\n");
+    assert_eq!(w.take(s0, a), "MSG late 1 2\r\nok\r\n");
 }
 
 #[test]
 fn input_after_a_paused_ping_is_processed_in_order() {
-    let mut w = World::new(2, CoreConfig::default());
+    let mut w = World::with_ring(2, CoreConfig::default(), 1);
+    let (s1, b) = w.connect(1, QUIET);
+    w.send(s1, b, "SUB fill 1\r\nPING\r\n");
+    w.take(s1, b);
     let (s, a) = w.connect(0, QUIET);
+    let (_, p) = w.connect(0, QUIET);
+    w.shards[s].input(p, b"PUB fill 1\r\nx\r\n", w.now);
     w.shards[s].input(a, b"SUB x 1\r\nPING\r\nPUB x 1\r\nz\r\nPING\r\n", w.now);
+    assert_eq!(w.take(s, a), "");
     w.pump();
     assert_eq!(w.take(s, a), "PONG\r\nMSG x 1 1\r\nz\r\nPONG\r\n");
 }

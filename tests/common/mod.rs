@@ -1,0 +1,354 @@
+//! Test harness: start the real `rnats` binary on a random loopback port with a chosen
+//! reactor, talk to it with raw TCP or `async-nats`, and stop it.
+#![allow(dead_code, clippy::unwrap_used, clippy::indexing_slicing)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Which reactor a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reactor {
+    Uring,
+    Mio,
+}
+
+impl Reactor {
+    pub fn flag(self) -> &'static str {
+        match self {
+            Reactor::Uring => "uring",
+            Reactor::Mio => "mio",
+        }
+    }
+}
+
+/// Run a test body once per reactor: `both_reactors!(name, |r| body(r));`.
+/// Without the `uring` feature only the mio variant exists.
+#[macro_export]
+macro_rules! both_reactors {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[cfg(all(target_os = "linux", feature = "uring"))]
+            #[test]
+            fn uring() {
+                let f: fn(common::Reactor) = $body;
+                f(common::Reactor::Uring)
+            }
+            #[test]
+            fn mio() {
+                let f: fn(common::Reactor) = $body;
+                f(common::Reactor::Mio)
+            }
+        }
+    };
+}
+
+/// A running server process; stopped (SIGTERM, then kill) on drop.
+pub struct Server {
+    pub child: Option<Child>,
+    pub port: u16,
+    pub http_port: Option<u16>,
+    pub log: Arc<Mutex<Vec<String>>>,
+    pub dir: std::path::PathBuf,
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_rnats")
+}
+
+fn unique_dir() -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "rnats-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+impl Server {
+    /// Start with `--reactor r`, a random port and `extra` flags.
+    pub fn start(r: Reactor, extra: &[&str]) -> Server {
+        if let Ok(other) = std::env::var("RNATS_TEST_OTHER_SERVER") {
+            // Experiments: run the same test against another server (rnats-only flags dropped).
+            let mut args = vec!["-a", "127.0.0.1", "-p", "-1"];
+            let mut it = extra.iter();
+            while let Some(a) = it.next() {
+                if *a == "--shards" || *a == "--reactor" {
+                    it.next();
+                } else {
+                    args.push(a);
+                }
+            }
+            return Self::start_cmd(&other, &args);
+        }
+        Self::start_cmd(
+            bin(),
+            &[&["-a", "127.0.0.1", "-p", "-1", "--reactor", r.flag()], extra].concat(),
+        )
+    }
+
+    /// Start any nats-server compatible binary with exactly `args`.
+    pub fn start_cmd(program: &str, args: &[&str]) -> Server {
+        let dir = unique_dir();
+        let mut child = Command::new(program)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let l2 = log.clone();
+        std::thread::spawn(move || {
+            let mut ready_sent = false;
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let ready = line.contains("Server is ready");
+                l2.lock().unwrap().push(line);
+                if ready && !ready_sent {
+                    ready_sent = true;
+                    let _ = tx.send(());
+                }
+            }
+            let _ = tx.send(());
+        });
+        let _ = rx.recv_timeout(Duration::from_secs(20));
+        let lines = log.lock().unwrap().clone();
+        let port = lines
+            .iter()
+            .find_map(|l| l.split("Listening for client connections on ").nth(1))
+            .and_then(|hp| hp.rsplit(':').next())
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("server did not start: {lines:#?}"));
+        let http_port = lines
+            .iter()
+            .find_map(|l| l.split("Starting http monitor on ").nth(1))
+            .and_then(|hp| hp.rsplit(':').next())
+            .and_then(|p| p.trim().parse().ok());
+        Server {
+            child: Some(child),
+            port,
+            http_port,
+            log,
+            dir,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    pub fn raw(&self) -> Raw {
+        Raw::connect(self.port)
+    }
+
+    pub fn log_lines(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// GET a monitoring path, returning (status, body).
+    pub fn http_get(&self, path: &str) -> (u16, String) {
+        http_get(self.http_port.expect("monitoring not enabled"), path)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Send a signal and wait for the exit status.
+    pub fn stop_with(&mut self, sig: i32) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(child.id() as i32, sig);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("server did not exit on signal {sig}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn http_get(port: u16, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let status = resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// A raw protocol connection.
+pub struct Raw {
+    pub s: TcpStream,
+    pub buf: Vec<u8>,
+    pub info: String,
+}
+
+impl Raw {
+    pub fn connect(port: u16) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut r = Raw {
+            s,
+            buf: Vec::new(),
+            info: String::new(),
+        };
+        let info = r.read_line(Duration::from_secs(5));
+        assert!(info.starts_with("INFO {"), "expected INFO, got {info:?}");
+        r.info = info;
+        r
+    }
+
+    pub fn send(&mut self, data: &[u8]) {
+        self.s.write_all(data).unwrap();
+    }
+
+    pub fn send_str(&mut self, data: &str) {
+        self.send(data.as_bytes());
+    }
+
+    fn fill(&mut self, deadline: Instant) -> bool {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        self.s
+            .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            .unwrap();
+        let mut chunk = [0u8; 65536];
+        match self.s.read(&mut chunk) {
+            Ok(0) => false,
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Read one CRLF-terminated line.
+    pub fn read_line(&mut self, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(p) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line: Vec<u8> = self.buf.drain(..p + 2).collect();
+                return String::from_utf8_lossy(&line[..p]).into_owned();
+            }
+            if !self.fill(deadline) {
+                panic!(
+                    "no line within {timeout:?}; have {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                );
+            }
+        }
+    }
+
+    /// Expect exactly `want` next (waits until that many bytes arrived).
+    pub fn expect(&mut self, want: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.buf.len() < want.len() {
+            if !self.fill(deadline) {
+                break;
+            }
+        }
+        let got = String::from_utf8_lossy(&self.buf[..self.buf.len().min(want.len())]).into_owned();
+        assert_eq!(got, want, "full buffer: {:?}", String::from_utf8_lossy(&self.buf));
+        self.buf.drain(..want.len());
+    }
+
+    /// Everything that arrives until `quiet` passes without data (or EOF).
+    pub fn drain(&mut self, quiet: Duration) -> String {
+        loop {
+            if !self.fill(Instant::now() + quiet) {
+                break;
+            }
+        }
+        let out = String::from_utf8_lossy(&self.buf).into_owned();
+        self.buf.clear();
+        out
+    }
+
+    /// Read until the server closes; returns what arrived before.
+    pub fn until_closed(&mut self, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "connection still open; have {:?}",
+                String::from_utf8_lossy(&self.buf)
+            );
+            self.s.set_read_timeout(Some(left)).unwrap();
+            let mut chunk = [0u8; 65536];
+            match self.s.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+                    panic!("connection still open; have {:?}", String::from_utf8_lossy(&self.buf))
+                }
+                Err(_) => break,
+            }
+        }
+        let out = String::from_utf8_lossy(&self.buf).into_owned();
+        self.buf.clear();
+        out
+    }
+
+    /// CONNECT quietly and wait for the PONG.
+    pub fn handshake(&mut self) {
+        self.send_str("CONNECT {\"verbose\":false,\"pedantic\":false,\"headers\":true}\r\nPING\r\n");
+        self.expect("PONG\r\n");
+    }
+}
+
+/// A tokio runtime for async-nats tests.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
