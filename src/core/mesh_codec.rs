@@ -8,7 +8,7 @@
 //!
 //! | tag | record | fields (little endian) |
 //! |---|---|---|
-//! | 1 | message | flags u8, account u32, subject, reply, header length u32 (`u32::MAX` = none), data, queue count u8 + queue names |
+//! | 1 | message | flags u8, hops u8, account u32, subject, reply, header length u32 (`u32::MAX` = none), data, [size text, header size text if `RAW_SIZES`], queue count u8 + queue names |
 //! | 2 | interest | account u32, subject, queue (empty = none), delta i32 |
 //! | 3 | barrier | id u64 |
 //! | 4 | barrier ack | id u64 |
@@ -20,6 +20,8 @@
 pub mod flags {
     /// Deliver only to the named queue groups (a re-routed queue message).
     pub const QUEUE_ONLY: u8 = 1;
+    /// The publisher's size texts follow the data (they were not plain decimals).
+    pub const RAW_SIZES: u8 = 2;
 }
 
 const TAG_MSG: u8 = 1;
@@ -53,6 +55,8 @@ pub struct MsgRecord<'a> {
     pub reply: &'a [u8],
     pub header_len: Option<u32>,
     pub data: &'a [u8],
+    /// The publisher's size texts, when not plain decimals.
+    pub raw_sizes: Option<(&'a [u8], &'a [u8])>,
     queues: &'a [u8],
     nqueues: u8,
 }
@@ -92,29 +96,43 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+/// The parts of a message that travel to other shards.
+pub struct MsgParts<'a> {
+    pub subject: &'a [u8],
+    pub reply: &'a [u8],
+    pub header_len: Option<usize>,
+    pub data: &'a [u8],
+}
+
 /// Append a message record.
-#[allow(clippy::too_many_arguments)]
 pub fn put_msg(
     out: &mut Vec<u8>,
     flags: u8,
     hops: u8,
     account: u32,
-    subject: &[u8],
-    reply: &[u8],
-    header_len: Option<usize>,
-    data: &[u8],
+    m: &MsgParts<'_>,
+    raw_sizes: Option<(&[u8], &[u8])>,
     queues: &[&[u8]],
 ) {
-    out.reserve(24 + subject.len() + reply.len() + data.len());
+    let flags = if raw_sizes.is_some() {
+        flags | flags::RAW_SIZES
+    } else {
+        flags & !flags::RAW_SIZES
+    };
+    out.reserve(32 + m.subject.len() + m.reply.len() + m.data.len());
     out.push(TAG_MSG);
     out.push(flags);
     out.push(hops);
     out.extend_from_slice(&account.to_le_bytes());
-    put_bytes(out, subject);
-    put_bytes(out, reply);
-    let h = header_len.map_or(NO_HEADER, |h| h as u32);
+    put_bytes(out, m.subject);
+    put_bytes(out, m.reply);
+    let h = m.header_len.map_or(NO_HEADER, |h| h as u32);
     out.extend_from_slice(&h.to_le_bytes());
-    put_bytes(out, data);
+    put_bytes(out, m.data);
+    if let Some((size, hdr)) = raw_sizes {
+        put_bytes(out, size);
+        put_bytes(out, hdr);
+    }
     out.push(queues.len().min(255) as u8);
     for q in queues.iter().take(255) {
         put_bytes(out, q);
@@ -183,6 +201,11 @@ impl<'a> Iterator for Records<'a> {
                 let reply = r.bytes()?;
                 let h = r.u32()?;
                 let data = r.bytes()?;
+                let raw_sizes = if flags & flags::RAW_SIZES != 0 {
+                    Some((r.bytes()?, r.bytes()?))
+                } else {
+                    None
+                };
                 let nqueues = r.u8()?;
                 let start = r.0;
                 for _ in 0..nqueues {
@@ -197,6 +220,7 @@ impl<'a> Iterator for Records<'a> {
                     reply,
                     header_len: (h != NO_HEADER).then_some(h),
                     data,
+                    raw_sizes,
                     queues: start.get(..used)?,
                     nqueues,
                 }))
@@ -225,24 +249,39 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    fn view<'a>(subject: &'a [u8], reply: &'a [u8], header_len: Option<usize>, data: &'a [u8]) -> MsgParts<'a> {
+        MsgParts {
+            subject,
+            reply,
+            header_len,
+            data,
+        }
+    }
+
     #[test]
     fn roundtrip_in_order() {
         let mut b = Vec::new();
         put_interest(&mut b, 0, b"foo.*", Some(b"q"), 1);
+        let m = view(
+            b"foo.bar",
+            b"r",
+            Some(12),
+            b"NATS/1.0
+
+hi",
+        );
         put_msg(
             &mut b,
             flags::QUEUE_ONLY,
             2,
             7,
-            b"foo.bar",
-            b"r",
-            Some(12),
-            b"NATS/1.0\r\n\r\nhi",
+            &m,
+            Some((b"014", b"12")),
             &[b"q", b"w"],
         );
         put_barrier(&mut b, 42, false);
         put_barrier(&mut b, 42, true);
-        put_msg(&mut b, 0, 0, 0, b"x", b"", None, b"", &[]);
+        put_msg(&mut b, 0, 0, 0, &view(b"x", b"", None, b""), None, &[]);
         let recs: Vec<_> = records(&b).collect();
         assert_eq!(recs.len(), 5);
         assert_eq!(
@@ -256,7 +295,11 @@ mod tests {
         );
         match &recs[1] {
             Record::Msg(m) => {
-                assert_eq!((m.flags, m.hops, m.account), (flags::QUEUE_ONLY, 2, 7));
+                assert_eq!(
+                    (m.flags, m.hops, m.account),
+                    (flags::QUEUE_ONLY | flags::RAW_SIZES, 2, 7)
+                );
+                assert_eq!(m.raw_sizes, Some((&b"014"[..], &b"12"[..])));
                 assert_eq!(m.subject, b"foo.bar");
                 assert_eq!(m.reply, b"r");
                 assert_eq!(m.header_len, Some(12));
@@ -275,7 +318,15 @@ mod tests {
     #[test]
     fn truncated_batches_stop_cleanly() {
         let mut b = Vec::new();
-        put_msg(&mut b, 0, 0, 0, b"subject", b"reply", None, b"payload", &[b"q"]);
+        put_msg(
+            &mut b,
+            0,
+            0,
+            0,
+            &view(b"subject", b"reply", None, b"payload"),
+            None,
+            &[b"q"],
+        );
         for cut in 0..b.len() {
             assert!(records(&b[..cut]).next().is_none(), "cut at {cut}");
         }

@@ -62,7 +62,9 @@ pub struct PubArgs {
     pub hdr: Option<usize>,
     /// Total size: header plus payload.
     pub size: usize,
-    pub kind_hpub: bool,
+    /// The size fields as the client wrote them (nats-server echoes them in MSG/HMSG).
+    pub size_text: Range<usize>,
+    pub hdr_text: Option<Range<usize>>,
     pub pedantic_violation: bool,
     /// Offsets are relative to the parser's stashed copy of the line.
     pub base_in_stash: bool,

@@ -134,6 +134,9 @@ pub enum Event<'a> {
         header_len: Option<usize>,
         /// Header block and payload, without the trailing CRLF.
         data: &'a [u8],
+        /// The total size and header size as written by the client (`"05"` stays `"05"`).
+        size_text: &'a [u8],
+        hdr_text: Option<&'a [u8]>,
         pedantic_violation: bool,
     },
     Sub {
@@ -417,6 +420,8 @@ impl Parser {
                         reply: pa.reply.clone().map(|r| line.get(r).unwrap_or_default()),
                         header_len: pa.hdr,
                         data,
+                        size_text: line.get(pa.size_text.clone()).unwrap_or_default(),
+                        hdr_text: pa.hdr_text.clone().map(|r| line.get(r).unwrap_or_default()),
                         pedantic_violation,
                     }));
                 }
@@ -526,6 +531,8 @@ impl Parser {
         }
         pa.subject = off(subject);
         pa.reply = reply.map(off);
+        pa.size_text = off(size);
+        pa.hdr_text = hdr.map(off);
         pa.hdr = hdr_n.map(|h| h as usize);
         pa.size = size_n as usize;
         pa.pedantic_violation = lim.pedantic && !is_valid_literal_subject(subject);
@@ -541,6 +548,8 @@ impl Parser {
         let base = self.arg_start;
         self.pa.subject = shift(&self.pa.subject, base);
         self.pa.reply = self.pa.reply.as_ref().map(|r| shift(r, base));
+        self.pa.size_text = shift(&self.pa.size_text, base);
+        self.pa.hdr_text = self.pa.hdr_text.as_ref().map(|r| shift(r, base));
         self.pa.base_in_stash = true;
     }
 

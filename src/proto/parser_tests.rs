@@ -55,6 +55,7 @@ fn run_with(chunks: &[&[u8]], l: Limits) -> Vec<Ev> {
                             header_len,
                             data,
                             pedantic_violation,
+                            ..
                         } => {
                             let ped = pedantic_violation || pending_pedantic;
                             pending_pedantic = false;
@@ -313,6 +314,39 @@ fn connect_without_space_and_client_hmsg() {
         run(b"HMSG foo 1 2 2\r\nPING\r\n"),
         vec![Ev::Fail(ParseError::UnknownOp)]
     );
+}
+
+#[test]
+fn size_texts_are_kept_as_written() {
+    let mut p = Parser::default();
+    let mut pos = 0;
+    let buf = b"HPUB h 012 0014\r\nNATS/1.0\r\n\r\nhi\r\n";
+    match p.next(buf, &mut pos, &lim()) {
+        Ok(Some(Event::Msg {
+            size_text,
+            hdr_text,
+            header_len,
+            ..
+        })) => {
+            assert_eq!(
+                (size_text, hdr_text, header_len),
+                (&b"0014"[..], Some(&b"012"[..]), Some(12))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Split across reads, the texts survive the move into the stash.
+    let mut p = Parser::default();
+    let (a, b) = buf.split_at(20);
+    let mut pos = 0;
+    assert_eq!(p.next(a, &mut pos, &lim()), Ok(None));
+    let mut pos = 0;
+    match p.next(b, &mut pos, &lim()) {
+        Ok(Some(Event::Msg {
+            size_text, hdr_text, ..
+        })) => assert_eq!((size_text, hdr_text), (&b"0014"[..], Some(&b"012"[..]))),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

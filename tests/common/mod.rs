@@ -96,9 +96,15 @@ impl Server {
 
     /// Start any nats-server compatible binary with exactly `args`.
     pub fn start_cmd(program: &str, args: &[&str]) -> Server {
+        Self::start_env(program, args, &[])
+    }
+
+    /// Start with extra environment variables.
+    pub fn start_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
         let dir = unique_dir();
         let mut child = Command::new(program)
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -200,6 +200,8 @@ impl ShardCore {
                 reply,
                 header_len,
                 data,
+                size_text,
+                hdr_text,
                 pedantic_violation,
             } => {
                 if trace {
@@ -219,7 +221,15 @@ impl ShardCore {
                 if pedantic_violation {
                     self.send_err(key, reply::ERR_INVALID_PUB_SUBJECT, now);
                 }
-                self.on_msg(key, subject, reply.unwrap_or_default(), header_len, data, now);
+                let m = super::route::Msg {
+                    subject,
+                    reply: reply.unwrap_or_default(),
+                    header_len,
+                    data,
+                    size_text,
+                    hdr_text: hdr_text.unwrap_or_default(),
+                };
+                self.on_msg(key, &m, now);
             }
         }
     }

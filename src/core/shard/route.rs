@@ -18,6 +18,32 @@ pub(super) struct Msg<'a> {
     pub header_len: Option<usize>,
     /// Header block and payload.
     pub data: &'a [u8],
+    /// `data.len()` and the header length as the publisher wrote them: nats-server echoes
+    /// these texts (`PUB foo 05` is delivered as `MSG foo 1 05`).
+    pub size_text: &'a [u8],
+    pub hdr_text: &'a [u8],
+}
+
+impl<'a> Msg<'a> {
+    fn parts(&self) -> mesh_codec::MsgParts<'a> {
+        mesh_codec::MsgParts {
+            subject: self.subject,
+            reply: self.reply,
+            header_len: self.header_len,
+            data: self.data,
+        }
+    }
+
+    /// The size texts, when they differ from the plain decimal numbers.
+    fn raw_sizes(&self) -> Option<(&[u8], &[u8])> {
+        let mut b = itoa::Buffer::new();
+        let size_plain = self.size_text == b.format(self.data.len()).as_bytes();
+        let hdr_plain = match self.header_len {
+            Some(h) => self.hdr_text == b.format(h).as_bytes(),
+            None => true,
+        };
+        (!size_plain || !hdr_plain).then_some((self.size_text, self.hdr_text))
+    }
 }
 
 /// Up to 256 shards, as a bit set.
@@ -48,15 +74,8 @@ fn is_reserved_reply(r: &[u8]) -> bool {
 }
 
 impl ShardCore {
-    pub(super) fn on_msg(
-        &mut self,
-        key: ConnKey,
-        subject: &[u8],
-        reply: &[u8],
-        header_len: Option<usize>,
-        data: &[u8],
-        now: Instant,
-    ) {
+    pub(super) fn on_msg(&mut self, key: ConnKey, m: &Msg<'_>, now: Instant) {
+        let (subject, reply, data) = (m.subject, m.reply, m.data);
         let Some(c) = self.client_mut(key) else { return };
         c.in_msgs += 1;
         c.in_bytes += data.len() as u64;
@@ -78,15 +97,9 @@ impl ShardCore {
         if verbose {
             self.send_bytes(key, reply::OK, now);
         }
-        let m = Msg {
-            subject,
-            reply,
-            header_len,
-            data,
-        };
-        let delivered = self.route(Some(key), &m, now);
+        let delivered = self.route(Some(key), m, now);
         if !delivered && !reply.is_empty() && no_responders {
-            self.no_responders(key, &m, now);
+            self.no_responders(key, m, now);
         }
     }
 
@@ -148,6 +161,7 @@ impl ShardCore {
         }
         if !targets.is_empty() {
             delivered = true;
+            let raw = m.raw_sizes();
             let mut queues: Vec<&[u8]> = Vec::new();
             for dst in 0..self.nshards {
                 if dst == self.idx || !targets.contains(dst) {
@@ -155,17 +169,7 @@ impl ShardCore {
                 }
                 queues.clear();
                 queues.extend(assigned.iter().filter(|(s, _)| *s == dst).map(|(_, q)| *q));
-                mesh_codec::put_msg(
-                    self.stage(dst),
-                    0,
-                    0,
-                    0,
-                    m.subject,
-                    m.reply,
-                    m.header_len,
-                    m.data,
-                    &queues,
-                );
+                mesh_codec::put_msg(self.stage(dst), 0, 0, 0, &m.parts(), raw, &queues);
                 self.maybe_flush_early(dst);
             }
         }
@@ -253,11 +257,23 @@ impl ShardCore {
 
     /// A message from another shard: deliver it to this shard's subscribers.
     pub(super) fn deliver_remote(&mut self, src: usize, rec: &MsgRecord<'_>, now: Instant) {
+        let mut b1 = itoa::Buffer::new();
+        let mut b2 = itoa::Buffer::new();
+        let header_len = rec.header_len.map(|h| h as usize);
+        let (size_text, hdr_text) = match rec.raw_sizes {
+            Some((s, h)) => (s, h),
+            None => (
+                b1.format(rec.data.len()).as_bytes(),
+                header_len.map_or(&b""[..], |h| b2.format(h).as_bytes()),
+            ),
+        };
         let m = Msg {
             subject: rec.subject,
             reply: rec.reply,
-            header_len: rec.header_len.map(|h| h as usize),
+            header_len,
             data: rec.data,
+            size_text,
+            hdr_text,
         };
         let local = self.sublist.matches(m.subject);
         if rec.flags & flags::QUEUE_ONLY == 0 {
@@ -279,15 +295,14 @@ impl ShardCore {
             let members = remote.qsubs.iter().find(|g| &*g.name == q).map(|g| g.members.clone());
             let exclude = if rec.hops == 0 { Some(src) } else { None };
             if let Some(dst) = members.and_then(|mm| self.pick_remote_shard(&mm, exclude)) {
+                let raw = m.raw_sizes();
                 mesh_codec::put_msg(
                     self.stage(dst),
                     flags::QUEUE_ONLY,
                     rec.hops + 1,
                     0,
-                    m.subject,
-                    m.reply,
-                    m.header_len,
-                    m.data,
+                    &m.parts(),
+                    raw,
                     &[q],
                 );
             }
@@ -317,9 +332,11 @@ impl ShardCore {
             unsub_after = sub.delivered == sub.max;
         }
         let headers = c.headers;
-        let (data, hdr) = match m.header_len {
-            Some(h) if !headers => (m.data.get(h..).unwrap_or_default(), None),
-            other => (m.data, other),
+        // Stripped headers: the payload size is recomputed; otherwise the publisher's
+        // size texts go out unchanged.
+        let (data, hdr, stripped) = match m.header_len {
+            Some(h) if !headers => (m.data.get(h..).unwrap_or_default(), None, true),
+            other => (m.data, other, false),
         };
         let need = 32 + m.subject.len() + sub.sid.len() + m.reply.len() + data.len();
         let max_pending = self.cfg.max_pending;
@@ -338,19 +355,22 @@ impl ShardCore {
         }
         let w = c.out.writer(now);
         match hdr {
-            Some(h) => {
+            Some(_) => {
                 w.extend_from_slice(b"HMSG ");
                 write_head(w, m.subject, &sub.sid, m.reply);
-                let mut b = itoa::Buffer::new();
-                w.extend_from_slice(b.format(h).as_bytes());
+                w.extend_from_slice(m.hdr_text);
                 w.push(b' ');
-                w.extend_from_slice(b.format(data.len()).as_bytes());
+                w.extend_from_slice(m.size_text);
+            }
+            None if stripped => {
+                w.extend_from_slice(b"MSG ");
+                write_head(w, m.subject, &sub.sid, m.reply);
+                w.extend_from_slice(itoa::Buffer::new().format(data.len()).as_bytes());
             }
             None => {
                 w.extend_from_slice(b"MSG ");
                 write_head(w, m.subject, &sub.sid, m.reply);
-                let mut b = itoa::Buffer::new();
-                w.extend_from_slice(b.format(data.len()).as_bytes());
+                w.extend_from_slice(m.size_text);
             }
         }
         w.extend_from_slice(b"\r\n");

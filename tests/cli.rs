@@ -1,0 +1,257 @@
+//! The command line, process lifecycle and monitoring, as operators and test harnesses
+//! use them: Go `flag` spellings, the reference's messages and exit codes, startup log
+//! lines, PID and ports files, signals, and io_uring fallback.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use common::{bin, Reactor, Server};
+use std::process::Command;
+use std::time::Duration;
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin()).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn version_and_help() {
+    for v in ["-v", "--version", "-version", "version"] {
+        let (code, out, _) = run(&[v]);
+        assert_eq!(code, 0);
+        assert!(out.starts_with("nats-server: v2.14.0"), "{v}: {out}");
+    }
+    for h in ["-h", "--help", "help"] {
+        let (code, out, _) = run(&[h]);
+        assert_eq!(code, 0);
+        assert!(out.contains("Usage: nats-server [options]"), "{h}");
+        assert!(out.contains("--shards"), "rnats options are listed");
+    }
+}
+
+#[test]
+fn unknown_flags_and_bad_values_like_go_flag() {
+    // nats-server prints the flag error on stderr, the usage on stdout, and exits 0.
+    let (code, out, err) = run(&["--foo"]);
+    assert_eq!((code, err.trim()), (0, "flag provided but not defined: -foo"));
+    assert!(out.contains("Usage: nats-server"));
+    let (code, _, err) = run(&["-p", "abc"]);
+    assert_eq!(
+        (code, err.trim()),
+        (0, "invalid value \"abc\" for flag -p: parse error")
+    );
+    let (code, out, err) = run(&["extra"]);
+    assert_eq!(
+        (code, err.trim(), out.as_str()),
+        (1, "nats-server: unrecognized command: \"extra\"", "")
+    );
+}
+
+both_reactors!(startup_lines_pid_and_ports_files, |r| {
+    let dir = std::env::temp_dir().join(format!("rnats-cli-{}-{}", std::process::id(), r.flag()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pid = dir.join("rnats.pid");
+    let mut s = Server::start(
+        r,
+        &[
+            "-P",
+            pid.to_str().unwrap(),
+            "--ports_file_dir",
+            dir.to_str().unwrap(),
+            "-m",
+            "-1",
+            "-n",
+            "cli-test",
+        ],
+    );
+    let lines = s.log_lines();
+    let text = lines.join("\n");
+    for want in [
+        "[INF] Starting nats-server",
+        "  Version:  2.14.0",
+        "  Name:     cli-test",
+        "Listening for client connections on 127.0.0.1:",
+        "Server is ready",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    assert!(lines[0].starts_with(&format!("[{}] ", s.pid())), "{}", lines[0]);
+    assert_eq!(std::fs::read_to_string(&pid).unwrap(), s.pid().to_string());
+    let ports = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| e.file_name().to_string_lossy().ends_with(".ports"))
+        .expect("ports file");
+    let name = ports.file_name().to_string_lossy().into_owned();
+    assert_eq!(name, format!("rnats_{}.ports", s.pid()));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ports.path()).unwrap()).unwrap();
+    assert_eq!(v["nats"][0], format!("nats://127.0.0.1:{}", s.port));
+    assert!(v["monitoring"][0].as_str().unwrap().starts_with("http://127.0.0.1:"));
+    // SIGTERM: graceful, exit 0, files removed, the reference's shutdown lines.
+    let st = s.stop_with(libc::SIGTERM);
+    assert_eq!(st.code(), Some(0));
+    std::thread::sleep(Duration::from_millis(100));
+    let text = s.log_lines().join("\n");
+    assert!(
+        text.contains("Trapped \"terminated\" signal") && text.contains("Server Exiting.."),
+        "{text}"
+    );
+    assert!(!pid.exists() && !ports.path().exists());
+    let _ = std::fs::remove_dir_all(&dir);
+});
+
+both_reactors!(sigint_closes_clients_and_exits_zero, |r| {
+    let mut s = Server::start(r, &["--shards", "2"]);
+    let mut clients: Vec<_> = (0..4).map(|_| s.raw()).collect();
+    for c in &mut clients {
+        c.handshake();
+    }
+    let st = s.stop_with(libc::SIGINT);
+    assert_eq!(st.code(), Some(0));
+    for c in &mut clients {
+        c.until_closed(Duration::from_secs(5));
+    }
+    assert!(s.log_lines().join("\n").contains("Trapped \"interrupt\" signal"));
+});
+
+both_reactors!(port_in_use_fails_like_the_reference, |r| {
+    let s = Server::start(r, &[]);
+    let port = s.port.to_string();
+    let out = Command::new(bin())
+        .args(["-a", "127.0.0.1", "-p", &port, "--reactor", r.flag()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("[FTL] Error listening on port: 127.0.0.1:{port}, \"listen tcp 127.0.0.1:{port}: bind: address already in use\"")),
+        "{err}"
+    );
+    // The first server is unaffected and gets every connection.
+    for _ in 0..10 {
+        let mut c = s.raw();
+        c.handshake();
+    }
+});
+
+both_reactors!(varz_and_healthz, |r| {
+    let s = Server::start(r, &["-m", "-1", "--shards", "3"]);
+    let (code, body) = s.http_get("/healthz");
+    assert_eq!((code, body.as_str()), (200, "{\"status\":\"ok\"}"));
+    let mut c = s.raw();
+    c.handshake();
+    c.send_str("SUB a 1\r\nSUB b 2\r\nPUB a 5\r\nhello\r\nPING\r\n");
+    c.expect("MSG a 1 5\r\nhello\r\nPONG\r\n");
+    let (code, body) = s.http_get("/varz");
+    assert_eq!(code, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["version"], "2.14.0");
+    assert_eq!(v["port"], s.port);
+    assert_eq!(v["connections"], 1);
+    assert_eq!(v["subscriptions"], 2);
+    assert_eq!(v["in_msgs"], 1);
+    assert_eq!(v["out_msgs"], 1);
+    assert_eq!(v["in_bytes"], 5);
+    assert_eq!(v["max_payload"], 1048576);
+    assert_eq!(v["ping_interval"], 120_000_000_000u64);
+    assert_eq!(v["auth_timeout"], 2);
+    assert!(body.contains("\"auth_timeout\": 2,"), "integral floats print like Go");
+    assert_eq!(v["http_req_stats"]["/varz"], 1);
+    assert_eq!(v["rnats_shards"], 3);
+    assert!(v["mem"].as_u64().unwrap() > 0);
+    let (code, _) = s.http_get("/nope");
+    assert_eq!(code, 404);
+});
+
+#[test]
+fn falls_back_to_mio_when_io_uring_is_unavailable() {
+    // The default reactor probes io_uring at run time; when setup fails the server says
+    // why and serves on mio (issue 3). RNATS_FORCE_NO_URING makes the probe fail.
+    let s = Server::start_env(
+        bin(),
+        &["-a", "127.0.0.1", "-p", "-1"],
+        &[("RNATS_FORCE_NO_URING", "1")],
+    );
+    let text = s.log_lines().join("\n");
+    assert!(
+        text.contains("io_uring unavailable (disabled by RNATS_FORCE_NO_URING), using mio"),
+        "{text}"
+    );
+    assert!(text.contains("Using the mio reactor"), "{text}");
+    let mut c = s.raw();
+    c.handshake();
+    c.send_str("SUB x 1\r\nPUB x 2\r\nok\r\nPING\r\n");
+    c.expect("MSG x 1 2\r\nok\r\nPONG\r\n");
+    // Asking for io_uring explicitly then fails clearly instead of falling back.
+    let out = Command::new(bin())
+        .args(["-a", "127.0.0.1", "-p", "-1", "--reactor", "uring"])
+        .env("RNATS_FORCE_NO_URING", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("io_uring reactor requested but unavailable"));
+}
+
+#[cfg(all(target_os = "linux", feature = "uring"))]
+#[test]
+fn default_reactor_is_uring_when_it_works() {
+    let s = Server::start_cmd(bin(), &["-a", "127.0.0.1", "-p", "-1"]);
+    let text = s.log_lines().join("\n");
+    if shards::uring::probe().is_ok() {
+        assert!(text.contains("Using the io_uring reactor"), "{text}");
+    } else {
+        assert!(text.contains("using mio"), "{text}");
+    }
+}
+
+both_reactors!(logging_flags, |r| {
+    // -T=false drops the timestamp; -D adds debug lines; -l writes to a file.
+    let dir = std::env::temp_dir().join(format!("rnats-log-{}-{}", std::process::id(), r.flag()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("server.log");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut child = Command::new(bin())
+        .args([
+            "-a",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "--reactor",
+            r.flag(),
+            "-T=false",
+            "-D",
+            "-l",
+        ])
+        .arg(&log)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("Server is ready")
+    {
+        assert!(std::time::Instant::now() < deadline, "server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut c = common::Raw::connect(port);
+    c.handshake();
+    drop(c);
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let first = text.lines().next().unwrap();
+    assert_eq!(first, format!("[{}] [INF] Starting nats-server", child.id()));
+    assert!(text.contains("[DBG] 127.0.0.1:"), "{text}");
+    assert!(text.contains("Client connection created"), "{text}");
+    assert!(text.contains("Client connection closed: Client Closed"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+});
