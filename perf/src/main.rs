@@ -1,1 +1,185 @@
-fn main() {}
+//! `rnats-perf`: the perf lab's load generator. Drives any NATS server over the wire with a
+//! small blocking-TCP client, and compares rnats with the reference nats-server.
+//!
+//! Module map:
+//!
+//! | module | concern |
+//! |---|---|
+//! | [`cli`] | command line (clap derive) |
+//! | [`proto`] | server→client frame parser, `PUB`/`SUB` encoders |
+//! | [`client`] | one connection: handshake, batched writes, buffered frame reads |
+//! | [`server`] | loopback-only targets; starting/stopping a server child process |
+//! | [`proc`] | server CPU and RSS from `/proc`, fd limit |
+//! | [`scenarios`] | the load scenarios ([`scenarios::flow`] is the pub/sub engine) |
+//! | [`stats`] | median, ratio, spread, balance |
+//! | [`report`] | results, per-scenario metrics, text tables |
+//! | [`compare`] | A/B comparison over rounds, JSON output |
+//! | [`chart`] | the comparison's SVG chart |
+//! | [`progress`] | progress bars |
+//! | [`error`] | the error type |
+
+mod chart;
+mod cli;
+mod client;
+mod compare;
+mod error;
+mod proc;
+mod progress;
+mod proto;
+mod report;
+mod scenarios;
+mod server;
+mod stats;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::cli::{split_args, Cli, Cmd, TargetArgs};
+use crate::error::{PerfError, Result};
+use crate::report::{render_run, RunResult};
+use crate::scenarios::{Ctx, ParamArgs, Params, Scenario};
+use crate::server::Target;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("warning: some runs were incomplete (see the notes above)");
+            ExitCode::from(3)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a command; `Ok(false)` when a run finished but was incomplete.
+fn run(cmd: Cmd) -> Result<bool> {
+    let single = |s: Scenario, a: cli::RunArgs| run_scenarios(&[s], &a.target, &a.params, 1.0);
+    match cmd {
+        Cmd::Pub(a) => single(Scenario::Pub, a),
+        Cmd::Pubsub(a) => single(Scenario::Pubsub, a),
+        Cmd::Fanout(a) => single(Scenario::Fanout, a),
+        Cmd::Fanin(a) => single(Scenario::Fanin, a),
+        Cmd::Queue(a) => single(Scenario::Queue, a),
+        Cmd::Reqrep(a) => single(Scenario::Reqrep, a),
+        Cmd::Conns(a) => single(Scenario::Conns, a),
+        Cmd::Subjects(a) => single(Scenario::Subjects, a),
+        Cmd::All(a) => {
+            let list = if a.scenarios.is_empty() {
+                Scenario::ALL.to_vec()
+            } else {
+                a.scenarios.clone()
+            };
+            run_scenarios(&list, &a.target, &a.params, a.scale)
+        }
+        Cmd::Compare(c) => {
+            let opts = compare::CompareOpts {
+                a: compare::Side {
+                    name: c.a_name,
+                    bin: match c.a {
+                        Some(p) => p,
+                        None => compare::default_rnats()?,
+                    },
+                    args: split_args(c.a_args.as_deref()),
+                },
+                b: compare::Side {
+                    name: c.b_name,
+                    bin: match c.b {
+                        Some(p) => p,
+                        None => compare::default_reference()?,
+                    },
+                    args: split_args(c.b_args.as_deref()),
+                },
+                rounds: c.rounds,
+                scenarios: if c.scenarios.is_empty() {
+                    Scenario::ALL.to_vec()
+                } else {
+                    c.scenarios
+                },
+                params: c.params,
+                scale: c.scale,
+                out: c
+                    .out
+                    .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("out")),
+                quiet: c.quiet,
+                handshake_timeout: timeout(c.handshake_timeout)?,
+            };
+            let report = compare::run(&opts)?;
+            let all_ok = report.scenarios.iter().all(|s| {
+                s.a_errors.is_empty()
+                    && s.b_errors.is_empty()
+                    && s.a_runs.iter().chain(&s.b_runs).all(|r: &RunResult| r.complete)
+            });
+            Ok(all_ok)
+        }
+    }
+}
+
+fn timeout(secs: f64) -> Result<Duration> {
+    if secs > 0.0 && secs <= 60.0 {
+        Ok(Duration::from_secs_f64(secs))
+    } else {
+        Err(PerfError::Param(
+            "--handshake-timeout must be in (0, 60] seconds".into(),
+        ))
+    }
+}
+
+/// Runs scenarios one after the other against one target (started by us or external).
+fn run_scenarios(list: &[Scenario], t: &TargetArgs, params: &ParamArgs, scale: f64) -> Result<bool> {
+    let mut resolved = Vec::new();
+    for &s in list {
+        let mut p = Params::resolve(s, params)?;
+        if params.msgs.is_none() && scale != 1.0 {
+            if !(scale > 0.0 && scale <= 100.0) {
+                return Err(PerfError::Param("--scale must be in (0, 100]".into()));
+            }
+            p.msgs = ((p.msgs as f64 * scale).round() as u64).max(1);
+        }
+        resolved.push((s, p));
+    }
+    proc::raise_fd_limit();
+    let handshake_timeout = timeout(t.handshake_timeout)?;
+    let mut target = match &t.server {
+        Some(bin) => Target::start(bin, &split_args(t.server_args.as_deref()))?,
+        None => Target::external(&t.url, t.pid)?,
+    };
+    let mut results = Vec::new();
+    for (s, p) in &resolved {
+        let bar = progress::run_bar(t.quiet);
+        bar.set_message(s.name());
+        let ctx = Ctx {
+            addr: target.addr,
+            pid: target.pid,
+            bar: &bar,
+            handshake_timeout,
+        };
+        let r = scenarios::run(*s, p, &ctx);
+        bar.finish_and_clear();
+        if let Some(proc) = target.process.as_mut() {
+            proc.check_alive()?;
+        }
+        let r = r?;
+        print!("{}", render_run(&r));
+        results.push(r);
+    }
+    if let Some(path) = &t.json {
+        write_json(path, &results)?;
+    }
+    Ok(results.iter().all(|r| r.complete))
+}
+
+fn write_json(path: &PathBuf, results: &[RunResult]) -> Result<()> {
+    let fail = |e: &dyn std::fmt::Display| PerfError::Output {
+        path: path.clone(),
+        reason: e.to_string(),
+    };
+    let text = serde_json::to_string_pretty(results).map_err(|e| fail(&e))?;
+    std::fs::write(path, text).map_err(|e| fail(&e))
+}

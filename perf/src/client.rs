@@ -1,0 +1,329 @@
+//! A minimal, fast NATS client over blocking std TCP: handshake (`INFO` → `CONNECT` + `PING` →
+//! `PONG`), big-batch writes, and a large read buffer parsed in place by [`crate::proto`].
+//!
+//! Every blocking call is bounded: reads wake up every [`POLL`] so callers can check their
+//! deadlines, and writes give up after [`WRITE_TIMEOUT`].
+
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use crate::error::{PerfError, Result};
+use crate::proto::{parse_frame, Frame, ParseError};
+
+/// How long a blocking read waits before returning control to the caller.
+pub const POLL: Duration = Duration::from_millis(50);
+/// A write that makes no progress for this long fails the run.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Initial read buffer size; it grows for frames larger than this.
+const READ_BUF: usize = 1 << 20;
+/// Largest frame we are willing to buffer.
+const MAX_READ_BUF: usize = 64 << 20;
+
+/// The `CONNECT` every connection sends (protocol.md §5).
+pub const CONNECT: &[u8] =
+    b"CONNECT {\"verbose\":false,\"pedantic\":false,\"headers\":true,\"no_responders\":true,\"protocol\":1,\"name\":\"rnats-perf\"}\r\n";
+
+/// What one [`Conn::read_frames`] call saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// Bytes arrived (possibly not a whole frame yet).
+    Data,
+    /// Nothing arrived within [`POLL`].
+    Idle,
+}
+
+/// One client connection.
+pub struct Conn {
+    stream: TcpStream,
+    addr: SocketAddr,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// The server's first `INFO` JSON (empty until the handshake read it).
+    info: String,
+    pongs: u64,
+}
+
+impl Conn {
+    /// Opens the TCP connection and sends `CONNECT`, then `setup` (e.g. `SUB` lines), then
+    /// `PING`, without waiting for anything. Finish with [`Conn::finish_handshake`].
+    pub fn start(addr: SocketAddr, timeout: Duration, setup: &[u8]) -> Result<Conn> {
+        Conn::start_with_buffer(addr, timeout, setup, READ_BUF)
+    }
+
+    /// [`Conn::start`] with an initial read buffer of `buf_size` bytes (small for the many
+    /// idle connections of `conns`).
+    pub fn start_with_buffer(addr: SocketAddr, timeout: Duration, setup: &[u8], buf_size: usize) -> Result<Conn> {
+        let stream =
+            TcpStream::connect_timeout(&addr, timeout).map_err(|source| PerfError::Connect { addr, source })?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(POLL))?;
+        stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+        let mut conn = Conn {
+            stream,
+            addr,
+            buf: vec![0; buf_size.max(4096)],
+            start: 0,
+            end: 0,
+            info: String::new(),
+            pongs: 0,
+        };
+        let mut hello = Vec::with_capacity(CONNECT.len() + setup.len() + 6);
+        hello.extend_from_slice(CONNECT);
+        hello.extend_from_slice(setup);
+        hello.extend_from_slice(b"PING\r\n");
+        conn.write_all(&hello)?;
+        Ok(conn)
+    }
+
+    /// Waits for the server's `INFO` and the `PONG` answering the handshake `PING`.
+    ///
+    /// Anything other than `INFO` as the first line, or silence, means the peer is not a NATS
+    /// server: this fails within `timeout` with [`PerfError::NotNats`].
+    pub fn finish_handshake(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let addr = self.addr;
+        while self.info.is_empty() {
+            match self.fill() {
+                Ok(0) => {
+                    return Err(PerfError::NotNats {
+                        addr,
+                        reason: "closed the connection without an INFO greeting".into(),
+                    })
+                }
+                Ok(_) => {}
+                Err(e) if is_timeout(&e) => {}
+                Err(e) => {
+                    return Err(PerfError::NotNats {
+                        addr,
+                        reason: format!("read failed before INFO: {e}"),
+                    })
+                }
+            }
+            let got = &self.buf[self.start..self.end];
+            let prefix = &got[..got.len().min(5)];
+            if !b"INFO ".starts_with(&prefix.to_ascii_uppercase()) && !prefix.eq_ignore_ascii_case(b"INFO\t") {
+                let line = got.split(|&b| b == b'\n').next().unwrap_or_default();
+                let shown = String::from_utf8_lossy(&line[..line.len().min(60)]).trim().to_string();
+                return Err(PerfError::NotNats {
+                    addr,
+                    reason: format!("expected an INFO greeting, got {shown:?}"),
+                });
+            }
+            match parse_frame(got) {
+                Ok(Some((Frame::Info(json), n))) => {
+                    self.info = String::from_utf8_lossy(json).into_owned();
+                    self.start += n;
+                }
+                Ok(Some(_)) | Err(_) => {
+                    return Err(PerfError::NotNats {
+                        addr,
+                        reason: "malformed INFO greeting".into(),
+                    });
+                }
+                Ok(None) => {}
+            }
+            if self.info.is_empty() && Instant::now() >= deadline {
+                return Err(PerfError::NotNats {
+                    addr,
+                    reason: format!("no INFO greeting within {timeout:?} (is this an HTTP or other non-NATS port?)"),
+                });
+            }
+        }
+        // Whatever came with the INFO (PING, PONG, ...) is already buffered.
+        self.process(&mut |_| Ok(()))?;
+        self.wait_pongs(
+            1,
+            deadline.saturating_duration_since(Instant::now()).max(POLL),
+            &mut |_| Ok(()),
+        )
+    }
+
+    /// [`Conn::start`] followed by [`Conn::finish_handshake`].
+    pub fn connect(addr: SocketAddr, timeout: Duration, setup: &[u8]) -> Result<Conn> {
+        let mut conn = Conn::start(addr, timeout, setup)?;
+        conn.finish_handshake(timeout)?;
+        Ok(conn)
+    }
+
+    /// `max_payload` from `INFO`, if present.
+    pub fn max_payload(&self) -> Option<u64> {
+        let v: serde_json::Value = serde_json::from_str(&self.info).ok()?;
+        v.get("max_payload")?.as_u64()
+    }
+
+    /// Writes all of `bytes` in as few syscalls as the kernel allows.
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
+        self.stream.write_all(bytes).map_err(|e| {
+            if is_timeout(&e) {
+                PerfError::Timeout {
+                    what: "the server to read our writes".into(),
+                    after: WRITE_TIMEOUT,
+                }
+            } else {
+                PerfError::Io(e)
+            }
+        })
+    }
+
+    /// Sends `PING` and waits up to `timeout` for its `PONG`; frames arriving meanwhile go to
+    /// `on_frame`. Because the server answers in order, every earlier command was processed.
+    pub fn flush(&mut self, timeout: Duration, on_frame: &mut dyn FnMut(&Frame<'_>) -> Result<()>) -> Result<()> {
+        self.write_all(b"PING\r\n")?;
+        let want = self.pongs + 1;
+        self.wait_pongs(want, timeout, on_frame)
+    }
+
+    fn wait_pongs(
+        &mut self,
+        want: u64,
+        timeout: Duration,
+        on_frame: &mut dyn FnMut(&Frame<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        while self.pongs < want {
+            if Instant::now() >= deadline {
+                return Err(PerfError::Timeout {
+                    what: format!("PONG from {}", self.addr),
+                    after: timeout,
+                });
+            }
+            self.read_frames(&mut *on_frame)?;
+        }
+        Ok(())
+    }
+
+    /// Reads once (waiting at most [`POLL`]) and hands every complete frame to `on_frame`.
+    /// Answers server `PING`s, counts `PONG`s and turns `-ERR` into an error.
+    pub fn read_frames(&mut self, mut on_frame: impl FnMut(&Frame<'_>) -> Result<()>) -> Result<ReadOutcome> {
+        match self.fill() {
+            Ok(0) => return Err(PerfError::Closed(format!(" ({})", self.addr))),
+            Ok(_) => {}
+            Err(e) if is_timeout(&e) => return Ok(ReadOutcome::Idle),
+            Err(e) => return Err(e.into()),
+        }
+        self.process(&mut on_frame)?;
+        Ok(ReadOutcome::Data)
+    }
+
+    /// Reads whatever is already buffered in the kernel without blocking, and processes it like
+    /// [`Conn::read_frames`]. Publishers call this now and then to answer server `PING`s.
+    pub fn poll_nonblocking(&mut self) -> Result<()> {
+        self.stream.set_nonblocking(true)?;
+        let res = self.fill();
+        self.stream.set_nonblocking(false)?;
+        match res {
+            Ok(0) => Err(PerfError::Closed(format!(" ({})", self.addr))),
+            Ok(_) => self.process(&mut |_| Ok(())),
+            Err(e) if e.kind() == ErrorKind::WouldBlock || is_timeout(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn process(&mut self, on_frame: &mut dyn FnMut(&Frame<'_>) -> Result<()>) -> Result<()> {
+        let mut pings = 0usize;
+        let mut pos = self.start;
+        let res = loop {
+            let parsed = match parse_frame(&self.buf[pos..self.end]) {
+                Ok(p) => p,
+                Err(e) => break Err(protocol(e)),
+            };
+            let Some((frame, n)) = parsed else { break Ok(()) };
+            pos += n;
+            match &frame {
+                Frame::Ping => pings += 1,
+                Frame::Pong => self.pongs += 1,
+                Frame::Err(text) => break Err(PerfError::Server(String::from_utf8_lossy(text).into_owned())),
+                Frame::Info(_) | Frame::Ok | Frame::Msg(_) => {}
+            }
+            if let Err(e) = on_frame(&frame) {
+                break Err(e);
+            }
+        };
+        self.start = pos;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        if pings > 0 {
+            self.write_all(&b"PONG\r\n".repeat(pings))?;
+        }
+        res
+    }
+
+    /// One `read` into the spare part of the buffer (compacting or growing it first).
+    fn fill(&mut self) -> io::Result<usize> {
+        if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            } else if self.buf.len() < MAX_READ_BUF {
+                let len = self.buf.len() * 2;
+                self.buf.resize(len, 0);
+            } else {
+                return Err(io::Error::new(
+                    ErrorKind::InvalidData,
+                    "frame larger than the read buffer limit",
+                ));
+            }
+        }
+        let n = self.stream.read(&mut self.buf[self.end..])?;
+        self.end += n;
+        Ok(n)
+    }
+}
+
+fn protocol(e: ParseError) -> PerfError {
+    PerfError::Protocol(e.to_string())
+}
+
+/// Whether an I/O error is a read/write timeout (reported as either kind depending on the OS).
+pub fn is_timeout(e: &io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::thread;
+
+    fn fake_server(greeting: &'static [u8]) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            s.write_all(greeting).unwrap();
+            let mut sink = [0u8; 1024];
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+        });
+        addr
+    }
+
+    #[test]
+    fn http_port_fails_fast_with_clear_error() {
+        let addr = fake_server(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+        let err = Conn::connect(addr, Duration::from_secs(2), b"").err().unwrap();
+        assert!(matches!(err, PerfError::NotNats { .. }), "{err}");
+        assert!(err.to_string().contains("HTTP/1.1 400"), "{err}");
+    }
+
+    #[test]
+    fn silent_port_times_out() {
+        let addr = fake_server(b"");
+        let t = Instant::now();
+        let err = Conn::connect(addr, Duration::from_millis(300), b"").err().unwrap();
+        assert!(matches!(err, PerfError::NotNats { .. }), "{err}");
+        assert!(t.elapsed() < Duration::from_secs(2));
+    }
+
+    #[test]
+    fn handshake_with_pong_and_ping() {
+        let addr = fake_server(b"INFO {\"max_payload\":1024} \r\nPING\r\nPONG\r\nINFO {\"connect_info\":true} \r\n");
+        let conn = Conn::connect(addr, Duration::from_secs(2), b"").unwrap();
+        assert_eq!(conn.max_payload(), Some(1024));
+    }
+}

@@ -1,0 +1,27 @@
+//! Progress bars (indicatif). They draw on stderr only when it is a terminal.
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// The bar for one scenario run (hidden when `quiet`).
+pub fn run_bar(quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(1);
+    if let Ok(style) =
+        ProgressStyle::with_template("  {spinner} {msg:>12} [{bar:30}] {human_pos}/{human_len} ({per_sec}, {elapsed})")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+/// The bar counting the runs of a comparison.
+pub fn overall(runs: u64) -> ProgressBar {
+    let bar = ProgressBar::new(runs);
+    if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} runs, {elapsed} elapsed, ~{eta} left: {msg}")
+    {
+        bar.set_style(style.progress_chars("#- "));
+    }
+    bar
+}

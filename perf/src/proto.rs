@@ -1,0 +1,351 @@
+//! Server-to-client frame parser (protocol.md §3): `INFO`, `MSG`, `HMSG`, `PING`, `PONG`,
+//! `+OK`, `-ERR`. Zero-copy: frames borrow from the read buffer. Never panics on input.
+
+use memchr::memchr;
+
+/// Longest control line accepted before the stream is declared garbage. The server's own
+/// lines are short, except `INFO`, which stays well under this.
+pub const MAX_CONTROL_LINE: usize = 64 * 1024;
+
+/// One `MSG`/`HMSG` delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Msg<'a> {
+    pub subject: &'a [u8],
+    pub sid: &'a [u8],
+    pub reply: Option<&'a [u8]>,
+    /// Header block length (0 for `MSG`).
+    pub header_len: usize,
+    /// Headers followed by payload.
+    pub data: &'a [u8],
+}
+
+/// One parsed frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame<'a> {
+    Info(&'a [u8]),
+    Msg(Msg<'a>),
+    Ping,
+    Pong,
+    Ok,
+    /// `-ERR` text without the quotes.
+    Err(&'a [u8]),
+}
+
+/// Why the byte stream cannot be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("unknown operation {0:?}")]
+    UnknownOp(String),
+    #[error("malformed {op} line {line:?}")]
+    Malformed { op: &'static str, line: String },
+    #[error("control line longer than {MAX_CONTROL_LINE} bytes")]
+    LineTooLong,
+    #[error("payload not followed by CRLF")]
+    MissingCrlf,
+}
+
+fn show(bytes: &[u8]) -> String {
+    let cut = &bytes[..bytes.len().min(80)];
+    String::from_utf8_lossy(cut).into_owned()
+}
+
+/// Parses one frame from the start of `buf`.
+///
+/// Returns `Ok(None)` when `buf` holds only part of a frame, otherwise the frame and the number
+/// of bytes it used.
+pub fn parse_frame(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, ParseError> {
+    let Some(nl) = memchr(b'\n', buf) else {
+        if buf.len() > MAX_CONTROL_LINE {
+            return Err(ParseError::LineTooLong);
+        }
+        return Ok(None);
+    };
+    if nl > MAX_CONTROL_LINE {
+        return Err(ParseError::LineTooLong);
+    }
+    let line_end = nl + 1;
+    let mut line = &buf[..nl];
+    if let Some((&b'\r', rest)) = line.split_last() {
+        line = rest;
+    }
+    let (op, args) = split_op(line);
+    match op.len() {
+        3 if op.eq_ignore_ascii_case(b"MSG") => parse_msg(buf, line, args, line_end, false),
+        4 if op.eq_ignore_ascii_case(b"HMSG") => parse_msg(buf, line, args, line_end, true),
+        4 if op.eq_ignore_ascii_case(b"PING") => Ok(Some((Frame::Ping, line_end))),
+        4 if op.eq_ignore_ascii_case(b"PONG") => Ok(Some((Frame::Pong, line_end))),
+        4 if op.eq_ignore_ascii_case(b"INFO") => Ok(Some((Frame::Info(trim(args)), line_end))),
+        3 if op.eq_ignore_ascii_case(b"+OK") => Ok(Some((Frame::Ok, line_end))),
+        4 if op.eq_ignore_ascii_case(b"-ERR") => {
+            let text = trim(args);
+            let text = text.strip_prefix(b"'").unwrap_or(text);
+            let text = text.strip_suffix(b"'").unwrap_or(text);
+            Ok(Some((Frame::Err(text), line_end)))
+        }
+        _ => Err(ParseError::UnknownOp(show(line))),
+    }
+}
+
+fn is_space(b: u8) -> bool {
+    b == b' ' || b == b'\t'
+}
+
+fn trim(mut s: &[u8]) -> &[u8] {
+    while let Some((&f, rest)) = s.split_first() {
+        if !is_space(f) {
+            break;
+        }
+        s = rest;
+    }
+    while let Some((&l, rest)) = s.split_last() {
+        if !is_space(l) {
+            break;
+        }
+        s = rest;
+    }
+    s
+}
+
+fn split_op(line: &[u8]) -> (&[u8], &[u8]) {
+    let line = trim(line);
+    match line.iter().position(|&b| is_space(b)) {
+        Some(i) => (&line[..i], &line[i..]),
+        None => (line, &[]),
+    }
+}
+
+/// Splits arguments on runs of spaces/tabs into `out`; returns how many were found (at most
+/// `out.len() + 1`, so callers can detect too many).
+fn split_args<'a>(args: &'a [u8], out: &mut [&'a [u8]; 5]) -> usize {
+    let mut n = 0;
+    for tok in args.split(|&b| is_space(b)).filter(|t| !t.is_empty()) {
+        if n < out.len() {
+            out[n] = tok;
+        }
+        n += 1;
+        if n > out.len() {
+            break;
+        }
+    }
+    n
+}
+
+fn parse_len(tok: &[u8]) -> Option<usize> {
+    if tok.is_empty() || tok.len() > 10 {
+        return None;
+    }
+    let mut v: usize = 0;
+    for &b in tok {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + usize::from(b - b'0');
+    }
+    Some(v)
+}
+
+fn parse_msg<'a>(
+    buf: &'a [u8],
+    line: &'a [u8],
+    args: &'a [u8],
+    line_end: usize,
+    headers: bool,
+) -> Result<Option<(Frame<'a>, usize)>, ParseError> {
+    let op = if headers { "HMSG" } else { "MSG" };
+    let bad = || ParseError::Malformed { op, line: show(line) };
+    let mut toks: [&[u8]; 5] = [&[]; 5];
+    let n = split_args(args, &mut toks);
+    // MSG: subject sid [reply] len; HMSG: subject sid [reply] hlen tlen.
+    let sizes = if headers { 2 } else { 1 };
+    if n < 2 + sizes || n > 3 + sizes {
+        return Err(bad());
+    }
+    let reply = if n == 3 + sizes { Some(toks[2]) } else { None };
+    let total = parse_len(toks[n - 1]).ok_or_else(bad)?;
+    let header_len = if headers {
+        let h = parse_len(toks[n - 2]).ok_or_else(bad)?;
+        if h > total {
+            return Err(bad());
+        }
+        h
+    } else {
+        0
+    };
+    let frame_end = line_end + total + 2;
+    if buf.len() < frame_end {
+        return Ok(None);
+    }
+    if buf.get(line_end + total..frame_end) != Some(b"\r\n".as_slice()) {
+        return Err(ParseError::MissingCrlf);
+    }
+    let msg = Msg {
+        subject: toks[0],
+        sid: toks[1],
+        reply,
+        header_len,
+        data: &buf[line_end..line_end + total],
+    };
+    Ok(Some((Frame::Msg(msg), frame_end)))
+}
+
+/// Appends `PUB <subject> [reply] <len>\r\n<payload>\r\n` to `out`.
+pub fn encode_pub(out: &mut Vec<u8>, subject: &str, reply: Option<&[u8]>, payload: &[u8]) {
+    out.extend_from_slice(b"PUB ");
+    out.extend_from_slice(subject.as_bytes());
+    out.push(b' ');
+    if let Some(r) = reply {
+        out.extend_from_slice(r);
+        out.push(b' ');
+    }
+    out.extend_from_slice(payload.len().to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(payload);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `SUB <subject> [queue] <sid>\r\n` to `out`.
+pub fn encode_sub(out: &mut Vec<u8>, subject: &str, queue: Option<&str>, sid: u64) {
+    out.extend_from_slice(b"SUB ");
+    out.extend_from_slice(subject.as_bytes());
+    out.push(b' ');
+    if let Some(q) = queue {
+        out.extend_from_slice(q.as_bytes());
+        out.push(b' ');
+    }
+    out.extend_from_slice(sid.to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(mut buf: &[u8]) -> Vec<Frame<'_>> {
+        let mut out = Vec::new();
+        while let Some((f, n)) = parse_frame(buf).unwrap() {
+            out.push(f);
+            buf = &buf[n..];
+        }
+        assert!(buf.is_empty(), "left over: {buf:?}");
+        out
+    }
+
+    // protocol.md §3.6: MSG <subject> <sid> [reply] <#bytes>CRLF<payload>CRLF
+    #[test]
+    fn msg_with_and_without_reply() {
+        let f = all(b"MSG foo.bar 9 5\r\nhello\r\nMSG a 1 _INBOX.x 0\r\n\r\n");
+        assert_eq!(
+            f[0],
+            Frame::Msg(Msg {
+                subject: b"foo.bar",
+                sid: b"9",
+                reply: None,
+                header_len: 0,
+                data: b"hello"
+            })
+        );
+        assert_eq!(
+            f[1],
+            Frame::Msg(Msg {
+                subject: b"a",
+                sid: b"1",
+                reply: Some(b"_INBOX.x"),
+                header_len: 0,
+                data: b""
+            })
+        );
+    }
+
+    // §3.6: HMSG <subject> <sid> [reply] <#hdr> <#total>
+    #[test]
+    fn hmsg() {
+        let f = all(b"HMSG s 2 r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n");
+        assert_eq!(
+            f[0],
+            Frame::Msg(Msg {
+                subject: b"s",
+                sid: b"2",
+                reply: Some(b"r"),
+                header_len: 12,
+                data: b"NATS/1.0\r\n\r\nhi"
+            })
+        );
+        assert!(parse_frame(b"HMSG s 2 15 14\r\n").is_err(), "header longer than total");
+    }
+
+    // §1: server lines end in CRLF; INFO has a space before CRLF; ops are case-insensitive.
+    #[test]
+    fn control_frames() {
+        let f = all(b"INFO {\"a\":1} \r\nPING\r\nPONG\r\n+OK\r\n-ERR 'Slow Consumer'\r\nping\r\n");
+        assert_eq!(
+            f,
+            vec![
+                Frame::Info(b"{\"a\":1}"),
+                Frame::Ping,
+                Frame::Pong,
+                Frame::Ok,
+                Frame::Err(b"Slow Consumer"),
+                Frame::Ping
+            ]
+        );
+    }
+
+    #[test]
+    fn split_anywhere_is_incomplete_not_error() {
+        let wire: &[u8] = b"MSG foo 1 _R 11\r\nhello world\r\nPING\r\nHMSG x 2 12 13\r\nNATS/1.0\r\n\r\n!\r\n";
+        for cut in 0..wire.len() {
+            let head = &wire[..cut];
+            let mut pos = 0;
+            let mut frames = 0;
+            while let Some((_, n)) = parse_frame(&head[pos..]).unwrap() {
+                pos += n;
+                frames += 1;
+            }
+            assert!(frames <= 3, "cut {cut}");
+        }
+        assert_eq!(all(wire).len(), 3);
+    }
+
+    #[test]
+    fn garbage_is_rejected() {
+        assert!(matches!(
+            parse_frame(b"HTTP/1.1 400 Bad Request\r\n"),
+            Err(ParseError::UnknownOp(_))
+        ));
+        assert!(parse_frame(b"MSG foo 1\r\n").is_err());
+        assert!(parse_frame(b"MSG foo 1 a b 3\r\n").is_err());
+        assert!(parse_frame(b"MSG foo 1 -3\r\n").is_err());
+        assert!(parse_frame(b"MSG foo 1 99999999999\r\n").is_err());
+        assert_eq!(parse_frame(b"MSG foo 1 3\r\nabcXY"), Err(ParseError::MissingCrlf));
+        let long = vec![b'x'; MAX_CONTROL_LINE + 1];
+        assert_eq!(parse_frame(&long), Err(ParseError::LineTooLong));
+    }
+
+    #[test]
+    fn tabs_and_extra_spaces() {
+        let f = all(b"MSG\tfoo  7\t 2\r\nhi\r\n");
+        assert_eq!(
+            f[0],
+            Frame::Msg(Msg {
+                subject: b"foo",
+                sid: b"7",
+                reply: None,
+                header_len: 0,
+                data: b"hi"
+            })
+        );
+    }
+
+    #[test]
+    fn encoders() {
+        let mut out = Vec::new();
+        encode_pub(&mut out, "a.b", None, b"xyz");
+        encode_pub(&mut out, "a", Some(b"r.1"), b"");
+        encode_sub(&mut out, "a.*", None, 1);
+        encode_sub(&mut out, "a.>", Some("q"), 22);
+        assert_eq!(
+            out,
+            b"PUB a.b 3\r\nxyz\r\nPUB a r.1 0\r\n\r\nSUB a.* 1\r\nSUB a.> q 22\r\n"
+        );
+    }
+}

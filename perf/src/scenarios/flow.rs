@@ -1,0 +1,373 @@
+//! The publish/subscribe engine shared by `pub`, `pubsub`, `fanout`, `fanin`, `queue` and
+//! `subjects`: P publisher threads writing pre-built batches, S subscriber threads counting
+//! `MSG` frames, and a monitor on the calling thread that drives the progress bar and enforces
+//! the time limits.
+//!
+//! Flow control: publishers stay at most `window` deliveries ahead of the subscribers, so a
+//! server is measured at the rate its subscribers really drain, and never trips its
+//! slow-consumer limit (64 MiB by default) just because the generator outran it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use indicatif::ProgressBar;
+
+use crate::client::Conn;
+use crate::error::{PerfError, Result};
+use crate::proc::{self, ProcSample};
+use crate::proto::{encode_pub, Frame};
+use crate::scenarios::Ctx;
+
+/// After the publishers finish, subscribers get this long without progress before the run
+/// is declared incomplete.
+const DRAIN_GRACE: Duration = Duration::from_secs(3);
+/// Extra time the publisher's final flush may take.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A run of pre-encoded `PUB` frames written with one syscall.
+pub struct Batch {
+    buf: Vec<u8>,
+    /// End offset of each frame in `buf`.
+    ends: Vec<usize>,
+    /// Cumulative deliveries expected after each frame.
+    deliveries: Vec<u64>,
+}
+
+impl Batch {
+    /// Builds a batch from (subject, expected deliveries) pairs sharing one payload.
+    pub fn new<'a>(frames: impl IntoIterator<Item = (&'a str, u64)>, payload: &[u8]) -> Batch {
+        let mut b = Batch {
+            buf: Vec::new(),
+            ends: Vec::new(),
+            deliveries: Vec::new(),
+        };
+        let mut total = 0;
+        for (subject, deliveries) in frames {
+            encode_pub(&mut b.buf, subject, None, payload);
+            total += deliveries;
+            b.ends.push(b.buf.len());
+            b.deliveries.push(total);
+        }
+        b
+    }
+
+    /// A batch of about `target_bytes` frames to one subject.
+    pub fn uniform(subject: &str, payload: &[u8], deliveries_each: u64, target_bytes: usize) -> Batch {
+        let frame = subject.len() + payload.len() + 24;
+        let n = (target_bytes / frame).max(1);
+        Batch::new(std::iter::repeat_n((subject, deliveries_each), n), payload)
+    }
+
+    fn frames(&self) -> usize {
+        self.ends.len()
+    }
+}
+
+/// What to run.
+pub struct FlowSpec {
+    pub publishers: usize,
+    /// Setup bytes (SUB lines) for each subscriber connection.
+    pub subscribers: Vec<Vec<u8>>,
+    /// Batches every publisher cycles through (offset by its index).
+    pub batches: Vec<Batch>,
+    /// Messages to publish in total, split across publishers.
+    pub msgs: u64,
+    /// Flow-control window in deliveries (None: publish flat out, for `pub`).
+    pub window: Option<u64>,
+    pub duration: Duration,
+}
+
+/// What happened.
+#[derive(Debug, Clone)]
+pub struct FlowOutcome {
+    pub published: u64,
+    pub expected: u64,
+    pub delivered: u64,
+    pub per_sub: Vec<u64>,
+    /// From start until the last publisher's flush returned.
+    pub pub_elapsed: Duration,
+    /// From start until the last delivery.
+    pub sub_elapsed: Duration,
+    /// Time to connect the subscribers and have all their subscriptions confirmed.
+    pub setup_elapsed: Duration,
+    /// All published messages were delivered, and publishing was not cut short by the limit.
+    pub complete: bool,
+    pub notes: Vec<String>,
+    pub before: Option<ProcSample>,
+    pub after: Option<ProcSample>,
+}
+
+struct Shared {
+    t0: Instant,
+    published: AtomicU64,
+    expected: AtomicU64,
+    delivered: AtomicU64,
+    pubs_done: AtomicUsize,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    fn finished(&self, pubs: usize) -> bool {
+        self.pubs_done.load(Relaxed) == pubs && self.delivered.load(Relaxed) >= self.expected.load(Relaxed)
+    }
+}
+
+/// Connects everything, runs the flow, and measures the server around it.
+pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
+    if spec.batches.is_empty() || spec.publishers == 0 {
+        return Err(PerfError::Param(
+            "a flow needs at least one publisher and one batch".into(),
+        ));
+    }
+    let timeout = ctx.handshake_timeout;
+    // Subscriptions are sent pipelined on every connection, then each handshake PING/PONG
+    // confirms them: after that the server routes to them.
+    let setup_start = Instant::now();
+    let mut subs = Vec::with_capacity(spec.subscribers.len());
+    for setup in &spec.subscribers {
+        subs.push(Conn::start(ctx.addr, timeout, setup)?);
+    }
+    let setup_timeout = timeout.max(spec.duration);
+    for c in &mut subs {
+        c.finish_handshake(setup_timeout)?;
+    }
+    let setup_elapsed = setup_start.elapsed();
+    let mut pubs = Vec::with_capacity(spec.publishers);
+    for _ in 0..spec.publishers {
+        pubs.push(Conn::connect(ctx.addr, timeout, b"")?);
+    }
+    let before = ctx.pid.and_then(proc::sample);
+    let shared = Shared {
+        t0: Instant::now(),
+        published: AtomicU64::new(0),
+        expected: AtomicU64::new(0),
+        delivered: AtomicU64::new(0),
+        pubs_done: AtomicUsize::new(0),
+        stop: AtomicBool::new(false),
+    };
+    let deadline = shared.t0 + spec.duration;
+    let npubs = spec.publishers as u64;
+    let has_subs = !spec.subscribers.is_empty();
+    let window = if has_subs { spec.window } else { None };
+
+    let (pub_results, sub_results, monitor_notes) = thread::scope(|s| {
+        let pub_handles: Vec<_> = pubs
+            .into_iter()
+            .enumerate()
+            .map(|(i, conn)| {
+                let count = spec.msgs / npubs + u64::from((i as u64) < spec.msgs % npubs);
+                let shared = &shared;
+                s.spawn(move || {
+                    let r = publisher(conn, &spec.batches, i, count, window, shared, deadline);
+                    if r.is_err() {
+                        shared.stop.store(true, Relaxed);
+                    }
+                    shared.pubs_done.fetch_add(1, Relaxed);
+                    r
+                })
+            })
+            .collect();
+        let sub_handles: Vec<_> = subs
+            .into_iter()
+            .map(|conn| {
+                let shared = &shared;
+                s.spawn(move || {
+                    let r = subscriber(conn, shared, spec.publishers);
+                    if r.is_err() {
+                        shared.stop.store(true, Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        let notes = monitor(ctx.bar, &shared, spec, has_subs, deadline);
+        let pr: Vec<_> = pub_handles.into_iter().map(join).collect();
+        let sr: Vec<_> = sub_handles.into_iter().map(join).collect();
+        (pr, sr, notes)
+    });
+    let after = ctx.pid.and_then(proc::sample);
+
+    let mut pub_elapsed = Duration::ZERO;
+    let mut cut_short = false;
+    for r in pub_results {
+        let (elapsed, sent_all) = r?;
+        pub_elapsed = pub_elapsed.max(elapsed);
+        cut_short |= !sent_all;
+    }
+    let mut per_sub = Vec::new();
+    let mut sub_elapsed = Duration::ZERO;
+    for r in sub_results {
+        let (count, last) = r?;
+        per_sub.push(count);
+        sub_elapsed = sub_elapsed.max(last);
+    }
+    let published = shared.published.load(Relaxed);
+    let expected = shared.expected.load(Relaxed);
+    let delivered: u64 = per_sub.iter().sum();
+    let mut notes = monitor_notes;
+    if cut_short {
+        notes.push(format!(
+            "publishing stopped at the {:?} limit after {published} messages",
+            spec.duration
+        ));
+    }
+    if has_subs && delivered < expected {
+        notes.push(format!("only {delivered} of {expected} expected deliveries arrived"));
+    }
+    if delivered > expected {
+        notes.push(format!("{delivered} deliveries, more than the {expected} expected"));
+    }
+    let complete = !cut_short && (!has_subs || delivered == expected);
+    Ok(FlowOutcome {
+        published,
+        expected,
+        delivered,
+        per_sub,
+        pub_elapsed,
+        sub_elapsed,
+        setup_elapsed,
+        complete,
+        notes,
+        before,
+        after,
+    })
+}
+
+fn join<T>(h: thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+    h.join().map_err(|e| {
+        let text = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_string()))
+            .unwrap_or_default();
+        PerfError::Worker(text)
+    })?
+}
+
+/// Updates the bar and stops the run at the deadline, or when deliveries stall after the
+/// publishers are done.
+fn monitor(bar: &ProgressBar, shared: &Shared, spec: &FlowSpec, has_subs: bool, deadline: Instant) -> Vec<String> {
+    let mut notes = Vec::new();
+    let hard_deadline = deadline + DRAIN_GRACE + FLUSH_TIMEOUT;
+    let total = if has_subs { None } else { Some(spec.msgs) };
+    bar.set_length(total.unwrap_or(spec.msgs));
+    let mut last_progress = (0u64, Instant::now());
+    loop {
+        thread::sleep(Duration::from_millis(50));
+        let published = shared.published.load(Relaxed);
+        let delivered = shared.delivered.load(Relaxed);
+        let done = shared.pubs_done.load(Relaxed);
+        if has_subs {
+            let expected = shared.expected.load(Relaxed);
+            let est_total = if done == spec.publishers {
+                expected
+            } else {
+                expected.max(1) * spec.msgs / published.max(1)
+            };
+            bar.set_length(est_total.max(1));
+            bar.set_position(delivered);
+        } else {
+            bar.set_position(published);
+        }
+        if done == spec.publishers && (!has_subs || shared.finished(spec.publishers)) {
+            break;
+        }
+        if shared.stop.load(Relaxed) && done == spec.publishers {
+            break;
+        }
+        let now = Instant::now();
+        if delivered != last_progress.0 {
+            last_progress = (delivered, now);
+        } else if has_subs && done == spec.publishers && now - last_progress.1 > DRAIN_GRACE {
+            notes.push(format!("deliveries stalled for {DRAIN_GRACE:?} after publishing ended"));
+            shared.stop.store(true, Relaxed);
+            break;
+        }
+        if now > hard_deadline {
+            notes.push("hard time limit reached".into());
+            shared.stop.store(true, Relaxed);
+            break;
+        }
+    }
+    shared.stop.store(true, Relaxed);
+    notes
+}
+
+/// Returns (time until the server confirmed everything, whether all `count` were sent).
+fn publisher(
+    mut conn: Conn,
+    batches: &[Batch],
+    index: usize,
+    count: u64,
+    window: Option<u64>,
+    shared: &Shared,
+    deadline: Instant,
+) -> Result<(Duration, bool)> {
+    let mut sent = 0u64;
+    let mut bi = index;
+    let mut last_poll = Instant::now();
+    while sent < count {
+        if shared.stop.load(Relaxed) || Instant::now() >= deadline {
+            break;
+        }
+        let b = &batches[bi % batches.len()];
+        bi += 1;
+        let n = usize::try_from(count - sent).unwrap_or(usize::MAX).min(b.frames());
+        let (end, deliveries) = (b.ends[n - 1], b.deliveries[n - 1]);
+        if let Some(window) = window {
+            wait_for_window(shared, window, deliveries, deadline);
+        }
+        shared.expected.fetch_add(deliveries, Relaxed);
+        conn.write_all(&b.buf[..end])?;
+        sent += n as u64;
+        shared.published.fetch_add(n as u64, Relaxed);
+        if last_poll.elapsed() > Duration::from_millis(50) {
+            conn.poll_nonblocking()?;
+            last_poll = Instant::now();
+        }
+    }
+    // The PING barrier: once its PONG is back the server has processed every PUB.
+    conn.flush(FLUSH_TIMEOUT, &mut |_| Ok(()))?;
+    Ok((shared.t0.elapsed(), sent == count))
+}
+
+fn wait_for_window(shared: &Shared, window: u64, next: u64, deadline: Instant) {
+    let mut spins = 0u32;
+    loop {
+        let lag = shared
+            .expected
+            .load(Relaxed)
+            .saturating_sub(shared.delivered.load(Relaxed));
+        if lag == 0 || lag + next <= window || shared.stop.load(Relaxed) || Instant::now() >= deadline {
+            return;
+        }
+        spins += 1;
+        if spins < 16 {
+            thread::yield_now();
+        } else {
+            thread::sleep(Duration::from_micros(100));
+        }
+    }
+}
+
+/// Returns (messages received, time of the last one since start).
+fn subscriber(mut conn: Conn, shared: &Shared, pubs: usize) -> Result<(u64, Duration)> {
+    let mut count = 0u64;
+    let mut last = Duration::ZERO;
+    while !shared.stop.load(Relaxed) && !shared.finished(pubs) {
+        let mut n = 0u64;
+        conn.read_frames(|f| {
+            if let Frame::Msg(_) = f {
+                n += 1;
+            }
+            Ok(())
+        })?;
+        if n > 0 {
+            count += n;
+            shared.delivered.fetch_add(n, Relaxed);
+            last = shared.t0.elapsed();
+        }
+    }
+    Ok((count, last))
+}

@@ -1,0 +1,329 @@
+//! The load scenarios and their parameters.
+//!
+//! | scenario | module | what it measures |
+//! |---|---|---|
+//! | `pub` | [`pubsub`] | P publishers, no subscribers |
+//! | `pubsub` | [`pubsub`] | P publishers → S subscribers, throughput at the subscribers |
+//! | `fanout` | [`pubsub`] | 1 publisher → N subscribers |
+//! | `fanin` | [`pubsub`] | N publishers → 1 subscriber |
+//! | `queue` | [`pubsub`] | 1 publisher → K queue subscribers (throughput, balance) |
+//! | `reqrep` | [`reqrep`] | request/reply round-trip latency (HDR histogram) |
+//! | `conns` | [`conns`] | K idle connections with a subscription each, then a wildcard fan-out |
+//! | `subjects` | [`subjects`] | 100k mixed literal/`*`/`>` subscriptions, random publishes |
+//!
+//! The publish/subscribe mechanics live in [`flow`].
+
+pub mod conns;
+pub mod flow;
+pub mod pubsub;
+pub mod reqrep;
+pub mod subjects;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use indicatif::ProgressBar;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{PerfError, Result};
+use crate::proc::ProcSample;
+use crate::report::{RunResult, ServerStats};
+
+/// A load scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Scenario {
+    Pub,
+    Pubsub,
+    Fanout,
+    Fanin,
+    Queue,
+    Reqrep,
+    Conns,
+    Subjects,
+}
+
+impl Scenario {
+    /// Every scenario, in report order.
+    pub const ALL: [Scenario; 8] = [
+        Scenario::Pub,
+        Scenario::Pubsub,
+        Scenario::Fanout,
+        Scenario::Fanin,
+        Scenario::Queue,
+        Scenario::Reqrep,
+        Scenario::Conns,
+        Scenario::Subjects,
+    ];
+
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Pub => "pub",
+            Scenario::Pubsub => "pubsub",
+            Scenario::Fanout => "fanout",
+            Scenario::Fanin => "fanin",
+            Scenario::Queue => "queue",
+            Scenario::Reqrep => "reqrep",
+            Scenario::Conns => "conns",
+            Scenario::Subjects => "subjects",
+        }
+    }
+
+    /// Defaults: (size, msgs, pubs, subs).
+    fn defaults(self) -> (usize, u64, usize, usize) {
+        match self {
+            Scenario::Pub => (128, 5_000_000, 1, 0),
+            Scenario::Pubsub => (128, 3_000_000, 1, 1),
+            Scenario::Fanout => (128, 500_000, 1, 8),
+            Scenario::Fanin => (128, 3_000_000, 8, 1),
+            Scenario::Queue => (128, 3_000_000, 1, 4),
+            Scenario::Reqrep => (128, 20_000, 1, 1),
+            Scenario::Conns => (16, 10, 1, 1_000),
+            Scenario::Subjects => (64, 1_000_000, 1, 2),
+        }
+    }
+}
+
+/// Overrides from the command line; `None` takes the scenario's default.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ParamArgs {
+    /// Payload size in bytes.
+    #[arg(long)]
+    pub size: Option<usize>,
+    /// Messages to publish in total (reqrep: requests; conns: wildcard publishes).
+    #[arg(long)]
+    pub msgs: Option<u64>,
+    /// Publisher connections (reqrep: concurrent requesters).
+    #[arg(long)]
+    pub pubs: Option<usize>,
+    /// Subscriber connections (reqrep: responders in a queue group; conns: idle
+    /// connections; subjects: connections the subscriptions are spread over).
+    #[arg(long)]
+    pub subs: Option<usize>,
+    /// Distinct subscriptions for `subjects`.
+    #[arg(long, default_value_t = 100_000)]
+    pub subjects: usize,
+    /// Time limit of the measured phase in seconds (publishing stops there).
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Bytes per publisher write (one syscall).
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub batch: usize,
+    /// Flow-control window: how many bytes publishers may run ahead of the subscribers.
+    #[arg(long, default_value_t = 16 << 20)]
+    pub window: usize,
+}
+
+/// Resolved parameters of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    pub size: usize,
+    pub msgs: u64,
+    pub pubs: usize,
+    pub subs: usize,
+    pub subjects: usize,
+    pub duration_s: f64,
+    pub batch: usize,
+    pub window: usize,
+}
+
+impl Params {
+    /// Applies `args` over the scenario's defaults and checks the ranges.
+    pub fn resolve(scenario: Scenario, args: &ParamArgs) -> Result<Params> {
+        let (size, msgs, pubs, subs) = scenario.defaults();
+        let p = Params {
+            size: args.size.unwrap_or(size),
+            msgs: args.msgs.unwrap_or(msgs),
+            pubs: args.pubs.unwrap_or(pubs),
+            subs: args.subs.unwrap_or(subs),
+            subjects: args.subjects,
+            duration_s: args.duration,
+            batch: args.batch,
+            window: args.window,
+        };
+        let bad = |s: &str| Err(PerfError::Param(format!("{}: {s}", scenario.name())));
+        if p.msgs == 0 {
+            return bad("--msgs must be at least 1");
+        }
+        if p.pubs == 0 || p.pubs > 1024 {
+            return bad("--pubs must be in 1..=1024");
+        }
+        if scenario != Scenario::Pub && scenario != Scenario::Conns && (p.subs == 0 || p.subs > 1024) {
+            return bad("--subs must be in 1..=1024");
+        }
+        if scenario == Scenario::Conns && (p.subs == 0 || p.subs > 200_000) {
+            return bad("--subs (connections) must be in 1..=200000");
+        }
+        if p.size > 64 << 20 {
+            return bad("--size is larger than any server's max_payload");
+        }
+        if !(p.duration_s > 0.0 && p.duration_s <= 3600.0) {
+            return bad("--duration must be in (0, 3600] seconds");
+        }
+        if p.subjects == 0 || p.subjects > 10_000_000 {
+            return bad("--subjects must be in 1..=10000000");
+        }
+        if p.batch == 0 || p.batch > 64 << 20 || p.window == 0 {
+            return bad("--batch and --window must be positive (batch ≤ 64 MiB)");
+        }
+        Ok(p)
+    }
+
+    /// The time limit.
+    pub fn duration(&self) -> Duration {
+        Duration::from_secs_f64(self.duration_s)
+    }
+
+    /// A payload of `size` bytes.
+    pub fn payload(&self) -> Vec<u8> {
+        (0..self.size).map(|i| b'a' + (i % 26) as u8).collect()
+    }
+
+    /// The flow-control window in deliveries.
+    pub fn window_msgs(&self, subject_len: usize) -> u64 {
+        (self.window / (self.size + subject_len + 24)).max(1) as u64
+    }
+}
+
+/// Where and how a scenario runs.
+pub struct Ctx<'a> {
+    pub addr: SocketAddr,
+    pub pid: Option<u32>,
+    pub bar: &'a ProgressBar,
+    pub handshake_timeout: Duration,
+}
+
+/// Runs one scenario against the target.
+pub fn run(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
+    check_payload(params, ctx)?;
+    match scenario {
+        Scenario::Pub | Scenario::Pubsub | Scenario::Fanout | Scenario::Fanin | Scenario::Queue => {
+            pubsub::run(scenario, params, ctx)
+        }
+        Scenario::Reqrep => reqrep::run(params, ctx),
+        Scenario::Conns => conns::run(params, ctx),
+        Scenario::Subjects => subjects::run(params, ctx),
+    }
+}
+
+/// Fails early, with a clear message, when the payload exceeds the server's `max_payload`.
+fn check_payload(params: &Params, ctx: &Ctx<'_>) -> Result<()> {
+    let conn = crate::client::Conn::connect(ctx.addr, ctx.handshake_timeout, b"")?;
+    match conn.max_payload() {
+        Some(max) if params.size as u64 > max => Err(PerfError::Param(format!(
+            "--size {} exceeds the server's max_payload {max}",
+            params.size
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// A result with the common fields filled in.
+pub fn base_result(scenario: Scenario, params: &Params) -> RunResult {
+    RunResult {
+        scenario,
+        params: params.clone(),
+        complete: true,
+        notes: Vec::new(),
+        elapsed_s: 0.0,
+        msgs: 0,
+        msgs_per_s: 0.0,
+        mb_per_s: 0.0,
+        published: 0,
+        delivered: 0,
+        expected: 0,
+        latency_us: None,
+        per_sub: None,
+        balance: None,
+        conns: None,
+        subjects: None,
+        server: None,
+    }
+}
+
+/// Server CPU and memory over a measured phase that handled `msgs` messages.
+pub fn server_stats(before: Option<ProcSample>, after: Option<ProcSample>, msgs: u64) -> Option<ServerStats> {
+    let (b, a) = (before?, after?);
+    let cpu_s = (a.cpu_s - b.cpu_s).max(0.0);
+    Some(ServerStats {
+        cpu_s,
+        cpu_s_per_million: if msgs > 0 {
+            Some(cpu_s * 1e6 / msgs as f64)
+        } else {
+            None
+        },
+        rss_kb_before: b.rss_kb,
+        rss_kb_after: a.rss_kb,
+    })
+}
+
+/// Fills throughput fields from a count, a payload size and an elapsed time.
+pub fn set_rate(r: &mut RunResult, msgs: u64, size: usize, elapsed: Duration) {
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    r.msgs = msgs;
+    r.elapsed_s = secs;
+    r.msgs_per_s = msgs as f64 / secs;
+    r.mb_per_s = (msgs as f64 * size as f64) / secs / 1e6;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_overrides() {
+        let p = Params::resolve(
+            Scenario::Fanout,
+            &ParamArgs {
+                duration: 5.0,
+                ..args()
+            },
+        )
+        .unwrap();
+        assert_eq!((p.size, p.pubs, p.subs), (128, 1, 8));
+        let p = Params::resolve(
+            Scenario::Fanin,
+            &ParamArgs {
+                pubs: Some(3),
+                ..args()
+            },
+        )
+        .unwrap();
+        assert_eq!(p.pubs, 3);
+        assert!(Params::resolve(
+            Scenario::Pubsub,
+            &ParamArgs {
+                msgs: Some(0),
+                ..args()
+            }
+        )
+        .is_err());
+        assert!(Params::resolve(
+            Scenario::Queue,
+            &ParamArgs {
+                subs: Some(0),
+                ..args()
+            }
+        )
+        .is_err());
+        assert!(Params::resolve(
+            Scenario::Pub,
+            &ParamArgs {
+                duration: -1.0,
+                ..args()
+            }
+        )
+        .is_err());
+    }
+
+    fn args() -> ParamArgs {
+        ParamArgs {
+            subjects: 100,
+            duration: 1.0,
+            batch: 65536,
+            window: 1 << 20,
+            ..Default::default()
+        }
+    }
+}

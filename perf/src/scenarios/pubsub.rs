@@ -1,0 +1,58 @@
+//! `pub`, `pubsub`, `fanout`, `fanin` and `queue`: one subject, P publishers, S subscribers
+//! (plain, or one queue group for `queue`).
+//!
+//! Throughput is counted at the subscribers (deliveries / time to the last delivery), except
+//! for `pub`, which counts published messages up to the publisher's PING/PONG barrier.
+
+use crate::error::Result;
+use crate::proto::encode_sub;
+use crate::report::RunResult;
+use crate::scenarios::flow::{self, Batch, FlowSpec};
+use crate::scenarios::{base_result, server_stats, set_rate, Ctx, Params, Scenario};
+use crate::stats;
+
+const SUBJECT: &str = "perf.bench";
+const QUEUE: &str = "perf_q";
+
+/// Runs one of the single-subject scenarios.
+pub fn run(scenario: Scenario, p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
+    let queue = scenario == Scenario::Queue;
+    let subs = if scenario == Scenario::Pub { 0 } else { p.subs };
+    let subscribers = (0..subs)
+        .map(|_| {
+            let mut setup = Vec::new();
+            encode_sub(&mut setup, SUBJECT, queue.then_some(QUEUE), 1);
+            setup
+        })
+        .collect();
+    // Each message reaches every plain subscriber, or one member of the queue group.
+    let per_msg = if queue { 1 } else { subs as u64 };
+    let spec = FlowSpec {
+        publishers: p.pubs,
+        subscribers,
+        batches: vec![Batch::uniform(SUBJECT, &p.payload(), per_msg, p.batch)],
+        msgs: p.msgs,
+        window: Some(p.window_msgs(SUBJECT.len())),
+        duration: p.duration(),
+    };
+    let out = flow::run(ctx, &spec)?;
+    let mut r = base_result(scenario, p);
+    r.published = out.published;
+    r.expected = out.expected;
+    r.delivered = out.delivered;
+    r.complete = out.complete;
+    r.notes = out.notes;
+    let counted = if subs == 0 {
+        set_rate(&mut r, out.published, p.size, out.pub_elapsed);
+        out.published
+    } else {
+        set_rate(&mut r, out.delivered, p.size, out.sub_elapsed);
+        out.delivered
+    };
+    if queue {
+        r.balance = stats::balance(&out.per_sub);
+        r.per_sub = Some(out.per_sub);
+    }
+    r.server = server_stats(out.before, out.after, counted);
+    Ok(r)
+}

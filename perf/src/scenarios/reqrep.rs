@@ -1,0 +1,194 @@
+//! `reqrep`: P requesters, each with one request in flight, against R responders in a queue
+//! group. Every round trip (PUB with reply inbox → responder → MSG on the inbox) is recorded in
+//! an HDR histogram.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::client::Conn;
+use crate::error::{PerfError, Result};
+use crate::proc;
+use crate::proto::{encode_pub, encode_sub, Frame};
+use crate::report::{Latency, RunResult};
+use crate::scenarios::{base_result, server_stats, set_rate, Ctx, Params, Scenario};
+
+const SUBJECT: &str = "perf.rr";
+const QUEUE: &str = "perf_rr";
+/// A request without a reply for this long ends that requester.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Requests per requester not recorded (connection warm-up).
+const WARMUP: u64 = 50;
+
+/// Runs the scenario.
+pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
+    let mut responders = Vec::new();
+    for _ in 0..p.subs {
+        let mut setup = Vec::new();
+        encode_sub(&mut setup, SUBJECT, Some(QUEUE), 1);
+        responders.push(Conn::connect(ctx.addr, ctx.handshake_timeout, &setup)?);
+    }
+    let mut requesters = Vec::new();
+    for i in 0..p.pubs {
+        let mut setup = Vec::new();
+        encode_sub(&mut setup, &format!("_INBOX.perf{i}.*"), None, 1);
+        requesters.push(Conn::connect(ctx.addr, ctx.handshake_timeout, &setup)?);
+    }
+    let payload = p.payload();
+    let stop = AtomicBool::new(false);
+    let done = AtomicU64::new(0);
+    let before = ctx.pid.and_then(proc::sample);
+    let t0 = Instant::now();
+    let deadline = t0 + p.duration();
+    let npubs = p.pubs as u64;
+    ctx.bar.set_length(p.msgs);
+
+    let (req_results, resp_results) = thread::scope(|s| {
+        let resp: Vec<_> = responders
+            .into_iter()
+            .map(|c| s.spawn(|| responder(c, &stop)))
+            .collect();
+        let reqs: Vec<_> = requesters
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let count = p.msgs / npubs + u64::from((i as u64) < p.msgs % npubs);
+                let (payload, done) = (&payload, &done);
+                s.spawn(move || requester(c, i, count, payload, done, deadline))
+            })
+            .collect();
+        let req_results: Vec<_> = reqs
+            .into_iter()
+            .map(|h| {
+                while !h.is_finished() {
+                    ctx.bar.set_position(done.load(Relaxed));
+                    thread::sleep(Duration::from_millis(50));
+                }
+                h.join().map_err(|_| PerfError::Worker("requester".into()))?
+            })
+            .collect();
+        stop.store(true, Relaxed);
+        let resp_results: Vec<_> = resp
+            .into_iter()
+            .map(|h| h.join().map_err(|_| PerfError::Worker("responder".into()))?)
+            .collect();
+        (req_results, resp_results)
+    });
+    let elapsed = t0.elapsed();
+    let after = ctx.pid.and_then(proc::sample);
+
+    let mut hist = new_histogram()?;
+    let mut r = base_result(Scenario::Reqrep, p);
+    let mut total = 0u64;
+    for res in req_results {
+        let (h, n, note) = res?;
+        hist.add(&h)
+            .map_err(|e| PerfError::Protocol(format!("histogram merge: {e}")))?;
+        total += n;
+        if let Some(note) = note {
+            r.notes.push(note);
+            r.complete = false;
+        }
+    }
+    for res in resp_results {
+        res?;
+    }
+    if total < p.msgs {
+        r.complete = false;
+        r.notes.push(format!("{total} of {} requests completed", p.msgs));
+    }
+    r.published = total;
+    r.expected = p.msgs;
+    r.delivered = total;
+    set_rate(&mut r, total, p.size, elapsed);
+    r.latency_us = latency(&hist);
+    r.server = server_stats(before, after, total);
+    Ok(r)
+}
+
+fn new_histogram() -> Result<Histogram<u64>> {
+    // 1 ns .. 60 s at 3 significant digits.
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| PerfError::Protocol(format!("histogram: {e}")))
+}
+
+/// Percentiles in microseconds, or `None` for an empty histogram.
+pub fn latency(h: &Histogram<u64>) -> Option<Latency> {
+    if h.is_empty() {
+        return None;
+    }
+    let us = |ns: u64| ns as f64 / 1000.0;
+    Some(Latency {
+        count: h.len(),
+        p50: us(h.value_at_quantile(0.50)),
+        p90: us(h.value_at_quantile(0.90)),
+        p99: us(h.value_at_quantile(0.99)),
+        p999: us(h.value_at_quantile(0.999)),
+        max: us(h.max()),
+        mean: h.mean() / 1000.0,
+    })
+}
+
+type RequesterOutcome = (Histogram<u64>, u64, Option<String>);
+
+fn requester(
+    mut conn: Conn,
+    index: usize,
+    count: u64,
+    payload: &[u8],
+    done: &AtomicU64,
+    deadline: Instant,
+) -> Result<RequesterOutcome> {
+    let mut hist = new_histogram()?;
+    let inbox = format!("_INBOX.perf{index}.r");
+    let mut frame = Vec::with_capacity(payload.len() + 64);
+    encode_pub(&mut frame, SUBJECT, Some(inbox.as_bytes()), payload);
+    let mut completed = 0u64;
+    let warmup = WARMUP.min(count / 10);
+    while completed < count && Instant::now() < deadline {
+        let sent = Instant::now();
+        conn.write_all(&frame)?;
+        let mut got = false;
+        while !got {
+            conn.read_frames(|f| {
+                if let Frame::Msg(_) = f {
+                    got = true;
+                }
+                Ok(())
+            })?;
+            if !got && sent.elapsed() > REPLY_TIMEOUT {
+                let note = format!("requester {index}: no reply within {REPLY_TIMEOUT:?}");
+                return Ok((hist, completed, Some(note)));
+            }
+        }
+        let rtt = u64::try_from(sent.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1);
+        completed += 1;
+        done.fetch_add(1, Relaxed);
+        if completed > warmup {
+            hist.saturating_record(rtt);
+        }
+    }
+    Ok((hist, completed, None))
+}
+
+fn responder(mut conn: Conn, stop: &AtomicBool) -> Result<()> {
+    let mut out = Vec::with_capacity(64 * 1024);
+    while !stop.load(Relaxed) {
+        conn.read_frames(|f| {
+            if let Frame::Msg(m) = f {
+                if let Some(reply) = m.reply {
+                    let subject = std::str::from_utf8(reply)
+                        .map_err(|_| PerfError::Protocol("reply subject is not UTF-8".into()))?;
+                    encode_pub(&mut out, subject, None, m.data);
+                }
+            }
+            Ok(())
+        })?;
+        if !out.is_empty() {
+            conn.write_all(&out)?;
+            out.clear();
+        }
+    }
+    Ok(())
+}

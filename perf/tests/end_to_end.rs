@@ -1,0 +1,215 @@
+//! End-to-end checks of the `rnats-perf` binary against the reference nats-server: every
+//! scenario briefly (tiny counts), `compare` (reference against itself), and the refusals
+//! (non-NATS port, non-loopback target).
+//!
+//! The reference binary comes from `$NATS_REFERENCE_SERVER`, else from
+//! `shared/tools/reference-server`; without either the server tests are skipped with a message.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rnats-perf");
+
+fn reference() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("NATS_REFERENCE_SERVER") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let scripts = [
+        root.join("../shared/tools/reference-server"),
+        PathBuf::from("/work/shared/tools/reference-server"),
+    ];
+    let script = scripts.iter().find(|p| p.is_file())?;
+    let out = Command::new(script).stderr(Stdio::null()).output().ok()?;
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    (out.status.success() && path.is_file()).then_some(path)
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(bin: &Path) -> Server {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(bin)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "reference server did not start");
+            thread::sleep(Duration::from_millis(20));
+        }
+        Server { child, port }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn perf(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).stdin(Stdio::null()).output().unwrap()
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rnats-perf-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn every_scenario_briefly_against_the_reference() {
+    let Some(bin) = reference() else {
+        eprintln!("SKIPPED: reference nats-server not available (set NATS_REFERENCE_SERVER)");
+        return;
+    };
+    let server = Server::start(&bin);
+    let url = format!("127.0.0.1:{}", server.port);
+    let pid = server.child.id().to_string();
+    let dir = tmp("scenarios");
+    let cases: &[(&str, &[&str])] = &[
+        ("pub", &["--msgs", "5000"]),
+        ("pubsub", &["--msgs", "5000", "--pubs", "2", "--subs", "2"]),
+        ("fanout", &["--msgs", "2000", "--subs", "3"]),
+        ("fanin", &["--msgs", "5000", "--pubs", "3"]),
+        ("queue", &["--msgs", "5000", "--subs", "3"]),
+        ("reqrep", &["--msgs", "300", "--pubs", "2", "--subs", "2"]),
+        ("conns", &["--subs", "50", "--msgs", "3"]),
+        ("subjects", &["--subjects", "3000", "--msgs", "5000", "--subs", "2"]),
+    ];
+    for (scenario, extra) in cases {
+        let json = dir.join(format!("{scenario}.json"));
+        let json_s = json.to_str().unwrap();
+        let mut args = vec![
+            *scenario,
+            "--url",
+            &url,
+            "--pid",
+            &pid,
+            "--quiet",
+            "--duration",
+            "10",
+            "--json",
+            json_s,
+        ];
+        args.extend_from_slice(extra);
+        let out = perf(&args);
+        assert!(out.status.success(), "{scenario}: {}", show(&out));
+        let results: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let r = &results[0];
+        assert_eq!(r["scenario"], *scenario);
+        assert_eq!(r["complete"], true, "{scenario}: {r:#}");
+        assert_eq!(r["delivered"], r["expected"], "{scenario}");
+        assert!(r["msgs_per_s"].as_f64().unwrap() > 0.0, "{scenario}");
+        assert!(
+            r["server"]["rss_kb_after"].as_u64().unwrap() > 0,
+            "{scenario}: server stats from --pid"
+        );
+        match *scenario {
+            "reqrep" => assert!(r["latency_us"]["p99"].as_f64().unwrap() > 0.0),
+            "queue" => assert_eq!(r["per_sub"].as_array().unwrap().len(), 3),
+            "conns" => assert_eq!(r["conns"]["conns"], 50),
+            "subjects" => assert_eq!(r["subjects"]["subscriptions"], 3000),
+            _ => {}
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn compare_writes_json_and_svg() {
+    let Some(bin) = reference() else {
+        eprintln!("SKIPPED: reference nats-server not available (set NATS_REFERENCE_SERVER)");
+        return;
+    };
+    let dir = tmp("compare");
+    let bin = bin.to_str().unwrap();
+    let out = perf(&[
+        "compare",
+        "--a",
+        bin,
+        "--b",
+        bin,
+        "--a-name",
+        "ref1",
+        "--b-name",
+        "ref2",
+        "--scenarios",
+        "pubsub,reqrep",
+        "--rounds",
+        "2",
+        "--msgs",
+        "2000",
+        "--quiet",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("A/B") && stdout.contains("pubsub") && stdout.contains("p99 us"),
+        "{stdout}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("compare.json")).unwrap()).unwrap();
+    assert_eq!(report["scenarios"].as_array().unwrap().len(), 2);
+    assert_eq!(report["scenarios"][0]["a_runs"].as_array().unwrap().len(), 2);
+    let svg = std::fs::read_to_string(dir.join("compare.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("pubsub"), "{svg}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_non_nats_port_fails_fast_and_clearly() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    // A tiny HTTP-like server: waits for a request, answers 400.
+    let t = thread::spawn(move || {
+        for _ in 0..2 {
+            let Ok((mut s, _)) = l.accept() else { return };
+            let mut buf = [0u8; 512];
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let started = Instant::now();
+    let out = perf(&["pub", "--url", &format!("127.0.0.1:{port}"), "--quiet", "--msgs", "10"]);
+    assert!(!out.status.success());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a NATS server"), "{err}");
+    drop(t);
+}
+
+#[test]
+fn non_loopback_targets_are_refused() {
+    let out = perf(&["pub", "--url", "192.0.2.1:4222", "--quiet"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing non-loopback target"), "{err}");
+}
