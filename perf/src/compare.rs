@@ -121,6 +121,7 @@ pub fn run(opts: &CompareOpts) -> Result<CompareReport> {
                     side.name
                 ));
                 let bar = multi.add(progress::run_bar(opts.quiet));
+                bar.set_prefix(format!("{} on {}", scenario.name(), side.name));
                 match run_once(scenario, &params, side, &bar, opts.handshake_timeout) {
                     Ok(r) => runs[i].push(r),
                     Err(e) => {

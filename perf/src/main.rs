@@ -153,7 +153,7 @@ fn run_scenarios(list: &[Scenario], t: &TargetArgs, params: &ParamArgs, scale: f
     let mut results = Vec::new();
     for (s, p) in &resolved {
         let bar = progress::run_bar(t.quiet);
-        bar.set_message(s.name());
+        bar.set_prefix(s.name());
         let ctx = Ctx {
             addr: target.addr,
             pid: target.pid,

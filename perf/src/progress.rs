@@ -1,6 +1,10 @@
 //! Progress bars (indicatif). They draw on stderr only when it is a terminal.
 
-use indicatif::{ProgressBar, ProgressStyle};
+use std::fmt::Write;
+
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
+
+use crate::report::fmt_num;
 
 /// The bar for one scenario run (hidden when `quiet`).
 pub fn run_bar(quiet: bool) -> ProgressBar {
@@ -8,9 +12,12 @@ pub fn run_bar(quiet: bool) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(1);
-    if let Ok(style) =
-        ProgressStyle::with_template("  {spinner} {msg:>12} [{bar:30}] {human_pos}/{human_len} ({per_sec}, {elapsed})")
-    {
+    if let Ok(style) = ProgressStyle::with_template(
+        "  {spinner} {prefix} {msg:>10} [{bar:30}] {human_pos}/{human_len} ({rate}, {elapsed})",
+    ) {
+        let style = style.with_key("rate", |s: &ProgressState, w: &mut dyn Write| {
+            let _ = write!(w, "{}/s", fmt_num(s.per_sec()));
+        });
         bar.set_style(style.progress_chars("=> "));
     }
     bar

@@ -123,6 +123,7 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
     let timeout = ctx.handshake_timeout;
     // Subscriptions are sent pipelined on every connection, then each handshake PING/PONG
     // confirms them: after that the server routes to them.
+    ctx.bar.set_message("subscribing");
     let setup_start = Instant::now();
     let mut subs = Vec::with_capacity(spec.subscribers.len());
     for setup in &spec.subscribers {
@@ -137,6 +138,11 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
     for _ in 0..spec.publishers {
         pubs.push(Conn::connect(ctx.addr, timeout, b"")?);
     }
+    ctx.bar.set_message(if spec.subscribers.is_empty() {
+        "publishing"
+    } else {
+        "delivering"
+    });
     let before = ctx.pid.and_then(proc::sample);
     let shared = Shared {
         t0: Instant::now(),

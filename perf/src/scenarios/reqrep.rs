@@ -44,6 +44,7 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
     let deadline = t0 + p.duration();
     let npubs = p.pubs as u64;
     ctx.bar.set_length(p.msgs);
+    ctx.bar.set_message("requests");
 
     let (req_results, resp_results) = thread::scope(|s| {
         let resp: Vec<_> = responders

@@ -143,7 +143,7 @@ pub fn naive_match(pattern: &str, subject: &str) -> bool {
 
 /// Runs the scenario.
 pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
-    ctx.bar.set_message("generating subscriptions");
+    ctx.bar.set_message("generating");
     let set = SubjectSet::generate(p.subjects, SEED)?;
     let mut subscribers = vec![Vec::new(); p.subs];
     for (i, pat) in set.patterns.iter().enumerate() {
@@ -159,7 +159,6 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
         .map(|chunk| Batch::new(chunk.iter().map(|(s, n)| (s.as_str(), *n)), &payload))
         .collect();
     let avg_fanout = pool.iter().map(|(_, n)| *n).sum::<u64>() as f64 / pool.len().max(1) as f64;
-    ctx.bar.set_message("subscribing");
     let spec = FlowSpec {
         publishers: p.pubs,
         subscribers,
@@ -169,7 +168,6 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
         duration: p.duration(),
     };
     let out = flow::run(ctx, &spec)?;
-    ctx.bar.set_message("");
     let mut r = base_result(Scenario::Subjects, p);
     r.published = out.published;
     r.expected = out.expected;
