@@ -275,7 +275,7 @@ const FLAGS: &[Flag] = &[
         names: &["spin_us"],
         kind: Kind::Int,
         set: |p, v| {
-            p.opts.spin_us = i(v).max(0) as u64;
+            p.opts.spin_us = Some(i(v).max(0) as u64);
             Ok(())
         },
     },
@@ -467,7 +467,7 @@ Authorization Options:
 rnats Options:
         --shards <n>                 Number of shards (default: one per usable CPU)
         --reactor <uring|mio>        Reactor (default: uring when io_uring works, else mio)
-        --spin_us <us>               Busy-poll before a shard sleeps (default: 0)
+        --spin_us <us>               Busy-poll before an idle shard sleeps (default: 30 on io_uring, 0 on mio)
 
 Common Options:
     -h, --help                       Show this message

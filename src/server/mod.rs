@@ -201,7 +201,7 @@ impl Server {
             cpus,
             core: Arc::new(core),
             shared: shared.clone(),
-            spin_us: opts.spin_us,
+            spin_us: opts.spin_for(chosen.uring),
         };
         let mut state = ServerState {
             opts: opts.clone(),
