@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{bin, Reactor, Server};
+use common::{bin, Server};
 use std::process::Command;
 use std::time::Duration;
 
