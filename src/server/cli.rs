@@ -231,14 +231,6 @@ const FLAGS: &[Flag] = &[
         },
     },
     Flag {
-        names: &["log_size_limit"],
-        kind: Kind::Int,
-        set: |p, v| {
-            p.opts.log_size_limit = i(v);
-            Ok(())
-        },
-    },
-    Flag {
         names: &["max_traced_msg_len"],
         kind: Kind::Int,
         set: |p, v| {
@@ -456,7 +448,6 @@ Logging Options:
     -VV                              Verbose trace (traces system account as well)
     -DV                              Debug and trace
     -DVV                             Debug and verbose trace (traces system account as well)
-        --log_size_limit <limit>     Logfile size limit (default: auto)
         --max_traced_msg_len <len>   Maximum printable length for traced messages (default: unlimited)
 
 Authorization Options:

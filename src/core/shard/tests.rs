@@ -553,3 +553,33 @@ fn removing_a_connection_drops_its_interest_everywhere() {
     assert_eq!(w.shards[s0].connections(), 0);
     assert_eq!(w.shards[s0].subs.len(), 0);
 }
+
+#[test]
+fn write_deadline_closes_a_stuck_consumer() {
+    // protocol.md §7: a socket that accepts nothing for write_deadline is a slow consumer.
+    let cfg = CoreConfig {
+        write_deadline: Duration::from_secs(2),
+        ..CoreConfig::default()
+    };
+    let mut w = World::new(1, cfg);
+    let (s, stuck) = w.connect(0, QUIET);
+    w.send(s, stuck, "SUB x 1\r\n");
+    let (_, p) = w.connect(0, QUIET);
+    w.send(s, p, "PUB x 2\r\nhi\r\n");
+    // The driver tried to write and the socket took nothing.
+    w.shards[s].written(stuck, 0, w.now);
+    w.advance(Duration::from_millis(1500));
+    assert_eq!(w.shards[s].status(stuck), ConnStatus::Open { read: true });
+    w.advance(Duration::from_millis(600));
+    assert_eq!(w.shards[s].status(stuck), ConnStatus::Close);
+    assert_eq!(w.shards[s].counters.slow_consumers, 1);
+    // Progress resets the clock: a consumer that keeps draining is fine.
+    let (_, ok) = w.connect(0, QUIET);
+    w.send(s, ok, "SUB y 1\r\n");
+    for _ in 0..5 {
+        w.send(s, p, "PUB y 2\r\nhi\r\n");
+        w.shards[s].written(ok, 3, w.now);
+        w.advance(Duration::from_millis(1500));
+    }
+    assert_eq!(w.shards[s].status(ok), ConnStatus::Open { read: true });
+}
