@@ -357,7 +357,7 @@ impl MioShard {
                 *slot = None;
             }
         }
-        self.core.remove(key);
+        self.core.remove(key, Instant::now());
         self.ready.retain(|r| *r != t);
     }
 

@@ -170,7 +170,7 @@ async fn shard_main(core: ShardCore, wake_fd: OwnedFd, accepts: Receiver<Accepte
         if due {
             shard.core.borrow_mut().tick(now);
         }
-        shard.core.borrow_mut().flush_mesh();
+        shard.core.borrow_mut().flush_mesh(now);
         shard.dispatch(None);
         if stop.is_set() {
             break;
@@ -272,7 +272,7 @@ impl ConnTask {
     }
 
     fn finish(&mut self) {
-        self.shard.core.borrow_mut().remove(self.key);
+        self.shard.core.borrow_mut().remove(self.key, Instant::now());
         let mut slots = self.shard.slots.borrow_mut();
         if let Some(slot) = slots.get_mut(self.key.idx as usize) {
             if slot.as_ref().is_some_and(|s| s.gen == self.key.gen) {

@@ -199,7 +199,7 @@ impl ShardCore {
         }
         self.schedule(key);
         self.wake(key);
-        self.finish();
+        self.finish(now);
         key
     }
 
@@ -220,7 +220,7 @@ impl ShardCore {
             self.drain_mesh(now);
         }
         self.process(key, data, now);
-        self.finish();
+        self.finish(now);
     }
 
     /// The bytes waiting to be written to a connection.
@@ -257,15 +257,14 @@ impl ShardCore {
     /// The peer closed the connection or the socket failed.
     pub fn disconnected(&mut self, key: ConnKey, reason: ClosedState, now: Instant) {
         self.close(key, reason, now);
-        self.finish();
+        self.finish(now);
     }
 
     /// The driver closed the socket: forget the connection.
-    pub fn remove(&mut self, key: ConnKey) {
+    pub fn remove(&mut self, key: ConnKey, now: Instant) {
         if self.client(key).is_none() {
             return;
         }
-        let now = Instant::now();
         self.close(key, ClosedState::ClientClosed, now);
         self.clients.remove(key.idx as usize);
         self.counters.connections = self.counters.connections.saturating_sub(1);
@@ -273,7 +272,7 @@ impl ShardCore {
             .open_conns
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         self.mesh_waiters.retain(|k| *k != key);
-        self.finish();
+        self.finish(now);
     }
 
     /// Close every connection (server shutdown).
@@ -289,7 +288,7 @@ impl ShardCore {
         for k in keys {
             self.close(k, ClosedState::ServerShutdown, now);
         }
-        self.finish();
+        self.finish(now);
     }
 
     /// Visit (and forget) the connections whose state changed since the last visit.
@@ -320,7 +319,7 @@ impl ShardCore {
     /// Process batches from other shards. Returns how many were taken.
     pub fn poll_mesh(&mut self, now: Instant) -> usize {
         let taken = self.drain_mesh(now);
-        self.finish();
+        self.finish(now);
         taken
     }
 
@@ -344,7 +343,7 @@ impl ShardCore {
 
     /// Hand staged records to the mesh. Called at the end of every step; drivers call it
     /// again when the mesh reports room.
-    pub fn flush_mesh(&mut self) {
+    pub fn flush_mesh(&mut self, now: Instant) {
         for dst in 0..self.nshards {
             if dst == self.idx || self.staging[dst].is_empty() {
                 continue;
@@ -360,7 +359,6 @@ impl ShardCore {
             }
         }
         if !self.mesh_waiters.is_empty() && !self.mesh_backlogged() {
-            let now = Instant::now();
             for key in std::mem::take(&mut self.mesh_waiters) {
                 self.resume(key, now);
             }
@@ -387,9 +385,9 @@ impl ShardCore {
     }
 
     /// End of a processing step: push staged records, publish statistics.
-    fn finish(&mut self) {
+    fn finish(&mut self, now: Instant) {
         if self.nshards > 1 {
-            self.flush_mesh();
+            self.flush_mesh(now);
         }
         self.counters.subscriptions = self.subs.len() as u64;
         if let Some(s) = self.shared.shards.get(self.idx) {
@@ -479,9 +477,9 @@ impl ShardCore {
     }
 
     /// A staging buffer grew large: hand it over now rather than at the end of the step.
-    fn maybe_flush_early(&mut self, dst: usize) {
+    fn maybe_flush_early(&mut self, dst: usize, now: Instant) {
         if self.staging[dst].len() >= MESH_BATCH_TARGET {
-            self.flush_mesh();
+            self.flush_mesh(now);
         }
     }
 

@@ -48,7 +48,7 @@ impl ShardCore {
                 break;
             }
             if c.pause == Pause::Running && self.staging.iter().any(|s| s.len() > MESH_BACKLOG_LIMIT) {
-                self.flush_mesh();
+                self.flush_mesh(now);
                 if self.mesh_backlogged() {
                     if let Some(c) = self.client_mut(key) {
                         c.pause = Pause::Mesh;
@@ -322,7 +322,7 @@ impl ShardCore {
         // staged behind a full ring need the barrier round trip.
         let mut blocked = false;
         if changed && self.nshards > 1 {
-            self.flush_mesh();
+            self.flush_mesh(now);
             blocked = self.mesh_pending();
         }
         let id = self.next_barrier;

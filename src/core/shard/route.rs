@@ -170,7 +170,7 @@ impl ShardCore {
                 queues.clear();
                 queues.extend(assigned.iter().filter(|(s, _)| *s == dst).map(|(_, q)| *q));
                 mesh_codec::put_msg(self.stage(dst), 0, 0, 0, &m.parts(), raw, &queues);
-                self.maybe_flush_early(dst);
+                self.maybe_flush_early(dst, now);
             }
         }
         delivered

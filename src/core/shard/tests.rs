@@ -47,7 +47,7 @@ impl World {
         for _ in 0..1000 {
             let mut moved = 0;
             for s in &mut self.shards {
-                s.flush_mesh();
+                s.flush_mesh(self.now);
                 moved += s.poll_mesh(self.now);
             }
             if moved == 0 {
@@ -547,7 +547,7 @@ fn removing_a_connection_drops_its_interest_everywhere() {
     w.take(s0, a);
     assert_eq!(w.shards[1].remote.len(), 2);
     w.shards[s0].disconnected(a, ClosedState::ClientClosed, w.now);
-    w.shards[s0].remove(a);
+    w.shards[s0].remove(a, w.now);
     w.pump();
     assert!(w.shards[1].remote.is_empty());
     assert_eq!(w.shards[s0].connections(), 0);

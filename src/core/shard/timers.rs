@@ -49,7 +49,7 @@ impl ShardCore {
             self.client_timers(key, now);
             self.schedule(key);
         }
-        self.finish();
+        self.finish(now);
     }
 
     fn client_timers(&mut self, key: ConnKey, now: Instant) {
