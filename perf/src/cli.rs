@@ -30,7 +30,7 @@ pub enum Cmd {
     Queue(RunArgs),
     /// Request/reply round-trip latency (HDR histogram: p50, p90, p99, p99.9, max).
     Reqrep(RunArgs),
-    /// K idle connections (K = --subs, default 1000) with a subscription each: connect time,
+    /// K idle connections (K = --conns, default 1000) with a subscription each: connect time,
     /// server RSS per connection, then wildcard fan-out to all of them.
     Conns(RunArgs),
     /// 100,000 distinct subscriptions (literal, `*`, `>`), then publishing to random subjects.

@@ -289,11 +289,36 @@ pub fn render(report: &CompareReport) -> String {
         "A/B",
         "better",
     ];
-    format!(
+    let mut out = format!(
         "medians of {} rounds, alternating A B; ± = (max-min)/median\n{}",
         report.rounds,
         table(&header, 2, &rows)
-    )
+    );
+    out.push_str("parameters:\n");
+    for s in &report.scenarios {
+        let p = &s.params;
+        out.push_str(&format!(
+            "  {:<9} size={} msgs={} pubs={} subs={}{}\n",
+            s.scenario.name(),
+            p.size,
+            p.msgs,
+            p.pubs,
+            p.subs,
+            match s.scenario {
+                Scenario::Subjects => format!(" subjects={}", p.subjects),
+                Scenario::Conns => format!(" conns={}", p.conns),
+                _ => String::new(),
+            }
+        ));
+    }
+    out.push_str(&format!(
+        "A = {} {}\nB = {} {}\n",
+        report.a.bin.display(),
+        report.a.args.join(" "),
+        report.b.bin.display(),
+        report.b.args.join(" ")
+    ));
+    out
 }
 
 fn write_outputs(report: &CompareReport, out: &Path) -> Result<()> {
@@ -395,6 +420,7 @@ mod tests {
                 batch: 1,
                 window: 1,
                 subjects: 1,
+                conns: 1,
                 ..Default::default()
             },
         )

@@ -221,10 +221,10 @@ pub fn render_run(r: &RunResult) -> String {
         p.msgs,
         p.pubs,
         p.subs,
-        if r.scenario == Scenario::Subjects {
-            format!(" subjects={}", p.subjects)
-        } else {
-            String::new()
+        match r.scenario {
+            Scenario::Subjects => format!(" subjects={}", p.subjects),
+            Scenario::Conns => format!(" conns={}", p.conns),
+            _ => String::new(),
         }
     );
     out.push_str(&format!(

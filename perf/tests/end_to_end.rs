@@ -95,7 +95,7 @@ fn every_scenario_briefly_against_the_reference() {
         ("fanin", &["--msgs", "5000", "--pubs", "3"]),
         ("queue", &["--msgs", "5000", "--subs", "3"]),
         ("reqrep", &["--msgs", "300", "--pubs", "2", "--subs", "2"]),
-        ("conns", &["--subs", "50", "--msgs", "3"]),
+        ("conns", &["--conns", "50", "--msgs", "3"]),
         ("subjects", &["--subjects", "3000", "--msgs", "5000", "--subs", "2"]),
     ];
     for (scenario, extra) in cases {

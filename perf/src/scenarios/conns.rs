@@ -18,11 +18,11 @@ const IDLE_BUF: usize = 16 * 1024;
 
 /// Runs the scenario.
 pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
-    let k = p.subs;
+    let k = p.conns;
     let limit = proc::raise_fd_limit();
     if (k as u64) + 64 > limit {
         return Err(PerfError::Param(format!(
-            "--subs {k} connections exceed the open-file limit {limit}"
+            "--conns {k} exceeds the open-file limit {limit}"
         )));
     }
     let mut setup = Vec::new();

@@ -79,7 +79,7 @@ impl Scenario {
             Scenario::Fanin => (128, 3_000_000, 8, 1),
             Scenario::Queue => (128, 3_000_000, 1, 4),
             Scenario::Reqrep => (128, 20_000, 1, 1),
-            Scenario::Conns => (16, 10, 1, 1_000),
+            Scenario::Conns => (16, 10, 1, 0),
             Scenario::Subjects => (64, 1_000_000, 1, 2),
         }
     }
@@ -97,10 +97,13 @@ pub struct ParamArgs {
     /// Publisher connections (reqrep: concurrent requesters).
     #[arg(long)]
     pub pubs: Option<usize>,
-    /// Subscriber connections (reqrep: responders in a queue group; conns: idle
-    /// connections; subjects: connections the subscriptions are spread over).
+    /// Subscriber connections (reqrep: responders in a queue group; subjects: connections
+    /// the subscriptions are spread over).
     #[arg(long)]
     pub subs: Option<usize>,
+    /// Idle connections for `conns`.
+    #[arg(long, default_value_t = 1000)]
+    pub conns: usize,
     /// Distinct subscriptions for `subjects`.
     #[arg(long, default_value_t = 100_000)]
     pub subjects: usize,
@@ -122,6 +125,7 @@ pub struct Params {
     pub msgs: u64,
     pub pubs: usize,
     pub subs: usize,
+    pub conns: usize,
     pub subjects: usize,
     pub duration_s: f64,
     pub batch: usize,
@@ -136,7 +140,12 @@ impl Params {
             size: args.size.unwrap_or(size),
             msgs: args.msgs.unwrap_or(msgs),
             pubs: args.pubs.unwrap_or(pubs),
-            subs: args.subs.unwrap_or(subs),
+            subs: if scenario == Scenario::Conns {
+                0
+            } else {
+                args.subs.unwrap_or(subs)
+            },
+            conns: args.conns,
             subjects: args.subjects,
             duration_s: args.duration,
             batch: args.batch,
@@ -152,8 +161,8 @@ impl Params {
         if scenario != Scenario::Pub && scenario != Scenario::Conns && (p.subs == 0 || p.subs > 1024) {
             return bad("--subs must be in 1..=1024");
         }
-        if scenario == Scenario::Conns && (p.subs == 0 || p.subs > 200_000) {
-            return bad("--subs (connections) must be in 1..=200000");
+        if p.conns == 0 || p.conns > 200_000 {
+            return bad("--conns must be in 1..=200000");
         }
         if p.size > 64 << 20 {
             return bad("--size is larger than any server's max_payload");
@@ -320,6 +329,7 @@ mod tests {
     fn args() -> ParamArgs {
         ParamArgs {
             subjects: 100,
+            conns: 10,
             duration: 1.0,
             batch: 65536,
             window: 1 << 20,
