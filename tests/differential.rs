@@ -185,10 +185,64 @@ static SPACEY_SUB: [u8; 5016] = {
     b
 };
 
+/// Split a reply stream into frames: protocol lines, with MSG/HMSG payloads attached.
+fn frames(out: &str) -> Vec<String> {
+    let mut frames = Vec::new();
+    let mut rest = out;
+    while !rest.is_empty() {
+        let Some(nl) = rest.find("\r\n") else {
+            frames.push(rest.to_string());
+            break;
+        };
+        let line = &rest[..nl + 2];
+        let mut len = line.len();
+        let args: Vec<&str> = line.trim_end().split(' ').collect();
+        if matches!(args.first(), Some(&"MSG") | Some(&"HMSG")) {
+            if let Some(n) = args.last().and_then(|n| n.parse::<usize>().ok()) {
+                len = (len + n + 2).min(rest.len());
+            }
+        }
+        frames.push(rest[..len].to_string());
+        rest = &rest[len..];
+    }
+    frames
+}
+
+/// The subject and body of a MSG/HMSG frame, without the sid.
+fn msg_key(frame: &str) -> Option<(String, String)> {
+    let (line, body) = frame.split_once("\r\n")?;
+    let mut args = line.split(' ');
+    let op = args.next()?;
+    if op != "MSG" && op != "HMSG" {
+        return None;
+    }
+    Some((args.next()?.to_string(), body.to_string()))
+}
+
+/// nats-server delivers one message to several subscriptions of a connection in no
+/// fixed order; sort each run of copies of the same message.
+fn sort_copies(frames: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut run: Vec<String> = Vec::new();
+    for f in frames {
+        if !run.is_empty() && msg_key(&f).is_some() && msg_key(&f) == msg_key(&run[0]) {
+            run.push(f);
+            continue;
+        }
+        run.sort();
+        out.append(&mut run);
+        run.push(f);
+    }
+    run.sort();
+    out.append(&mut run);
+    out
+}
+
 /// Replace INFO lines by their JSON with volatile fields removed and keys sorted.
 fn normalize(out: &str) -> String {
     let mut res = String::new();
-    for line in out.split_inclusive("\r\n") {
+    for line in sort_copies(frames(out)) {
+        let line = line.as_str();
         if let Some(json) = line.strip_prefix("INFO ").and_then(|l| l.strip_suffix(" \r\n")) {
             let mut v: serde_json::Value = serde_json::from_str(json).unwrap_or(serde_json::Value::Null);
             if let Some(o) = v.as_object_mut() {
@@ -301,18 +355,52 @@ fn reference() -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// Wait until the server has dropped every connection of the previous scenario, so
+/// that its subscriptions cannot leak into the next one.
+fn settle(s: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let (_, body) = s.http_get("/varz");
+        if body.contains("\"connections\": 0,") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("connections still open after a scenario");
+}
+
 fn compare_against_reference(r: Reactor) {
-    let reference = Server::start_cmd(&reference(), &["-a", "127.0.0.1", "-p", "-1"]);
+    let reference = Server::start_cmd(&reference(), &["-a", "127.0.0.1", "-p", "-1", "-m", "-1"]);
     let ours = Server::start_cmd(
         bin(),
-        &["-a", "127.0.0.1", "-p", "-1", "--shards", "2", "--reactor", r.flag()],
+        &[
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "-1",
+            "-m",
+            "-1",
+            "--shards",
+            "2",
+            "--reactor",
+            r.flag(),
+        ],
     );
     let scs = scenarios();
     // Scenarios share subjects, so each server plays them one after another; the two
     // servers run side by side.
+    let run = |srv: &Server| {
+        scs.iter()
+            .map(|sc| {
+                let r = play(srv.port, sc);
+                settle(srv);
+                r
+            })
+            .collect::<Vec<_>>()
+    };
     let (want, got) = std::thread::scope(|scope| {
-        let a = scope.spawn(|| scs.iter().map(|sc| play(reference.port, sc)).collect::<Vec<_>>());
-        let b = scope.spawn(|| scs.iter().map(|sc| play(ours.port, sc)).collect::<Vec<_>>());
+        let a = scope.spawn(|| run(&reference));
+        let b = scope.spawn(|| run(&ours));
         (a.join().unwrap(), b.join().unwrap())
     });
     let results: Vec<_> = want.into_iter().zip(got).collect();
