@@ -118,6 +118,7 @@ pub fn draw(report: &CompareReport, path: &Path) -> Result<(), Box<dyn std::erro
     )))?;
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperMiddle)
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
         .draw()?;
