@@ -115,7 +115,7 @@ impl Shared {
 
 /// Connects everything, runs the flow, and measures the server around it.
 pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
-    if spec.batches.is_empty() || spec.publishers == 0 {
+    if spec.batches.is_empty() || spec.batches.iter().any(|b| b.frames() == 0) || spec.publishers == 0 {
         return Err(PerfError::Param(
             "a flow needs at least one publisher and one batch".into(),
         ));
