@@ -279,8 +279,8 @@ impl Value {
     }
 }
 
-/// A map entry: the key's position and the value.
-#[derive(Clone, Debug, PartialEq)]
+/// A map entry: the key's position and the value. Equality compares the values only.
+#[derive(Clone, Debug)]
 pub struct Entry {
     /// Where the key was written (for quoted keys: the first character inside the quotes).
     /// nats-server reports errors about an entry at this position.
@@ -288,9 +288,15 @@ pub struct Entry {
     pub value: Value,
 }
 
+impl PartialEq for Entry {
+    fn eq(&self, other: &Entry) -> bool {
+        self.value == other.value
+    }
+}
+
 /// A map with keys kept as written and in the order first written. A key written twice
 /// keeps its first place but takes the last value and position, as the reference does.
-/// Equality ignores order.
+/// Equality ignores order and positions.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Map {
     entries: IndexMap<String, Entry>,
