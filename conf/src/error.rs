@@ -50,6 +50,12 @@ pub enum ErrorKind {
     /// Includes nested deeper than [`crate::Limits::max_include_depth`].
     #[error("exceeded the maximum include depth of {0}")]
     IncludeTooDeep(usize),
+    /// More `include`s in one parse than [`crate::Limits::max_includes`].
+    #[error("more than {0} includes")]
+    TooManyIncludes(usize),
+    /// The files of one parse add up to more than [`crate::Limits::max_total_size`].
+    #[error("the configuration files add up to more than {0} bytes")]
+    TotalSizeTooLarge(u64),
     /// A file includes itself, directly or through others.
     #[error("include cycle: '{0}' is already being parsed")]
     IncludeCycle(String),

@@ -22,11 +22,27 @@
 //! (`true/false/yes/no/on/off`, any case); ISO 8601 Zulu dates; `( ... )` raw blocks
 //! closed by a `)` alone on a line; `$name` variables; `include file`.
 //!
-//! Text is read as bytes: invalid UTF-8 in keys and strings becomes U+FFFD. Only ASCII
-//! digits start numbers (the reference also treats other Unicode decimal digits as digits,
-//! then fails to parse them).
+//! The grammar, its corner cases and the error texts are the reference's (differential
+//! tests compare them with nats-server 2.14.0), for instance: `[1]` reads `1]` as a string
+//! (a number must be followed by `,`, a blank or a newline); a size suffix followed by an
+//! unknown run of `b`/`i` (`1kbb`) sets no value; `8eb` wraps to `i64::MIN`; an include path
+//! is always joined to the including file's directory, even one starting with `/`; a
+//! `( ... )` block ending at the very end of the input keeps its `)`.
 //!
-//! Untrusted input never panics, recursion is bounded and sizes are capped ([`Limits`]).
+//! Where this crate differs from the reference:
+//! - [`Error`]'s `Display` is `file:line:column: message`; [`Error::reference_text`] gives
+//!   the reference's exact text (which for syntax errors names only the line).
+//! - Text is read as bytes: invalid UTF-8 in keys and strings becomes U+FFFD (one per bad
+//!   byte, as Go's JSON encoding of the reference's strings shows them).
+//! - Only ASCII digits start numbers (the reference also takes other Unicode decimal digits
+//!   for digits, then fails to parse them).
+//! - A quoted key spanning lines is placed where it starts (the reference names the line
+//!   where it ends). Maps and arrays inside arrays are placed at their opening bracket.
+//! - [`Limits`]: nesting depth, include depth and count, include cycles (the reference
+//!   recurses until its stack overflows), copies made by variables, and file sizes are
+//!   bounded.
+//!
+//! Untrusted input never panics, recursion is bounded and sizes are capped.
 
 #![deny(clippy::unwrap_used, clippy::indexing_slicing)]
 

@@ -20,7 +20,8 @@ use crate::value::{Map, Position, Value, ValueKind};
 /// what real configurations need.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Maximum nesting of maps and arrays (and `{ }` around the whole config).
+    /// Maximum nesting of maps and arrays (and `{ }` around the whole config). Trees are
+    /// dropped, compared and printed recursively, so keep this in the hundreds at most.
     pub max_depth: usize,
     /// Maximum nesting of `include`s.
     pub max_include_depth: usize,
@@ -30,6 +31,10 @@ pub struct Limits {
     pub max_expansion: usize,
     /// Maximum size of one file.
     pub max_file_size: u64,
+    /// Maximum number of `include`s in one parse (all levels together).
+    pub max_includes: usize,
+    /// Maximum bytes read from all files of one parse together.
+    pub max_total_size: u64,
 }
 
 impl Default for Limits {
@@ -40,6 +45,8 @@ impl Default for Limits {
             max_env_depth: 32,
             max_expansion: 256 << 20,
             max_file_size: 64 << 20,
+            max_includes: 10_000,
+            max_total_size: 256 << 20,
         }
     }
 }
@@ -107,8 +114,11 @@ impl Parser {
         let mut session = Session {
             parser: self,
             expansion_left: self.limits.max_expansion,
+            includes_left: self.limits.max_includes,
+            bytes_left: self.limits.max_total_size,
             includes: Vec::new(),
         };
+        session.charge_bytes(data.len()).map_err(Error::without_position)?;
         let (file, base_dir) = match file {
             Some(p) => {
                 if let Ok(c) = std::fs::canonicalize(p) {
@@ -135,8 +145,22 @@ impl Parser {
 struct Session<'p> {
     parser: &'p Parser,
     expansion_left: usize,
+    includes_left: usize,
+    bytes_left: u64,
     /// Canonical paths of the files being parsed, outermost first.
     includes: Vec<PathBuf>,
+}
+
+impl Session<'_> {
+    /// Counts `len` bytes of input against [`Limits::max_total_size`].
+    fn charge_bytes(&mut self, len: usize) -> Result<(), ErrorKind> {
+        let len = len as u64;
+        if len > self.bytes_left {
+            return Err(ErrorKind::TotalSizeTooLarge(self.parser.limits.max_total_size));
+        }
+        self.bytes_left -= len;
+        Ok(())
+    }
 }
 
 #[derive(Clone, Copy, Default)]
@@ -405,6 +429,12 @@ impl Doc<'_> {
         if self.depths.env >= max_env {
             return Err(Error::new(ErrorKind::EnvTooDeep(max_env), pos.clone()));
         }
+        // Each use parses the value again: count the text as copied.
+        if text.len() > session.expansion_left {
+            let max = session.parser.limits.max_expansion;
+            return Err(Error::new(ErrorKind::ExpansionTooLarge(max), pos.clone()));
+        }
+        session.expansion_left -= text.len();
         // The value is parsed as the value of a key, so `22` is an integer and `{a: 1}` a map.
         let data = format!("pk={text}");
         env_refs.insert(name.to_string());
@@ -441,9 +471,16 @@ impl Doc<'_> {
                 pos.clone(),
             )
         };
+        if session.includes_left == 0 {
+            return Err(Error::new(ErrorKind::TooManyIncludes(limits.max_includes), pos));
+        }
+        session.includes_left -= 1;
         let path = files::join(&self.base_dir, name);
         let data = files::read_limited(Path::new(&path), &path, limits.max_file_size)
             .map_err(|k| wrap(Error::without_position(k)))?;
+        session
+            .charge_bytes(data.len())
+            .map_err(|k| Error::new(k, pos.clone()))?;
         let canonical = std::fs::canonicalize(&path).ok();
         if let Some(c) = &canonical {
             if session.includes.contains(c) {

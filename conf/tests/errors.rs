@@ -259,6 +259,7 @@ fn limits() {
         max_env_depth: 2,
         max_expansion: 4096,
         max_file_size: 64,
+        ..Limits::default()
     };
     let p = Parser::new().with_limits(small.clone()).with_env(|name| match name {
         "E1" => Some("$E2".to_string()),
@@ -305,6 +306,34 @@ fn limits() {
         err.to_string(),
         "t.conf:1:8: error parsing include file 'i1.conf', i1.conf:1:8: error parsing include file 'i2.conf', \
          i2.conf:1:8: exceeded the maximum include depth of 2"
+    );
+}
+
+#[test]
+fn include_bombs_are_bounded() {
+    // Each level includes the next one ten times: 10^6 includes without a total cap.
+    let dir = tempfile::tempdir().expect("tempdir");
+    for level in 0..6 {
+        let body = format!("include l{}.conf\n", level + 1).repeat(10);
+        fs::write(dir.path().join(format!("l{level}.conf")), body).expect("write");
+    }
+    fs::write(dir.path().join("l6.conf"), "a = 1\n").expect("write");
+    let p = Parser::new().with_limits(Limits {
+        max_includes: 500,
+        ..Limits::default()
+    });
+    let err = parse_err_with(&p, dir.path(), "t.conf", "include l0.conf\n");
+    assert!(err.to_string().ends_with("more than 500 includes"), "{err}");
+
+    let p = Parser::new().with_limits(Limits {
+        max_total_size: 300,
+        ..Limits::default()
+    });
+    let err = parse_err_with(&p, dir.path(), "t.conf", "include l0.conf\n");
+    assert!(
+        err.to_string()
+            .ends_with("the configuration files add up to more than 300 bytes"),
+        "{err}"
     );
 }
 
