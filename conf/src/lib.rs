@@ -3,8 +3,9 @@
 //! Module map:
 //! - `value`    — the tree: [`Map`] (keys as written, in order), [`Value`] / [`ValueKind`],
 //!   [`Position`] (file, line, column of every key and value), [`DateTime`].
-//! - `lexer`    — the hand-written lexer state machine (structural states; `lexer/scalar.rs`
-//!   holds strings, numbers, dates and blocks).
+//! - `lexer`    — the hand-written lexer state machine: tokens and machinery; its states in
+//!   `lexer/keys.rs` (top level, keys, includes), `lexer/containers.rs` (arrays, maps,
+//!   comments) and `lexer/scalar.rs` (strings, numbers, dates, blocks).
 //! - `convert`  — token text to integers (size suffixes), floats, booleans, dates.
 //! - `parser`   — [`Parser`] and [`Limits`]: builds the tree, resolves `$variables`
 //!   (block-scoped keys, then the environment) and `include`s.
