@@ -107,13 +107,13 @@ struct Shard {
     core: RefCell<ShardCore>,
     slots: RefCell<Vec<Option<Slot>>>,
     scratch: RefCell<Vec<ConnKey>>,
-    ctl_waker: RefCell<Option<Waker>>,
+    timer_waker: RefCell<Option<Waker>>,
     sleep_until: Cell<Option<Instant>>,
 }
 
 impl Shard {
     /// Wake the tasks of every connection the core pointed at (except `me`, which is
-    /// running), and the control task if a timer moved earlier.
+    /// running), and the timer task if a deadline moved earlier.
     fn dispatch(&self, me: Option<ConnKey>) {
         let mut list = self.scratch.borrow_mut();
         list.clear();
@@ -139,7 +139,7 @@ impl Shard {
         }
         if let Some(d) = deadline {
             if self.sleep_until.get().is_none_or(|s| d < s) {
-                if let Some(w) = self.ctl_waker.borrow().as_ref() {
+                if let Some(w) = self.timer_waker.borrow().as_ref() {
                     w.wake_by_ref();
                 }
             }
@@ -154,9 +154,10 @@ async fn shard_main(core: ShardCore, wake_fd: OwnedFd, accepts: Receiver<Accepte
         core: RefCell::new(core),
         slots: RefCell::new(Vec::new()),
         scratch: RefCell::new(Vec::new()),
-        ctl_waker: RefCell::new(None),
+        timer_waker: RefCell::new(None),
         sleep_until: Cell::new(None),
     });
+    let timers = glommio::spawn_local(timer_task(shard.clone())).detach();
     // SAFETY: the fd is the read end of our own socketpair; ownership moves to glommio.
     let mut wake = unsafe { glommio::net::UnixStream::from_raw_fd(wake_fd.into_raw_fd()) };
     let mut drain = [0u8; 64];
@@ -166,45 +167,22 @@ async fn shard_main(core: ShardCore, wake_fd: OwnedFd, accepts: Receiver<Accepte
             accept(&shard, acc, now);
         }
         shard.core.borrow_mut().poll_mesh(now);
-        let due = shard.core.borrow_mut().next_deadline().is_some_and(|d| d <= now);
-        if due {
-            shard.core.borrow_mut().tick(now);
-        }
         shard.core.borrow_mut().flush_mesh(now);
         shard.dispatch(None);
         if stop.is_set() {
             break;
         }
-        // Sleep until the wake socket, the next deadline, or a dispatch wakes us.
+        // Sleep until the wake socket says there is mesh work, a connection to accept,
+        // or a shutdown. (Timers run in their own task, so that a mesh wake-up does not
+        // create and cancel a kernel timer each time.)
         if !shard.core.borrow().mesh_prepare_park() {
             glommio::yield_if_needed().await;
             continue;
         }
-        let deadline = shard.core.borrow_mut().next_deadline();
-        let until = deadline
-            .unwrap_or(now + Duration::from_secs(1))
-            .min(now + Duration::from_secs(1));
-        shard.sleep_until.set(Some(until));
-        let timer = glommio::timer::sleep(until.saturating_duration_since(Instant::now()));
-        let mut timer = std::pin::pin!(timer);
-        std::future::poll_fn(|cx| {
-            *shard.ctl_waker.borrow_mut() = Some(cx.waker().clone());
-            match Pin::new(&mut wake).poll_read(cx, &mut drain) {
-                Poll::Ready(_) => return Poll::Ready(()),
-                Poll::Pending => {}
-            }
-            if timer.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(());
-            }
-            if shard.core.borrow_mut().next_deadline().is_some_and(|d| d < until) {
-                return Poll::Ready(());
-            }
-            Poll::Pending
-        })
-        .await;
-        shard.sleep_until.set(None);
+        std::future::poll_fn(|cx| Pin::new(&mut wake).poll_read(cx, &mut drain).map(|_| ())).await;
         shard.core.borrow().mesh_unpark();
     }
+    timers.cancel();
     // Shutdown: close every client (they flush briefly), then cancel what is left.
     shard.core.borrow_mut().shutdown(Instant::now());
     shard.dispatch(None);
@@ -218,6 +196,38 @@ async fn shard_main(core: ShardCore, wake_fd: OwnedFd, accepts: Receiver<Accepte
         if let Some(t) = s.task {
             t.cancel();
         }
+    }
+}
+
+/// Runs the core's timers. It sleeps until the next deadline and is woken early by
+/// [`Shard::dispatch`] only when a deadline moved before the one it sleeps for.
+async fn timer_task(shard: Rc<Shard>) {
+    loop {
+        let now = Instant::now();
+        if shard.core.borrow_mut().next_deadline().is_some_and(|d| d <= now) {
+            shard.core.borrow_mut().tick(now);
+            shard.dispatch(None);
+        }
+        let until = shard
+            .core
+            .borrow_mut()
+            .next_deadline()
+            .unwrap_or(now + Duration::from_secs(1))
+            .min(now + Duration::from_secs(1));
+        shard.sleep_until.set(Some(until));
+        let timer = glommio::timer::sleep(until.saturating_duration_since(now));
+        let mut timer = std::pin::pin!(timer);
+        std::future::poll_fn(|cx| {
+            *shard.timer_waker.borrow_mut() = Some(cx.waker().clone());
+            if timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            if shard.core.borrow_mut().next_deadline().is_some_and(|d| d < until) {
+                return Poll::Ready(());
+            }
+            Poll::Pending
+        })
+        .await;
     }
 }
 
