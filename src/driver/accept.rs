@@ -6,7 +6,6 @@ use super::Accepted;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io;
-use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -102,6 +101,3 @@ fn into_std(s: mio::net::TcpStream) -> std::net::TcpStream {
     // SAFETY: the socket comes straight out of a mio stream we own; ownership moves over.
     unsafe { std::net::TcpStream::from_raw_socket(s.into_raw_socket()) }
 }
-
-/// A queue of accepted connections per shard.
-pub type AcceptTx = Sender<Accepted>;

@@ -1,7 +1,7 @@
 //! The mio reactor glue: one event loop per shard thread, edge-triggered, one shared read
 //! buffer per shard. Used where io_uring is missing or forbidden, and on non-Linux targets.
 
-use super::{Accepted, MeshAdapter, Running, RuntimeConfig, Stop, MESH_RING_CAPACITY};
+use super::{Accepted, Control, Controls, MeshAdapter, Running, RuntimeConfig, Stop, MESH_RING_CAPACITY};
 use crate::core::client::{ClosedState, ConnKey};
 use crate::core::shard::{ConnStatus, ShardCore};
 use fallback::reactor::{shard_poll, spawn_shard, MioNotify, ShardPoll, WAKE_TOKEN};
@@ -10,7 +10,7 @@ use mio::{Events, Interest, Token};
 use shards::mesh::Notify;
 use slab::Slab;
 use std::io::{self, Read, Write};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 /// Reads per connection per loop turn before others get a go.
@@ -45,11 +45,9 @@ pub fn start(cfg: RuntimeConfig, listener: std::net::TcpListener) -> io::Result<
         .map(|e| e.waker())
         .ok_or_else(|| io::Error::other("no shards"))?;
     let stop = Stop::default();
-    let mut txs = Vec::with_capacity(n);
+    let (txs, rxs) = super::control_queues(n);
     let mut threads: Vec<Box<dyn FnOnce() + Send>> = Vec::with_capacity(n);
-    for (i, (sp, ep)) in polls.into_iter().zip(eps).enumerate() {
-        let (tx, rx) = channel::<Accepted>();
-        txs.push(tx);
+    for (i, ((sp, ep), rx)) in polls.into_iter().zip(eps).zip(rxs).enumerate() {
         let cfg = cfg.clone();
         let stop = stop.clone();
         let cpu = (!cfg.cpus.is_empty()).then(|| cfg.cpus[i % cfg.cpus.len()]);
@@ -68,20 +66,12 @@ pub fn start(cfg: RuntimeConfig, listener: std::net::TcpListener) -> io::Result<
             let _ = h.join();
         }));
     }
-    let w = wakers.clone();
-    let acceptor = super::accept::Acceptor::start(
-        listener,
-        n,
-        Box::new(move |shard, acc| {
-            if let Some(tx) = txs.get(shard) {
-                let _ = tx.send(acc);
-                w.wake(shard);
-            }
-        }),
-    )?;
+    let controls = Controls::new(txs, wakers.clone());
+    let acceptor = Running::accepting(listener, &controls)?;
     Ok(Running {
         stop,
         wakers,
+        controls,
         acceptor,
         threads,
         name: "mio",
@@ -91,7 +81,7 @@ pub fn start(cfg: RuntimeConfig, listener: std::net::TcpListener) -> io::Result<
 struct MioShard {
     core: ShardCore,
     sp: ShardPoll,
-    accepts: Receiver<Accepted>,
+    controls: Receiver<Control>,
     stop: Stop,
     spin: Duration,
     conns: Slab<Conn>,
@@ -103,11 +93,11 @@ struct MioShard {
 }
 
 impl MioShard {
-    fn new(core: ShardCore, sp: ShardPoll, accepts: Receiver<Accepted>, stop: Stop, spin_us: u64) -> Self {
+    fn new(core: ShardCore, sp: ShardPoll, controls: Receiver<Control>, stop: Stop, spin_us: u64) -> Self {
         MioShard {
             core,
             sp,
-            accepts,
+            controls,
             stop,
             spin: Duration::from_micros(spin_us),
             conns: Slab::new(),
@@ -166,8 +156,11 @@ impl MioShard {
             if self.stop.is_set() {
                 break;
             }
-            while let Ok(acc) = self.accepts.try_recv() {
-                self.accept(acc, now);
+            while let Ok(c) = self.controls.try_recv() {
+                match c {
+                    Control::Accept(acc) => self.accept(acc, now),
+                    Control::Reconfigure(cfg) => self.core.reconfigure(cfg, now),
+                }
                 worked = true;
             }
             if self.core.poll_mesh(now) > 0 {

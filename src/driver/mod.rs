@@ -29,6 +29,54 @@ pub struct Accepted {
     pub peer: SocketAddr,
 }
 
+/// What the rest of the process tells a shard (each shard drains its queue when woken).
+pub enum Control {
+    /// A new connection to own.
+    Accept(Accepted),
+    /// New configuration (reload).
+    Reconfigure(Arc<CoreConfig>),
+}
+
+/// The per-shard control queues, and the wake-up that goes with them.
+#[derive(Clone)]
+pub struct Controls {
+    txs: Vec<std::sync::mpsc::Sender<Control>>,
+    wakers: shards::mesh::Waker,
+}
+
+impl Controls {
+    fn new(txs: Vec<std::sync::mpsc::Sender<Control>>, wakers: shards::mesh::Waker) -> Self {
+        Controls { txs, wakers }
+    }
+
+    /// Queue `c` for `shard` and wake it.
+    pub fn send(&self, shard: usize, c: Control) {
+        if let Some(tx) = self.txs.get(shard) {
+            let _ = tx.send(c);
+            self.wakers.wake(shard);
+        }
+    }
+
+    /// Number of shards.
+    pub fn len(&self) -> usize {
+        self.txs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.txs.is_empty()
+    }
+}
+
+/// Per-shard control queues for `n` shards.
+fn control_queues(
+    n: usize,
+) -> (
+    Vec<std::sync::mpsc::Sender<Control>>,
+    Vec<std::sync::mpsc::Receiver<Control>>,
+) {
+    (0..n).map(|_| std::sync::mpsc::channel::<Control>()).unzip()
+}
+
 /// The mesh endpoint as the core's port.
 pub struct MeshAdapter(pub Endpoint<Vec<u8>>);
 
@@ -82,12 +130,30 @@ impl Stop {
 pub struct Running {
     pub(crate) stop: Stop,
     pub(crate) wakers: shards::mesh::Waker,
+    pub(crate) controls: Controls,
     pub(crate) acceptor: accept::Acceptor,
     pub(crate) threads: Vec<Box<dyn FnOnce() + Send>>,
     pub name: &'static str,
 }
 
 impl Running {
+    /// Give every shard a new configuration.
+    pub fn reconfigure(&self, cfg: Arc<CoreConfig>) {
+        for s in 0..self.controls.len() {
+            self.controls.send(s, Control::Reconfigure(cfg.clone()));
+        }
+    }
+
+    /// Start the acceptor, which hands connections to shards through `controls`.
+    pub(crate) fn accepting(listener: std::net::TcpListener, controls: &Controls) -> std::io::Result<accept::Acceptor> {
+        let c = controls.clone();
+        accept::Acceptor::start(
+            listener,
+            controls.len(),
+            Box::new(move |shard, acc| c.send(shard, Control::Accept(acc))),
+        )
+    }
+
     /// Close the listener, close every client (flushing what is queued, briefly), and
     /// wait for all shards to finish.
     pub fn shutdown(mut self) {

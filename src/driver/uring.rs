@@ -6,7 +6,7 @@
 //! timers and sleeps on the shard's wake socket. Tasks share the core through
 //! `Rc<RefCell<..>>`; no borrow is ever held across an `.await`.
 
-use super::{Accepted, MeshAdapter, Running, RuntimeConfig, Stop, MESH_RING_CAPACITY};
+use super::{Accepted, Control, Controls, MeshAdapter, Running, RuntimeConfig, Stop, MESH_RING_CAPACITY};
 use crate::core::client::{ClosedState, ConnKey};
 use crate::core::shard::{ConnStatus, ShardCore};
 use shards::futures_io::{AsyncRead, AsyncWrite};
@@ -18,7 +18,7 @@ use std::io;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::Receiver;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -48,11 +48,9 @@ pub fn start(cfg: RuntimeConfig, listener: std::net::TcpListener) -> io::Result<
         .ok_or_else(|| io::Error::other("no shards"))?;
     let stop = Stop::default();
     let io_memory = shards::uring::io_memory_per_shard(n);
-    let mut txs = Vec::with_capacity(n);
+    let (txs, rxs) = super::control_queues(n);
     let mut threads: Vec<Box<dyn FnOnce() + Send>> = Vec::with_capacity(n);
-    for (i, (ep, wake_fd)) in eps.into_iter().zip(wake_fds).enumerate() {
-        let (tx, rx) = channel::<Accepted>();
-        txs.push(tx);
+    for (i, ((ep, wake_fd), rx)) in eps.into_iter().zip(wake_fds).zip(rxs).enumerate() {
         let cfg2 = cfg.clone();
         let stop = stop.clone();
         let cpu = (!cfg.cpus.is_empty()).then(|| cfg.cpus[i % cfg.cpus.len()]);
@@ -76,20 +74,12 @@ pub fn start(cfg: RuntimeConfig, listener: std::net::TcpListener) -> io::Result<
             let _ = h.join();
         }));
     }
-    let w = wakers.clone();
-    let acceptor = super::accept::Acceptor::start(
-        listener,
-        n,
-        Box::new(move |shard, acc| {
-            if let Some(tx) = txs.get(shard) {
-                let _ = tx.send(acc);
-                w.wake(shard);
-            }
-        }),
-    )?;
+    let controls = Controls::new(txs, wakers.clone());
+    let acceptor = Running::accepting(listener, &controls)?;
     Ok(Running {
         stop,
         wakers,
+        controls,
         acceptor,
         threads,
         name: "io_uring",
@@ -147,7 +137,7 @@ impl Shard {
     }
 }
 
-async fn shard_main(core: ShardCore, wake_fd: OwnedFd, accepts: Receiver<Accepted>, stop: Stop) {
+async fn shard_main(core: ShardCore, wake_fd: OwnedFd, controls: Receiver<Control>, stop: Stop) {
     // The first timer of a process is slow (membarrier registration): take it now.
     glommio::timer::sleep(Duration::from_millis(1)).await;
     let shard = Rc::new(Shard {
@@ -163,8 +153,11 @@ async fn shard_main(core: ShardCore, wake_fd: OwnedFd, accepts: Receiver<Accepte
     let mut drain = [0u8; 64];
     loop {
         let now = Instant::now();
-        while let Ok(acc) = accepts.try_recv() {
-            accept(&shard, acc, now);
+        while let Ok(c) = controls.try_recv() {
+            match c {
+                Control::Accept(acc) => accept(&shard, acc, now),
+                Control::Reconfigure(cfg) => shard.core.borrow_mut().reconfigure(cfg, now),
+            }
         }
         shard.core.borrow_mut().poll_mesh(now);
         shard.core.borrow_mut().flush_mesh(now);

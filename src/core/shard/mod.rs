@@ -157,6 +157,13 @@ impl ShardCore {
         &self.cfg
     }
 
+    /// Apply a new configuration (reload). Limits, timers and authentication apply to the
+    /// next operation of every connection.
+    pub fn reconfigure(&mut self, cfg: Arc<CoreConfig>, now: Instant) {
+        self.cfg = cfg;
+        self.finish(now);
+    }
+
     /// Number of open connections on this shard.
     pub fn connections(&self) -> usize {
         self.clients.len()
