@@ -160,6 +160,10 @@ impl MioShard {
                 match c {
                     Control::Accept(acc) => self.accept(acc, now),
                     Control::Reconfigure(cfg) => self.core.reconfigure(cfg, now),
+                    Control::LameDuck => self.core.lame_duck(now),
+                    Control::CloseClients(n) => {
+                        self.core.close_clients(n, now);
+                    }
                 }
                 worked = true;
             }

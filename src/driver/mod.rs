@@ -35,6 +35,10 @@ pub enum Control {
     Accept(Accepted),
     /// New configuration (reload).
     Reconfigure(Arc<CoreConfig>),
+    /// Lame duck mode: tell clients (INFO with `ldm: true`).
+    LameDuck,
+    /// Lame duck mode: close this many clients now.
+    CloseClients(usize),
 }
 
 /// The per-shard control queues, and the wake-up that goes with them.
@@ -142,6 +146,25 @@ impl Running {
         for s in 0..self.controls.len() {
             self.controls.send(s, Control::Reconfigure(cfg.clone()));
         }
+    }
+
+    /// Lame duck mode, first step: stop accepting (the listener closes) and send every
+    /// client that understands async INFO an INFO with `ldm: true`.
+    pub fn enter_lame_duck(&mut self) {
+        self.acceptor.stop();
+        for s in 0..self.controls.len() {
+            self.controls.send(s, Control::LameDuck);
+        }
+    }
+
+    /// Lame duck mode: close `n` clients of shard `shard`.
+    pub fn close_clients(&self, shard: usize, n: usize) {
+        self.controls.send(shard, Control::CloseClients(n));
+    }
+
+    /// Number of shards.
+    pub fn shards(&self) -> usize {
+        self.controls.len()
     }
 
     /// Start the acceptor, which hands connections to shards through `controls`.

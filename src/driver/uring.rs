@@ -157,6 +157,10 @@ async fn shard_main(core: ShardCore, wake_fd: OwnedFd, controls: Receiver<Contro
             match c {
                 Control::Accept(acc) => accept(&shard, acc, now),
                 Control::Reconfigure(cfg) => shard.core.borrow_mut().reconfigure(cfg, now),
+                Control::LameDuck => shard.core.borrow_mut().lame_duck(now),
+                Control::CloseClients(n) => {
+                    shard.core.borrow_mut().close_clients(n, now);
+                }
             }
         }
         shard.core.borrow_mut().poll_mesh(now);

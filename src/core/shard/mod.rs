@@ -282,6 +282,57 @@ impl ShardCore {
         self.finish(now);
     }
 
+    /// Lame duck mode: send an INFO with `ldm: true` to every client that understands
+    /// async INFO (protocol 1, CONNECT and first PONG done), as nats-server does.
+    pub fn lame_duck(&mut self, now: Instant) {
+        let keys: Vec<ConnKey> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.closing.is_none() && c.opts.protocol >= 1 && c.first_pong_sent)
+            .map(|(i, c)| ConnKey {
+                idx: i as u32,
+                gen: c.gen,
+            })
+            .collect();
+        let mut info = self.cfg.info.clone();
+        info.auth_required = self.cfg.auth.required();
+        info.ldm = true;
+        for k in keys {
+            let Some(c) = self.client_mut(k) else { continue };
+            info.client_id = c.cid;
+            info.client_ip = c.peer.ip().to_string();
+            info.write_line(c.out.writer(now));
+            self.wake(k);
+        }
+        self.finish(now);
+    }
+
+    /// Lame duck mode: close up to `n` clients (oldest first). Returns how many closed.
+    pub fn close_clients(&mut self, n: usize, now: Instant) -> usize {
+        let mut open: Vec<(u64, ConnKey)> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.closing.is_none())
+            .map(|(i, c)| {
+                (
+                    c.cid,
+                    ConnKey {
+                        idx: i as u32,
+                        gen: c.gen,
+                    },
+                )
+            })
+            .collect();
+        open.sort_unstable();
+        let mut closed = 0;
+        for (_, k) in open.into_iter().take(n) {
+            self.close(k, ClosedState::ServerShutdown, now);
+            closed += 1;
+        }
+        self.finish(now);
+        closed
+    }
+
     /// Close every connection (server shutdown).
     pub fn shutdown(&mut self, now: Instant) {
         let keys: Vec<ConnKey> = self

@@ -583,3 +583,23 @@ fn write_deadline_closes_a_stuck_consumer() {
     }
     assert_eq!(w.shards[s].status(ok), ConnStatus::Open { read: true });
 }
+
+#[test]
+fn lame_duck_info_and_gradual_close() {
+    // nats-server sends INFO with ldm:true only to protocol-1 clients past their first PONG.
+    let mut w = World::new(1, CoreConfig::default());
+    let (s, new_style) = w.connect(0, r#"{"verbose":false,"protocol":1}"#);
+    w.send(s, new_style, "PING\r\n");
+    w.take(s, new_style);
+    let (_, old_style) = w.connect(0, r#"{"verbose":false}"#);
+    w.send(s, old_style, "PING\r\n");
+    w.take(s, old_style);
+    w.shards[s].lame_duck(w.now);
+    let info = w.take(s, new_style);
+    assert!(info.starts_with("INFO {") && info.contains("\"ldm\":true"), "{info}");
+    assert_eq!(w.take(s, old_style), "");
+    assert_eq!(w.shards[s].close_clients(1, w.now), 1);
+    assert_eq!(w.shards[s].status(new_style), ConnStatus::Close, "oldest first");
+    assert_eq!(w.shards[s].status(old_style), ConnStatus::Open { read: true });
+    assert_eq!(w.shards[s].close_clients(5, w.now), 1);
+}
