@@ -1,81 +1,110 @@
 //! A connection's outbound buffer: bytes queued for the socket, bounded by `max_pending`
-//! (past it the connection is a slow consumer). The driver writes from [`OutBuf::pending`]
-//! and reports progress with [`OutBuf::consume`]; nothing is copied on the way out.
+//! (past it the connection is a slow consumer).
+//!
+//! Bytes are kept in chunks of up to [`CHUNK`] bytes: appends go to the last chunk, the
+//! driver writes from the first ([`OutBuf::pending`]) and reports progress with
+//! [`OutBuf::consume`]. Written chunks are freed at once, so memory follows what is
+//! actually pending (a backlog of 16 MiB holds ~16 MiB, not the high-water mark of one
+//! ever-growing vector), and an idle connection holds no buffer at all.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
-/// Capacity kept after a full flush; larger buffers are released so idle connections
-/// stay small.
-const KEEP_CAPACITY: usize = 64 * 1024;
+/// Largest chunk built from small appends (a single larger append gets its own chunk).
+pub const CHUNK: usize = 64 * 1024;
+/// A drained tail larger than this is released rather than kept for the next write.
+const KEEP_TAIL: usize = 4 * 1024;
 
 #[derive(Default)]
 pub struct OutBuf {
-    buf: Vec<u8>,
+    /// Full chunks, oldest first. The tail (being appended to) is separate.
+    full: VecDeque<Vec<u8>>,
+    tail: Vec<u8>,
+    /// Bytes of the front chunk already written.
     head: usize,
-    /// When the oldest unwritten byte was queued without any write progress since.
+    /// Bytes queued and not yet written.
+    len: usize,
+    /// When output started waiting without any write progress since.
     stalled_since: Option<Instant>,
 }
 
 impl OutBuf {
     /// Bytes queued and not yet written.
     pub fn len(&self) -> usize {
-        self.buf.len() - self.head
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len == 0
     }
 
-    /// The bytes to write next.
+    /// The bytes to write next (the front chunk; more may follow once it is consumed).
     pub fn pending(&self) -> &[u8] {
-        self.buf.get(self.head..).unwrap_or_default()
+        let front = self.full.front().unwrap_or(&self.tail);
+        front.get(self.head..).unwrap_or_default()
     }
 
-    /// Space to append to. Marks the start of a stall if the buffer was empty.
-    pub fn writer(&mut self, now: Instant) -> &mut Vec<u8> {
-        if self.is_empty() {
+    /// Space to append up to `need` bytes to, as one piece (a frame stays in one chunk
+    /// unless it alone is larger than [`CHUNK`]). Marks the start of a stall if empty.
+    pub fn writer_for(&mut self, need: usize, now: Instant) -> &mut Vec<u8> {
+        if self.len == 0 {
             self.stalled_since = Some(now);
         }
-        &mut self.buf
+        if !self.tail.is_empty() && self.tail.len() + need > CHUNK {
+            let t = std::mem::replace(&mut self.tail, Vec::with_capacity(need.clamp(512, CHUNK)));
+            self.full.push_back(t);
+        }
+        // `len` is brought up to date by `commit` after the caller appended.
+        &mut self.tail
     }
 
-    /// Append without a clock (the stall timer starts at the next write attempt).
-    pub fn push(&mut self, b: &[u8]) {
-        self.buf.extend_from_slice(b);
+    /// Space to append a small protocol line to.
+    pub fn writer(&mut self, now: Instant) -> Appender<'_> {
+        Appender::new(self, 256, now)
+    }
+
+    /// Space to append one frame of `need` bytes (close estimate) to.
+    pub fn frame(&mut self, need: usize, now: Instant) -> Appender<'_> {
+        Appender::new(self, need, now)
     }
 
     /// `n` bytes were written to the socket.
     pub fn consume(&mut self, n: usize, now: Instant) {
-        self.head = (self.head + n).min(self.buf.len());
-        if self.head == self.buf.len() {
-            self.buf.clear();
-            self.head = 0;
-            self.stalled_since = None;
-            if self.buf.capacity() > KEEP_CAPACITY {
-                self.buf = Vec::new();
-            }
-        } else {
-            if n > 0 {
-                self.stalled_since = Some(now);
-            }
-            // Reclaim the written prefix once it dominates the buffer.
-            if self.head > KEEP_CAPACITY && self.head * 2 > self.buf.len() {
-                self.buf.drain(..self.head);
+        let mut n = n.min(self.len);
+        if n > 0 {
+            self.stalled_since = Some(now);
+        }
+        while n > 0 {
+            let front_len = self.full.front().map_or(self.tail.len(), Vec::len);
+            let take = (front_len - self.head).min(n);
+            self.head += take;
+            self.len -= take;
+            n -= take;
+            if self.head == front_len {
                 self.head = 0;
+                if self.full.pop_front().is_none() {
+                    self.tail.clear();
+                }
+            }
+        }
+        if self.len == 0 {
+            self.stalled_since = None;
+            self.head = 0;
+            self.tail.clear();
+            if self.tail.capacity() > KEEP_TAIL {
+                self.tail = Vec::new();
             }
         }
     }
 
     /// Drop everything queued (a connection closed without flushing).
     pub fn clear(&mut self) {
-        self.buf = Vec::new();
-        self.head = 0;
-        self.stalled_since = None;
+        *self = OutBuf::default();
     }
 
     /// Since when output has been waiting without progress.
     pub fn stalled_since(&self) -> Option<Instant> {
-        if self.is_empty() {
+        if self.len == 0 {
             None
         } else {
             self.stalled_since
@@ -84,7 +113,39 @@ impl OutBuf {
 
     /// Bytes held in memory (for accounting).
     pub fn capacity(&self) -> usize {
-        self.buf.capacity()
+        self.tail.capacity() + self.full.iter().map(Vec::capacity).sum::<usize>()
+    }
+}
+
+/// Appends to an [`OutBuf`]; the pending count is updated when it is dropped.
+pub struct Appender<'a> {
+    buf: &'a mut OutBuf,
+    start: usize,
+}
+
+impl<'a> Appender<'a> {
+    fn new(buf: &'a mut OutBuf, need: usize, now: Instant) -> Self {
+        let start = buf.writer_for(need, now).len();
+        Appender { buf, start }
+    }
+}
+
+impl std::ops::Deref for Appender<'_> {
+    type Target = Vec<u8>;
+    fn deref(&self) -> &Vec<u8> {
+        &self.buf.tail
+    }
+}
+
+impl std::ops::DerefMut for Appender<'_> {
+    fn deref_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.buf.tail
+    }
+}
+
+impl Drop for Appender<'_> {
+    fn drop(&mut self) {
+        self.buf.len += self.buf.tail.len().saturating_sub(self.start);
     }
 }
 
@@ -92,11 +153,22 @@ impl OutBuf {
 mod tests {
     use super::*;
 
+    fn drain(o: &mut OutBuf, now: Instant) -> Vec<u8> {
+        let mut out = Vec::new();
+        while !o.is_empty() {
+            let p = o.pending().to_vec();
+            out.extend_from_slice(&p);
+            o.consume(p.len(), now);
+        }
+        out
+    }
+
     #[test]
     fn consume_and_release() {
         let now = Instant::now();
         let mut o = OutBuf::default();
         o.writer(now).extend_from_slice(b"hello world");
+        assert_eq!(o.len(), 11);
         assert_eq!(o.pending(), b"hello world");
         o.consume(6, now);
         assert_eq!(o.pending(), b"world");
@@ -104,8 +176,46 @@ mod tests {
         o.consume(5, now);
         assert!(o.is_empty());
         assert!(o.stalled_since().is_none());
-        o.writer(now).extend_from_slice(&vec![0u8; 200_000]);
+        o.frame(200_000, now).extend_from_slice(&vec![0u8; 200_000]);
         o.consume(200_000, now);
         assert_eq!(o.capacity(), 0, "large buffers are released when drained");
+    }
+
+    #[test]
+    fn chunks_keep_order_and_bound_memory() {
+        let now = Instant::now();
+        let mut o = OutBuf::default();
+        let mut want = Vec::new();
+        for i in 0..20_000u32 {
+            let frame = format!("MSG s {i} 3\r\nabc\r\n");
+            o.frame(frame.len(), now).extend_from_slice(frame.as_bytes());
+            want.extend_from_slice(frame.as_bytes());
+        }
+        assert_eq!(o.len(), want.len());
+        assert!(o.capacity() < want.len() + 2 * CHUNK, "no doubling overshoot");
+        // Partial writes across chunk boundaries.
+        let mut got = Vec::new();
+        while !o.is_empty() {
+            let p = o.pending();
+            let n = p.len().min(7777);
+            got.extend_from_slice(&p[..n]);
+            o.consume(n, now);
+        }
+        assert_eq!(got, want);
+        assert_eq!(o.capacity(), 0);
+    }
+
+    #[test]
+    fn a_big_frame_gets_its_own_chunk() {
+        let now = Instant::now();
+        let mut o = OutBuf::default();
+        o.writer(now).extend_from_slice(b"PONG\r\n");
+        let big = vec![7u8; 3 * CHUNK];
+        o.frame(big.len(), now).extend_from_slice(&big);
+        o.writer(now).extend_from_slice(b"+OK\r\n");
+        let mut want = b"PONG\r\n".to_vec();
+        want.extend_from_slice(&big);
+        want.extend_from_slice(b"+OK\r\n");
+        assert_eq!(drain(&mut o, now), want);
     }
 }

@@ -185,7 +185,7 @@ impl ShardCore {
         info.client_id = cid;
         info.client_ip = peer.ip().to_string();
         info.auth_required = self.cfg.auth.required();
-        info.write_line(c.out.writer(now));
+        info.write_line(&mut c.out.writer(now));
         if self.cfg.auth.required() {
             c.awaiting_auth = true;
             c.auth_deadline = Some(now + self.cfg.auth_timeout);
@@ -301,7 +301,7 @@ impl ShardCore {
             let Some(c) = self.client_mut(k) else { continue };
             info.client_id = c.cid;
             info.client_ip = c.peer.ip().to_string();
-            info.write_line(c.out.writer(now));
+            info.write_line(&mut c.out.writer(now));
             self.wake(k);
         }
         self.finish(now);
@@ -518,7 +518,7 @@ impl ShardCore {
             if trace {
                 tracing::trace!("{} - ->> [-ERR {}]", c.label, text);
             }
-            crate::proto::reply::err(c.out.writer(now), text);
+            crate::proto::reply::err(&mut c.out.writer(now), text);
         }
         self.wake(key);
     }

@@ -360,8 +360,7 @@ impl ShardCore {
         if c.closing.is_some() {
             return;
         }
-        let w = c.out.writer(now);
-        w.extend_from_slice(reply::PONG);
+        c.out.writer(now).extend_from_slice(reply::PONG);
         if c.connect_received && !c.first_pong_sent {
             c.first_pong_sent = true;
             if c.opts.protocol >= 1 {
@@ -370,7 +369,7 @@ impl ShardCore {
                 info.client_ip = c.peer.ip().to_string();
                 info.connect_info = true;
                 info.remote_account = "$G".into();
-                info.write_line(c.out.writer(now));
+                info.write_line(&mut c.out.writer(now));
             }
         }
         self.wake(key);

@@ -353,29 +353,31 @@ impl ShardCore {
             self.close(conn, ClosedState::SlowConsumerPendingBytes, now);
             return false;
         }
-        let w = c.out.writer(now);
-        match hdr {
-            Some(_) => {
-                w.extend_from_slice(b"HMSG ");
-                write_head(w, m.subject, &sub.sid, m.reply);
-                w.extend_from_slice(m.hdr_text);
-                w.push(b' ');
-                w.extend_from_slice(m.size_text);
+        {
+            let mut w = c.out.frame(need, now);
+            match hdr {
+                Some(_) => {
+                    w.extend_from_slice(b"HMSG ");
+                    write_head(&mut w, m.subject, &sub.sid, m.reply);
+                    w.extend_from_slice(m.hdr_text);
+                    w.push(b' ');
+                    w.extend_from_slice(m.size_text);
+                }
+                None if stripped => {
+                    w.extend_from_slice(b"MSG ");
+                    write_head(&mut w, m.subject, &sub.sid, m.reply);
+                    w.extend_from_slice(itoa::Buffer::new().format(data.len()).as_bytes());
+                }
+                None => {
+                    w.extend_from_slice(b"MSG ");
+                    write_head(&mut w, m.subject, &sub.sid, m.reply);
+                    w.extend_from_slice(m.size_text);
+                }
             }
-            None if stripped => {
-                w.extend_from_slice(b"MSG ");
-                write_head(w, m.subject, &sub.sid, m.reply);
-                w.extend_from_slice(itoa::Buffer::new().format(data.len()).as_bytes());
-            }
-            None => {
-                w.extend_from_slice(b"MSG ");
-                write_head(w, m.subject, &sub.sid, m.reply);
-                w.extend_from_slice(m.size_text);
-            }
+            w.extend_from_slice(b"\r\n");
+            w.extend_from_slice(data);
+            w.extend_from_slice(b"\r\n");
         }
-        w.extend_from_slice(b"\r\n");
-        w.extend_from_slice(data);
-        w.extend_from_slice(b"\r\n");
         c.out_msgs += 1;
         c.out_bytes += data.len() as u64;
         self.counters.out_msgs += 1;
