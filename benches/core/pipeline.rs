@@ -1,0 +1,145 @@
+//! Per-message cost of publishing, in two cuts:
+//!
+//! - `pipeline/parse_match_*`: parse a buffer of PUB frames and look each subject up in a
+//!   `Sublist` of 1 000 subscriptions (cache hit, as for a steady stream on one subject).
+//!   This is the protocol work before any delivery.
+//! - `pipeline/publish_*`: the whole sans-IO path through a single-shard `ShardCore`
+//!   (`NoMesh`): a publisher connection's `input()` of a buffer of PUB frames (about one
+//!   socket read), which parses, matches, counts, and writes one MSG frame per message to
+//!   the one subscriber's `OutBuf`; then, as a reactor does, `drain_wakeups()` and
+//!   `written()` of the subscriber's whole `output()`. Not included: system calls, the
+//!   reactor, copying into or out of socket buffers. `publish_nobody_16B` is the same with
+//!   no subscriber (parse, match an empty interest, count), separating out delivery.
+//!
+//! Per element: one published message.
+
+use super::parse::{frames, pub_frame};
+use criterion::{black_box, Criterion, Throughput};
+use rnats::core::client::ConnKey;
+use rnats::core::config::CoreConfig;
+use rnats::core::shard::{NoMesh, ShardCore};
+use rnats::core::stats::Shared;
+use rnats::core::sublist::Sublist;
+use rnats::proto::parser::{Event, Limits, Parser};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A single-shard core with a publisher and, if `subscribe`, a subscriber to `foo.bar`.
+struct OneShard {
+    core: ShardCore,
+    publisher: ConnKey,
+    subscriber: ConnKey,
+}
+
+impl OneShard {
+    fn new(subscribe: bool) -> OneShard {
+        let cfg = Arc::new(CoreConfig::default());
+        let shared = Arc::new(Shared::new(1));
+        let mut core = ShardCore::new(0, 1, cfg, shared, Box::new(NoMesh));
+        let now = Instant::now();
+        let peer: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 40000));
+        let connect = br#"CONNECT {"verbose":false,"pedantic":false}"#;
+        let mut conn = |extra: &[u8]| {
+            let k = core.accept(peer, now);
+            let mut line = connect.to_vec();
+            line.extend_from_slice(b"\r\n");
+            line.extend_from_slice(extra);
+            line.extend_from_slice(b"PING\r\n");
+            core.input(k, &line, now);
+            drain(&mut core, k, now);
+            k
+        };
+        let subscriber = conn(if subscribe { b"SUB foo.bar 1\r\n" } else { b"" });
+        let publisher = conn(b"");
+        core.drain_wakeups(|_| {});
+        OneShard {
+            core,
+            publisher,
+            subscriber,
+        }
+    }
+
+    /// One read's worth of frames in, the subscriber's output out. Returns bytes written.
+    fn step(&mut self, buf: &[u8], now: Instant) -> usize {
+        self.core.input(self.publisher, buf, now);
+        self.core.drain_wakeups(|k| {
+            black_box(k);
+        });
+        drain(&mut self.core, self.subscriber, now)
+    }
+}
+
+/// Write everything queued for `k`, as a socket that takes it all would. Returns bytes.
+fn drain(core: &mut ShardCore, k: ConnKey, now: Instant) -> usize {
+    let mut total = 0;
+    loop {
+        let n = black_box(core.output(k)).len();
+        if n == 0 {
+            return total;
+        }
+        core.written(k, n, now);
+        total += n;
+    }
+}
+
+const LIMITS: Limits = Limits {
+    max_control_line: 4096,
+    max_payload: 1024 * 1024,
+    headers: true,
+    awaiting_auth: false,
+    pedantic: false,
+};
+
+pub fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("pipeline");
+    g.measurement_time(Duration::from_secs(5)).sample_size(60);
+
+    // Parse + match.
+    let mut sl: Sublist<u32> = Sublist::new(true);
+    for i in 0..1000u32 {
+        sl.insert(format!("foo.s{i}").as_bytes(), None, i).expect("valid");
+    }
+    sl.insert(b"foo.bar", None, 1000).expect("valid");
+    for (name, payload, n) in [("parse_match_16B", 16, 1000), ("parse_match_1KiB", 1024, 60)] {
+        let buf = frames(&pub_frame("foo.bar", payload), n);
+        let mut p = Parser::default();
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut pos = 0;
+                let mut found = 0;
+                while let Some(ev) = p.next(&buf, &mut pos, &LIMITS).expect("valid frames") {
+                    if let Event::Msg { subject, data, .. } = ev {
+                        found += sl.matches(subject).psubs.len();
+                        black_box(data);
+                    }
+                    p.release();
+                }
+                assert_eq!(found, n);
+            })
+        });
+    }
+
+    // The whole sans-IO publish path. Buffers stay under 64 KiB, a typical read, and so
+    // does the subscriber's output (the size `OutBuf` keeps between flushes).
+    for (name, payload, n, subscribe) in [
+        ("publish_16B", 16, 1000, true),
+        ("publish_1KiB", 1024, 56, true),
+        ("publish_nobody_16B", 16, 1000, false),
+    ] {
+        let buf = frames(&pub_frame("foo.bar", payload), n);
+        let mut shard = OneShard::new(subscribe);
+        let now = Instant::now();
+        let out = shard.step(&buf, now);
+        let frame = format!("MSG foo.bar 1 {payload}\r\n").len() + payload + 2;
+        assert_eq!(
+            out,
+            if subscribe { n * frame } else { 0 },
+            "every message delivered once"
+        );
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function(name, |b| b.iter(|| shard.step(black_box(&buf), now)));
+    }
+    g.finish();
+}
