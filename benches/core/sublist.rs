@@ -7,7 +7,10 @@
 //! Each tree is built once per population and size and reused by every operation:
 //! - `insert` / `remove`: a batch of 1 000 new patterns inserted (then removed outside the
 //!   timing), or removed (after being inserted outside the timing); the tree size is
-//!   unchanged between iterations. Includes the cache invalidation (cache empty here).
+//!   unchanged between iterations. The match cache is empty.
+//! - `insert_warm_cache` / `remove_warm_cache`: the same with the match cache full (1 024
+//!   subjects, as on a server that has been publishing), which every change scans to
+//!   invalidate the subjects it affects.
 //! - `match_hit`: 256 subjects that each match one subscription, repeated: after the first
 //!   round every lookup is a cache hit (hash of the subject and an `Rc` clone).
 //! - `match_miss`: a stream of 65 536 distinct subjects, so the 1 024-entry cache never has
@@ -26,6 +29,8 @@ const SIZES: [usize; 4] = [10, 1_000, 100_000, 1_000_000];
 const BATCH: usize = 1_000;
 const HIT_SUBJECTS: usize = 256;
 const MISS_SUBJECTS: usize = 65_536;
+/// The sublist's match cache size (`CACHE_MAX` in `core::sublist`).
+const CACHE: usize = 1024;
 
 #[derive(Clone, Copy)]
 enum Kind {
@@ -117,6 +122,34 @@ fn miss_subjects(kind: Kind, size: usize) -> Vec<Vec<u8>> {
     misses
 }
 
+#[derive(Clone, Copy)]
+enum Op {
+    Insert,
+    Remove,
+}
+
+/// `iters` times: insert the `fresh` patterns and remove them again, timing only `op`.
+fn time_batches(sl: &mut Sublist<u32>, fresh: &[Vec<u8>], size: usize, op: Op, iters: u64) -> Duration {
+    let mut t = Duration::ZERO;
+    for _ in 0..iters {
+        let start = Instant::now();
+        for (j, p) in fresh.iter().enumerate() {
+            sl.insert(black_box(p), None, (size + j) as u32).expect("valid");
+        }
+        if let Op::Insert = op {
+            t += start.elapsed();
+        }
+        let start = Instant::now();
+        for (j, p) in fresh.iter().enumerate() {
+            assert!(sl.remove(black_box(p), None, (size + j) as u32));
+        }
+        if let Op::Remove = op {
+            t += start.elapsed();
+        }
+    }
+    t
+}
+
 pub fn bench(c: &mut Criterion) {
     for (kind, name) in [(Kind::Literal, "literal"), (Kind::Wildcard, "wildcard")] {
         let mut g = c.benchmark_group(format!("sublist_{name}"));
@@ -129,40 +162,31 @@ pub fn bench(c: &mut Criterion) {
             let fresh: Vec<Vec<u8>> = (size..size + BATCH).map(|i| pattern(kind, i)).collect();
 
             g.throughput(Throughput::Elements(BATCH as u64));
-            g.bench_function(BenchmarkId::new("insert", size), |b| {
-                let sl = tree.get_or_insert_with(|| build(kind, size));
-                b.iter_custom(|iters| {
-                    let mut t = Duration::ZERO;
-                    for _ in 0..iters {
-                        let start = Instant::now();
-                        for (j, p) in fresh.iter().enumerate() {
-                            sl.insert(black_box(p), None, (size + j) as u32).expect("valid");
+            for (op, warm) in [
+                (Op::Insert, false),
+                (Op::Remove, false),
+                (Op::Insert, true),
+                (Op::Remove, true),
+            ] {
+                let name = match (op, warm) {
+                    (Op::Insert, false) => "insert",
+                    (Op::Remove, false) => "remove",
+                    (Op::Insert, true) => "insert_warm_cache",
+                    (Op::Remove, true) => "remove_warm_cache",
+                };
+                g.bench_function(BenchmarkId::new(name, size), |b| {
+                    let sl = tree.get_or_insert_with(|| build(kind, size));
+                    if warm {
+                        for s in miss_subjects(kind, size).iter().take(CACHE) {
+                            sl.matches(s);
                         }
-                        t += start.elapsed();
-                        for (j, p) in fresh.iter().enumerate() {
-                            sl.remove(p, None, (size + j) as u32);
-                        }
+                        assert_eq!(sl.cache_len(), CACHE);
+                    } else {
+                        assert_eq!(sl.cache_len(), 0, "cold variants run before anything matches");
                     }
-                    t
-                })
-            });
-            g.bench_function(BenchmarkId::new("remove", size), |b| {
-                let sl = tree.get_or_insert_with(|| build(kind, size));
-                b.iter_custom(|iters| {
-                    let mut t = Duration::ZERO;
-                    for _ in 0..iters {
-                        for (j, p) in fresh.iter().enumerate() {
-                            sl.insert(p, None, (size + j) as u32).expect("valid");
-                        }
-                        let start = Instant::now();
-                        for (j, p) in fresh.iter().enumerate() {
-                            assert!(sl.remove(black_box(p), None, (size + j) as u32));
-                        }
-                        t += start.elapsed();
-                    }
-                    t
-                })
-            });
+                    b.iter_custom(|iters| time_batches(sl, &fresh, size, op, iters))
+                });
+            }
 
             g.throughput(Throughput::Elements(HIT_SUBJECTS as u64));
             g.bench_function(BenchmarkId::new("match_hit", size), |b| {
