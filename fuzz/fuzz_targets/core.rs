@@ -10,7 +10,9 @@
 //!
 //! Checked after every step, beyond "never panics":
 //! - `output()` of a connection stays within `max_pending` plus one message (a frame of
-//!   at most a control line and a payload, or one INFO line);
+//!   at most a control line and a payload, or one INFO line). `output()` is the first
+//!   64 KiB chunk of what is queued; `max_pending` is kept at 8 KiB or less so that the
+//!   bound is crossed while everything queued still fits in that chunk;
 //! - after `tick(now)`, `next_deadline()` is later than `now` (no timer stays due);
 //! - `connections()` matches the connections the driver still holds.
 //!
@@ -77,7 +79,7 @@ impl Notify for Nop {
 
 fn config(flags: u8, limits: u8) -> CoreConfig {
     let mut c = CoreConfig {
-        max_pending: [1024, 2048, 4096, 65536][usize::from(limits & 3)],
+        max_pending: [1024, 2048, 4096, 8192][usize::from(limits & 3)],
         max_payload: [0, 16, 256, 4096][usize::from((limits >> 2) & 3)],
         max_control_line: [16, 64, 256, 4096][usize::from((limits >> 4) & 3)],
         ping_max: u32::from(limits >> 6),
