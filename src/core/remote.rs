@@ -8,17 +8,10 @@
 
 use super::sublist::{Matches, Sublist};
 use slab::Slab;
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::rc::Rc;
-
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<ahash::AHasher>>;
 
 /// Handle of one remote-interest entry.
 pub type RKey = u32;
-
-/// (subject, queue) of an interest entry.
-type Pattern = (Box<[u8]>, Option<Box<[u8]>>);
 
 /// One shard's interest in one (subject, queue).
 pub struct REntry {
@@ -26,44 +19,44 @@ pub struct REntry {
     pub count: u32,
 }
 
+/// The pattern itself is stored once, in the tree; an entry is found again through the
+/// tree's exact lookup, so 100,000 remote subscriptions cost one tree, not three copies.
 #[derive(Default)]
 pub struct RemoteInterest {
     sublist: Sublist<RKey>,
-    entries: Slab<(REntry, Pattern)>,
-    index: FastMap<(u16, Pattern), RKey>,
+    entries: Slab<REntry>,
 }
 
 impl RemoteInterest {
     /// Apply `delta` to shard `shard`'s interest in `subject`/`queue`.
     pub fn apply(&mut self, shard: u16, subject: &[u8], queue: Option<&[u8]>, delta: i32) {
-        let key = (shard, (Box::<[u8]>::from(subject), queue.map(Box::<[u8]>::from)));
-        match self.index.get(&key).copied() {
+        let found = self
+            .sublist
+            .exact(subject, queue)
+            .iter()
+            .copied()
+            .find(|&rk| self.entries.get(rk as usize).is_some_and(|e| e.shard == shard));
+        match found {
             Some(rk) => {
-                let Some((e, _)) = self.entries.get_mut(rk as usize) else {
+                let Some(e) = self.entries.get_mut(rk as usize) else {
                     return;
                 };
                 let n = i64::from(e.count) + i64::from(delta);
                 if n > 0 {
-                    e.count = n as u32;
+                    e.count = n.min(i64::from(u32::MAX)) as u32;
                 } else {
                     self.sublist.remove(subject, queue, rk);
                     self.entries.remove(rk as usize);
-                    self.index.remove(&key);
                 }
             }
             None if delta > 0 => {
-                let rk = self.entries.insert((
-                    REntry {
-                        shard,
-                        count: delta as u32,
-                    },
-                    key.1.clone(),
-                )) as RKey;
+                let rk = self.entries.insert(REntry {
+                    shard,
+                    count: delta as u32,
+                }) as RKey;
                 if self.sublist.insert(subject, queue, rk).is_err() {
                     self.entries.remove(rk as usize);
-                    return;
                 }
-                self.index.insert(key, rk);
             }
             None => {}
         }
@@ -76,7 +69,7 @@ impl RemoteInterest {
 
     /// The entry behind a handle from [`RemoteInterest::matches`].
     pub fn entry(&self, rk: RKey) -> Option<&REntry> {
-        self.entries.get(rk as usize).map(|(e, _)| e)
+        self.entries.get(rk as usize)
     }
 
     /// Number of (shard, subject, queue) entries.

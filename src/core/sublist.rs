@@ -194,6 +194,34 @@ impl<T: Copy + Eq> Sublist<T> {
         }
     }
 
+    /// The values stored under exactly `pattern` (and `queue`), without matching
+    /// wildcards: how many subscriptions share this exact interest.
+    pub fn exact(&self, pattern: &[u8], queue: Option<&[u8]>) -> &[T] {
+        let mut level = &self.root;
+        let mut tokens = pattern.split(|&b| b == TSEP).peekable();
+        while let Some(t) = tokens.next() {
+            let node = if t == [PWC] {
+                level.pwc.as_deref()
+            } else if t == [FWC] {
+                level.fwc.as_deref()
+            } else {
+                level.nodes.get(t)
+            };
+            let Some(node) = node else { return &[] };
+            if tokens.peek().is_none() {
+                return match queue {
+                    None => &node.psubs,
+                    Some(q) => node.qsubs.iter().find(|g| &*g.name == q).map_or(&[], |g| &g.members),
+                };
+            }
+            match node.next.as_deref() {
+                Some(next) => level = next,
+                None => return &[],
+            }
+        }
+        &[]
+    }
+
     /// Everything interested in the literal `subject`.
     pub fn matches(&mut self, subject: &[u8]) -> Rc<Matches<T>> {
         if let Some(r) = self.cache.get(subject) {
@@ -457,6 +485,21 @@ mod tests {
         assert!(sl.matches(b"x.y").is_empty());
         sl.insert(b"x.>", None, 7).unwrap();
         assert_eq!(sl.matches(b"x.y").psubs, vec![7]);
+    }
+
+    #[test]
+    fn exact_lookups() {
+        let mut sl = Sublist::new(true);
+        sl.insert(b"a.*.c", None, 1).unwrap();
+        sl.insert(b"a.*.c", None, 2).unwrap();
+        sl.insert(b"a.*.c", Some(b"q"), 3).unwrap();
+        sl.insert(b"a.>", None, 4).unwrap();
+        assert_eq!(sorted(sl.exact(b"a.*.c", None).to_vec()), vec![1, 2]);
+        assert_eq!(sl.exact(b"a.*.c", Some(b"q")), &[3]);
+        assert_eq!(sl.exact(b"a.*.c", Some(b"r")), &[] as &[u32]);
+        assert_eq!(sl.exact(b"a.>", None), &[4]);
+        assert_eq!(sl.exact(b"a.b.c", None), &[] as &[u32], "no wildcard matching");
+        assert_eq!(sl.exact(b"a", None), &[] as &[u32]);
     }
 
     #[test]

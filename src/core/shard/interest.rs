@@ -118,28 +118,22 @@ impl ShardCore {
         self.remove_sub(id);
     }
 
-    /// Count local interest; replicate plain interest on its 0<->1 transitions and queue
-    /// interest on every change (other shards weigh queue groups by member count).
+    /// Replicate a local interest change: plain interest on its 0<->1 transitions, queue
+    /// interest on every change (other shards weigh queue groups by member count). The
+    /// local count is read from the sublist, which already holds it.
     fn interest_delta(&mut self, subject: &[u8], queue: Option<&[u8]>, delta: i32) {
         if self.nshards < 2 {
             return;
         }
-        let key = (Box::<[u8]>::from(subject), queue.map(Box::<[u8]>::from));
-        let count = self.local_interest.entry(key.clone()).or_insert(0);
-        let before = *count;
-        *count = (i64::from(*count) + i64::from(delta)).max(0) as u32;
-        let after = *count;
-        if after == 0 {
-            self.local_interest.remove(&key);
-        }
+        let after = self.sublist.exact(subject, queue).len() as i64;
+        let before = after - i64::from(delta);
         let send = queue.is_some() || (before == 0) != (after == 0);
         if !send || before == after {
             return;
         }
-        let d = i64::from(after) - i64::from(before);
         for dst in 0..self.nshards {
             if dst != self.idx {
-                mesh_codec::put_interest(self.stage(dst), 0, subject, queue, d as i32);
+                mesh_codec::put_interest(self.stage(dst), 0, subject, queue, delta);
             }
         }
     }

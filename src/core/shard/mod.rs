@@ -89,9 +89,6 @@ const MESH_BATCH_TARGET: usize = 64 * 1024;
 /// Batches taken per source shard per `poll_mesh` call (fairness with sockets).
 const MESH_POLL_BUDGET: usize = 64;
 
-/// (subject, queue) of local interest.
-type InterestKey = (Box<[u8]>, Option<Box<[u8]>>);
-
 struct PendingBarrier {
     conn: ConnKey,
     remaining: usize,
@@ -108,8 +105,6 @@ pub struct ShardCore {
     next_gen: u32,
     subs: Slab<Subscription>,
     sublist: Sublist<SubId>,
-    /// Local interest counts per (subject, queue), to replicate only transitions.
-    local_interest: FastMap<InterestKey, u32>,
     remote: RemoteInterest,
     staging: Vec<Vec<u8>>,
     barriers: FastMap<u64, PendingBarrier>,
@@ -134,7 +129,6 @@ impl ShardCore {
             next_gen: 1,
             subs: Slab::new(),
             sublist: Sublist::new(cache),
-            local_interest: FastMap::default(),
             remote: RemoteInterest::default(),
             staging: (0..nshards).map(|_| Vec::new()).collect(),
             barriers: FastMap::default(),
