@@ -152,9 +152,14 @@ impl ShardCore {
     }
 
     /// Apply a new configuration (reload). Limits, timers and authentication apply to the
-    /// next operation of every connection.
+    /// next operation of every connection; when authentication changed, connected clients
+    /// are checked against it at once (see `recheck_auth`).
     pub fn reconfigure(&mut self, cfg: Arc<CoreConfig>, now: Instant) {
+        let auth_changed = cfg.auth != self.cfg.auth;
         self.cfg = cfg;
+        if auth_changed {
+            self.recheck_auth(now);
+        }
         self.finish(now);
     }
 

@@ -3,7 +3,7 @@
 
 use super::{ShardCore, MESH_BACKLOG_LIMIT};
 use crate::core::client::{ClosedState, ConnKey, Pause};
-use crate::core::config::Auth;
+use crate::core::config::{Credentials, Recheck};
 use crate::core::mesh_codec;
 use crate::proto::parser::{Event, Limits, ParseError};
 use crate::proto::reply;
@@ -110,14 +110,51 @@ impl ShardCore {
 
     fn auth_violation(&mut self, key: ConnKey, now: Instant) {
         let label = self.label(key);
-        let user = self.client(key).map(|c| c.opts.user.clone()).unwrap_or_default();
-        if user.is_empty() {
-            tracing::error!("{label} - authentication error");
-        } else {
+        let (user, token) = self
+            .client(key)
+            .map(|c| (c.opts.user.clone(), !c.opts.auth_token.is_empty()))
+            .unwrap_or_default();
+        if !user.is_empty() {
             tracing::error!("{label} - authentication error - User {user:?}");
+        } else if token {
+            tracing::error!("{label} - authentication error - Token \"[REDACTED]\"");
+        } else {
+            tracing::error!("{label} - authentication error");
         }
         self.send_err(key, reply::ERR_AUTH_VIOLATION, now);
         self.close(key, ClosedState::AuthenticationViolation, now);
+    }
+
+    /// After a reload: check every authenticated client against the new authentication
+    /// configuration, as nats-server's `reloadAuthorization` does. A client whose user was
+    /// removed is closed quietly; one whose credentials no longer match gets
+    /// `-ERR 'Authorization Violation'` and is closed.
+    pub(super) fn recheck_auth(&mut self, now: Instant) {
+        let cfg = self.cfg.clone();
+        let verdicts: Vec<(ConnKey, Recheck)> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.closing.is_none() && c.connect_received && !c.awaiting_auth)
+            .map(|(i, c)| {
+                let key = ConnKey {
+                    idx: i as u32,
+                    gen: c.gen,
+                };
+                let v = cfg.auth.recheck(Credentials {
+                    user: &c.opts.user,
+                    pass: &c.opts.pass,
+                    token: &c.opts.auth_token,
+                });
+                (key, v)
+            })
+            .collect();
+        for (key, v) in verdicts {
+            match v {
+                Recheck::Keep => {}
+                Recheck::Violation => self.auth_violation(key, now),
+                Recheck::Removed => self.close(key, ClosedState::ClientClosed, now),
+            }
+        }
     }
 
     fn trace_in(&self, key: ConnKey, op: &str, arg: &[u8]) {
@@ -265,13 +302,11 @@ impl ShardCore {
                 self.remove_sub(s);
             }
         }
-        let ok = match &cfg.auth {
-            Auth::None => true,
-            Auth::Token(t) => ct_eq(opts.auth_token.as_bytes(), t.as_bytes()),
-            Auth::User { user, pass } => {
-                ct_eq(opts.user.as_bytes(), user.as_bytes()) && ct_eq(opts.pass.as_bytes(), pass.as_bytes())
-            }
-        };
+        let ok = cfg.auth.check(Credentials {
+            user: &opts.user,
+            pass: &opts.pass,
+            token: &opts.auth_token,
+        });
         if !ok || !opts.account.is_empty() || opts.new_account {
             self.auth_violation(key, now);
             return;
@@ -388,14 +423,6 @@ impl ShardCore {
             self.resume(key, now);
         }
     }
-}
-
-/// Equality without early exit, for credentials.
-fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// CONNECT as traced: passwords and tokens replaced by `[REDACTED]`.
