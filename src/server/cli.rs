@@ -9,6 +9,8 @@ use super::options::{Options, ReactorChoice};
 #[derive(Debug)]
 pub enum Command {
     Run(Box<Options>),
+    /// `--signal <command>[=<pid or pidfile>]`: signal a running server and exit.
+    Signal(String),
     Version,
     Help,
     /// Print `message` to stderr; with `usage`, print the usage text to stdout too; exit
@@ -44,6 +46,7 @@ struct Parsed {
     opts: Options,
     help: bool,
     version: bool,
+    signal: String,
 }
 
 fn b(v: Value<'_>) -> bool {
@@ -231,6 +234,54 @@ const FLAGS: &[Flag] = &[
         },
     },
     Flag {
+        names: &["c", "config"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.config_file = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["t"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.check_config = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["sl", "signal"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.signal = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["s", "syslog"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.syslog = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["r", "remote_syslog"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.remote_syslog = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["log_size_limit"],
+        kind: Kind::Int,
+        set: |p, v| {
+            p.opts.log_size_limit = i(v);
+            Ok(())
+        },
+    },
+    Flag {
         names: &["max_traced_msg_len"],
         kind: Kind::Int,
         set: |p, v| {
@@ -343,7 +394,16 @@ fn fail(message: String) -> Command {
 
 /// Parse `args` (without the program name).
 pub fn parse(args: &[String]) -> Command {
-    let mut p = Parsed::default();
+    parse_onto(args, Options::default())
+}
+
+/// Parse `args` over `base`: only the flags given change it. This is how flags override
+/// the config file (nats-server parses its flags again after reading the file).
+pub fn parse_onto(args: &[String], base: Options) -> Command {
+    let mut p = Parsed {
+        opts: base,
+        ..Parsed::default()
+    };
     let mut k = 0;
     while k < args.len() {
         let a = &args[k];
@@ -423,6 +483,9 @@ pub fn parse(args: &[String]) -> Command {
             },
         };
     }
+    if !p.signal.is_empty() {
+        return Command::Signal(p.signal);
+    }
     Command::Run(Box::new(p.opts))
 }
 
@@ -437,17 +500,24 @@ Server Options:
         --server_name <server_name>  Server name (default: auto)
     -P, --pid <file>                 File to store PID
     -m, --http_port <port>           Use port for http monitoring
+    -c, --config <file>              Configuration file
+    -t                               Test configuration and exit
+    -sl,--signal <signal>[=<pid>]    Send signal to nats-server process (ldm, stop, quit, term, reopen, reload)
+                                     <pid> can be either a PID (e.g. 1) or the path to a PID file (e.g. /var/run/nats-server.pid)
         --client_advertise <string>  Client URL to advertise to other servers
         --ports_file_dir <dir>       Creates a ports file in the specified directory (<executable_name>_<pid>.ports).
 
 Logging Options:
     -l, --log <file>                 File to redirect log output
     -T, --logtime                    Timestamp log entries (default: true)
+    -s, --syslog                     Log to syslog or windows event log
+    -r, --remote_syslog <addr>       Syslog server addr (udp://localhost:514)
     -D, --debug                      Enable debugging output
     -V, --trace                      Trace the raw protocol
     -VV                              Verbose trace (traces system account as well)
     -DV                              Debug and trace
     -DVV                             Debug and verbose trace (traces system account as well)
+        --log_size_limit <limit>     Logfile size limit (default: auto)
         --max_traced_msg_len <len>   Maximum printable length for traced messages (default: unlimited)
 
 Authorization Options:

@@ -1,26 +1,34 @@
 //! Server assembly: options to a running server. Binds the listener exclusively, picks
 //! the reactor, writes the PID and ports files, logs nats-server's startup lines, serves
-//! monitoring, and shuts down cleanly on SIGINT/SIGTERM.
+//! monitoring, reloads its configuration, enters lame duck mode and shuts down cleanly.
 //!
 //! - `cli`: command-line parsing with Go `flag` rules.
+//! - `config`: the config file (`-c`), applied to the options.
 //! - `options`: the options and their defaults.
-//! - `logging`: nats-server's log format over `tracing`.
+//! - `reload`: what a reload may change, and the messages it logs.
+//! - `lame_duck`: closing clients gradually before exiting (SIGUSR2).
+//! - `signals`: the signal loop and `--signal` commands.
+//! - `logging`: nats-server's log format over `tracing`; files, rotation, syslog.
 //! - `monitor`: HTTP monitoring (`/varz`, `/healthz`).
 //! - `state`: what the monitoring thread reads.
 
 pub mod cli;
+pub mod config;
+pub mod lame_duck;
 pub mod logging;
 pub mod monitor;
 pub mod options;
+pub mod reload;
+pub mod signals;
 pub mod state;
 
 use crate::driver::{self, RuntimeConfig};
 use crate::proto::info::ServerInfo;
 use options::{Options, ReactorChoice};
-use state::ServerState;
+use state::{Live, ServerState};
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 /// The nats-server version whose behaviour rnats implements (clients key features off it).
@@ -44,6 +52,23 @@ pub enum StartError {
     Io(#[from] io::Error),
     #[error("{0}")]
     Reactor(String),
+    #[error("Could not write pidfile: {0}")]
+    PidFile(String),
+}
+
+/// Payloads above this draw nats-server's startup warning.
+const MAX_PAYLOAD_MAX_SIZE: i64 = 8 * 1024 * 1024;
+
+/// nats-server's `checkAuthforWarnings`.
+fn check_auth_for_warnings(o: &Options) {
+    let plain = |p: &str| !crate::core::config::is_bcrypt(p);
+    if (!o.password.is_empty() && plain(&o.password)) || o.users.iter().any(|u| plain(&u.pass)) {
+        tracing::warn!("Plaintext passwords detected, use nkeys or bcrypt");
+    }
+}
+
+fn write_pid_file(path: &str) -> io::Result<()> {
+    std::fs::write(path, std::process::id().to_string())
 }
 
 /// Which reactor runs, and why.
@@ -132,6 +157,12 @@ pub struct Server {
     _monitor: Option<monitor::Monitor>,
     pid_file: Option<String>,
     ports_file: Option<String>,
+    /// The options in force (the port is the one bound).
+    opts: Options,
+    /// The INFO template (a reload updates what depends on options).
+    info: ServerInfo,
+    /// Lame duck mode entered.
+    ldm: bool,
     /// Where clients connect.
     pub client_addr: SocketAddr,
 }
@@ -163,6 +194,19 @@ impl Server {
         tracing::info!("  ID:       {server_id}");
         if let Some(note) = &chosen.note {
             tracing::warn!("{note}");
+        }
+        check_auth_for_warnings(&opts);
+        if !opts.config_file.is_empty() {
+            tracing::info!(
+                "Using configuration file: {} ({})",
+                opts.config_file,
+                opts.config_digest
+            );
+        }
+        if opts.max_payload > MAX_PAYLOAD_MAX_SIZE {
+            tracing::warn!(
+                "Maximum payloads over 8.00 MB are generally discouraged and could lead to poor performance"
+            );
         }
 
         let port = opts.bind_port()?;
@@ -203,9 +247,14 @@ impl Server {
             shared: shared.clone(),
             spin_us: opts.spin_for(chosen.uring),
         };
+        let mut running_opts = opts.clone();
+        running_opts.port = i64::from(bound.port());
         let mut state = ServerState {
-            opts: opts.clone(),
-            info,
+            live: RwLock::new(Live {
+                opts: running_opts.clone(),
+                info: info.clone(),
+                config_load_time: SystemTime::now(),
+            }),
             shared,
             start: SystemTime::now(),
             nshards,
@@ -264,45 +313,158 @@ impl Server {
         let pid_file = if opts.pid_file.is_empty() {
             None
         } else {
-            std::fs::write(&opts.pid_file, std::process::id().to_string())?;
+            write_pid_file(&opts.pid_file)
+                .map_err(|e| StartError::PidFile(format!("open {}: {}", opts.pid_file, logging::go_os_error(&e))))?;
             Some(opts.pid_file.clone())
         };
         tracing::info!(
             "Listening for client connections on {}",
             host_port(&opts.host, bound.port())
         );
-        let ports_file = if opts.ports_file_dir.is_empty() {
-            None
-        } else {
-            let exe = std::env::args()
-                .next()
-                .and_then(|a| {
-                    std::path::Path::new(&a)
-                        .file_name()
-                        .map(|f| f.to_string_lossy().into_owned())
-                })
-                .unwrap_or_else(|| "rnats".into());
-            let path = std::path::Path::new(&opts.ports_file_dir).join(format!("{exe}_{}.ports", std::process::id()));
-            let ports = serde_json::json!({
-                "nats": urls("nats", &opts.host, bound.port()),
-                "monitoring": monitor.as_ref().map(|m| urls("http", &state.http_host, m.addr.port())),
-            });
-            let mut v = ports;
-            if let Some(o) = v.as_object_mut() {
-                o.retain(|_, val| !val.is_null());
-            }
-            std::fs::write(&path, serde_json::to_vec(&v).unwrap_or_default())?;
-            Some(path.to_string_lossy().into_owned())
-        };
-        tracing::info!("Server is ready");
-        Ok(Server {
+        let mut srv = Server {
             state,
             running: Some(running),
             _monitor: monitor,
             pid_file,
-            ports_file,
+            ports_file: None,
+            opts: running_opts,
+            info,
+            ldm: false,
             client_addr: bound,
-        })
+        };
+        srv.write_ports_file();
+        tracing::info!("Server is ready");
+        Ok(srv)
+    }
+
+    /// Write `<exe>_<pid>.ports` in `ports_file_dir` (if set), as nats-server does.
+    fn write_ports_file(&mut self) {
+        if self.opts.ports_file_dir.is_empty() {
+            self.ports_file = None;
+            return;
+        }
+        let exe = std::env::args()
+            .next()
+            .and_then(|a| {
+                std::path::Path::new(&a)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "rnats".into());
+        let path = std::path::Path::new(&self.opts.ports_file_dir).join(format!("{exe}_{}.ports", std::process::id()));
+        let mut ports = serde_json::json!({
+            "nats": urls("nats", &self.opts.host, self.client_addr.port()),
+            "monitoring": self._monitor.as_ref().map(|m| urls("http", &self.state.http_host, m.addr.port())),
+        });
+        if let Some(o) = ports.as_object_mut() {
+            o.retain(|_, val| !val.is_null());
+        }
+        let shown = path.display().to_string();
+        match std::fs::write(&path, serde_json::to_vec(&ports).unwrap_or_default()) {
+            Ok(()) => self.ports_file = Some(shown),
+            Err(e) => {
+                tracing::error!("Error writing ports file ({shown}): {}", logging::go_os_error(&e));
+                self.ports_file = None;
+            }
+        }
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// Reload the config file (SIGHUP). `flags` are the command-line arguments, applied
+    /// over the file as at startup. On error nothing changed.
+    pub fn reload(&mut self, flags: &[String]) -> Result<(), reload::ReloadError> {
+        let (new, plan) = reload::prepare(&self.opts, flags, self.client_addr.port())?;
+        for m in &plan.messages {
+            if m.starts_with("Reloaded: pid_file") {
+                if let Err(e) = write_pid_file(&new.pid_file) {
+                    tracing::error!(
+                        "Failed to write pidfile: open {}: {}",
+                        new.pid_file,
+                        logging::go_os_error(&e)
+                    );
+                }
+            }
+            tracing::info!("{m}");
+        }
+        if plan.pid_file_changed {
+            self.pid_file = (!new.pid_file.is_empty()).then(|| new.pid_file.clone());
+        }
+        let old_ports = self.ports_file.take();
+        self.opts = new;
+        if plan.ports_dir_changed {
+            if let Some(p) = old_ports {
+                if let Err(e) = std::fs::remove_file(&p) {
+                    tracing::error!("Error cleaning up ports file {p}: {}", logging::go_os_error(&e));
+                }
+            }
+            self.write_ports_file();
+        } else {
+            self.ports_file = old_ports;
+        }
+        if plan.logging_changed {
+            if let Err(e) = logging::configure(&logging::LogConfig::from_options(&self.opts)) {
+                tracing::error!("{e}");
+            }
+        }
+        self.info.max_payload = self.opts.max_payload.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+        let mut core = self.opts.core_config();
+        self.info.auth_required = core.auth.required();
+        core.info = self.info.clone();
+        if let Some(r) = &self.running {
+            r.reconfigure(Arc::new(core));
+        }
+        self.state.set_live(Live {
+            opts: self.opts.clone(),
+            info: self.info.clone(),
+            config_load_time: SystemTime::now(),
+        });
+        tracing::info!("Reloaded server configuration ({})", self.opts.config_digest);
+        Ok(())
+    }
+
+    /// Lame duck mode, first step: stop accepting and tell clients. False when already in
+    /// lame duck mode.
+    pub fn enter_lame_duck(&mut self) -> bool {
+        if self.ldm {
+            return false;
+        }
+        self.ldm = true;
+        tracing::info!("Entering lame duck mode, stop accepting new clients");
+        if let Some(r) = &mut self.running {
+            r.enter_lame_duck();
+        }
+        true
+    }
+
+    /// In lame duck mode.
+    pub fn in_lame_duck(&self) -> bool {
+        self.ldm
+    }
+
+    /// Close `n` clients of `shard` (oldest first).
+    pub fn close_clients(&self, shard: usize, n: usize) {
+        if let Some(r) = &self.running {
+            r.close_clients(shard, n);
+        }
+    }
+
+    /// Open client connections per shard.
+    pub fn shard_connections(&self) -> Vec<u64> {
+        self.state
+            .shared
+            .shards
+            .iter()
+            .map(|s| s.connections.load(std::sync::atomic::Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Open client connections, all shards.
+    pub fn open_connections(&self) -> i64 {
+        self.state.shared.open_conns.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Stop accepting, close every client and wait for the shards.

@@ -131,7 +131,8 @@ fn index_page(state: &ServerState) -> String {
     let mut s = String::from("<html lang=\"en\">\n<head><title>NATS Server</title></head>\n<body>\n");
     s.push_str(&format!(
         "<h1>rnats</h1>\n<p>Compatible with nats-server v{} (rnats v{})</p>\n",
-        state.info.version, state.info.rnats_version
+        state.live().info.version,
+        state.live().info.rnats_version
     ));
     for l in links {
         s.push_str(&format!("<a href=./{l}>{l}</a><br/>\n"));
@@ -225,18 +226,20 @@ fn is_zero(n: &i64) -> bool {
 }
 
 fn varz(state: &ServerState, hits: BTreeMap<String, u64>, cpu: f64) -> Varz {
-    let o = &state.opts;
+    let live = state.live();
+    let o = &live.opts;
+    let info = &live.info;
     let t = state.shared.totals();
     let now = SystemTime::now();
     Varz {
-        server_id: state.info.server_id.clone(),
-        server_name: state.info.server_name.clone(),
-        version: state.info.version.clone(),
-        proto: state.info.proto,
-        go: state.info.go.clone(),
-        host: state.info.host.clone(),
-        port: state.info.port,
-        auth_required: state.info.auth_required,
+        server_id: info.server_id.clone(),
+        server_name: info.server_name.clone(),
+        version: info.version.clone(),
+        proto: info.proto,
+        go: info.go.clone(),
+        host: info.host.clone(),
+        port: info.port,
+        auth_required: info.auth_required,
         max_connections: o.max_connections,
         max_subscriptions: o.max_subscriptions,
         ping_interval: o.ping_interval.as_nanos(),
@@ -245,7 +248,7 @@ fn varz(state: &ServerState, hits: BTreeMap<String, u64>, cpu: f64) -> Varz {
         http_port: state.http_port,
         http_base_path: String::new(),
         https_port: 0,
-        auth_timeout: o.auth_timeout.as_secs_f64(),
+        auth_timeout: o.auth_timeout_secs(),
         max_control_line: o.max_control_line,
         max_payload: o.max_payload,
         max_pending: o.max_pending,
@@ -278,8 +281,8 @@ fn varz(state: &ServerState, hits: BTreeMap<String, u64>, cpu: f64) -> Varz {
         stalled_clients: 0,
         subscriptions: t.subscriptions,
         http_req_stats: hits,
-        config_load_time: rfc3339_nano(state.start),
-        config_digest: String::new(),
+        config_load_time: rfc3339_nano(live.config_load_time),
+        config_digest: o.config_digest.clone(),
         feature_flags: FeatureFlags {
             js_ack_fc_v2: false,
             js_raft_delete_range: false,

@@ -1,7 +1,7 @@
-//! Server options: nats-server's names and defaults, filled from the command line (and,
-//! later, the config file), then turned into the core's configuration.
+//! Server options: nats-server's names and defaults, filled from the config file and the
+//! command line (flags override the file), then turned into the core's configuration.
 
-use crate::core::config::{Auth, CoreConfig};
+use crate::core::config::{Auth, CoreConfig, UserEntry};
 use std::time::Duration;
 
 /// Which reactor drives the shards.
@@ -30,10 +30,20 @@ pub struct Options {
     pub debug: bool,
     pub trace: bool,
     pub trace_verbose: bool,
+    pub trace_headers: bool,
     pub max_traced_msg_len: i64,
+    /// Rotate the log file past this many bytes (0: never).
+    pub log_size_limit: i64,
+    /// Rotated log files to keep, the current one included (0: all).
+    pub log_max_num: i64,
+    pub syslog: bool,
+    /// `udp://host:port`, `tcp://host:port` or `unix:///path`.
+    pub remote_syslog: String,
     pub username: String,
     pub password: String,
     pub authorization: String,
+    /// `authorization { users = [...] }`.
+    pub users: Vec<UserEntry>,
     pub http_host: String,
     /// 0: monitoring off; -1: random port.
     pub http_port: i64,
@@ -45,7 +55,20 @@ pub struct Options {
     pub ping_interval: Duration,
     pub ping_max: i64,
     pub write_deadline: Duration,
-    pub auth_timeout: Duration,
+    /// Seconds; 0 means the default (2 s).
+    pub auth_timeout: f64,
+    pub lame_duck_duration: Duration,
+    pub lame_duck_grace_period: Duration,
+    pub max_sub_tokens: i64,
+    pub max_closed_clients: i64,
+    pub connect_error_reports: i64,
+    pub reconnect_error_reports: i64,
+    /// The config file given with `-c` (empty: none).
+    pub config_file: String,
+    /// `sha256:` digest of the config file, as nats-server reports it.
+    pub config_digest: String,
+    /// `-t`: check the config file and exit.
+    pub check_config: bool,
     pub no_header_support: bool,
     pub no_sublist_cache: bool,
     /// rnats: number of shards (0: one per usable CPU).
@@ -72,10 +95,16 @@ impl Default for Options {
             debug: false,
             trace: false,
             trace_verbose: false,
+            trace_headers: false,
             max_traced_msg_len: 0,
+            log_size_limit: 0,
+            log_max_num: 0,
+            syslog: false,
+            remote_syslog: String::new(),
             username: String::new(),
             password: String::new(),
             authorization: String::new(),
+            users: Vec::new(),
             http_host: String::new(),
             http_port: 0,
             max_control_line: 4096,
@@ -86,7 +115,16 @@ impl Default for Options {
             ping_interval: Duration::from_secs(120),
             ping_max: 2,
             write_deadline: Duration::from_secs(10),
-            auth_timeout: Duration::from_secs(2),
+            auth_timeout: 0.0,
+            lame_duck_duration: Duration::from_secs(120),
+            lame_duck_grace_period: Duration::from_secs(10),
+            max_sub_tokens: 0,
+            max_closed_clients: 10_000,
+            connect_error_reports: 3600,
+            reconnect_error_reports: 1,
+            config_file: String::new(),
+            config_digest: String::new(),
+            check_config: false,
             no_header_support: false,
             no_sublist_cache: false,
             shards: 0,
@@ -103,6 +141,10 @@ pub enum OptionsError {
     PayloadOverPending { payload: i64, pending: i64 },
     #[error("invalid port: {0}")]
     BadPort(i64),
+    #[error("lame duck grace period ({grace}) should be strictly lower than lame duck duration ({duration})")]
+    LameDuckGrace { grace: String, duration: String },
+    #[error("server name cannot contain spaces")]
+    ServerNameSpaces,
 }
 
 impl Options {
@@ -116,13 +158,63 @@ impl Options {
         }
     }
 
+    /// nats-server's `setBaselineOptions`: zero values mean the defaults.
+    pub fn apply_baseline(&mut self) {
+        let d = Options::default();
+        if self.host.is_empty() {
+            self.host = d.host;
+        }
+        if self.ping_interval.is_zero() {
+            self.ping_interval = d.ping_interval;
+        }
+        if self.ping_max == 0 {
+            self.ping_max = d.ping_max;
+        }
+        if self.max_control_line == 0 {
+            self.max_control_line = d.max_control_line;
+        }
+        if self.max_payload == 0 {
+            self.max_payload = d.max_payload;
+        }
+        if self.max_pending == 0 {
+            self.max_pending = d.max_pending;
+        }
+        if self.write_deadline.is_zero() {
+            self.write_deadline = d.write_deadline;
+        }
+        if self.max_closed_clients == 0 {
+            self.max_closed_clients = d.max_closed_clients;
+        }
+        if self.lame_duck_duration.is_zero() {
+            self.lame_duck_duration = d.lame_duck_duration;
+        }
+        if self.lame_duck_grace_period.is_zero() {
+            self.lame_duck_grace_period = d.lame_duck_grace_period;
+        }
+        if self.connect_error_reports == 0 {
+            self.connect_error_reports = d.connect_error_reports;
+        }
+        if self.reconnect_error_reports == 0 {
+            self.reconnect_error_reports = d.reconnect_error_reports;
+        }
+    }
+
     /// Check cross-option rules, as nats-server does at startup.
     pub fn validate(&self) -> Result<(), OptionsError> {
+        if !self.lame_duck_duration.is_zero() && self.lame_duck_grace_period >= self.lame_duck_duration {
+            return Err(OptionsError::LameDuckGrace {
+                grace: go_duration(self.lame_duck_grace_period),
+                duration: go_duration(self.lame_duck_duration),
+            });
+        }
         if self.max_payload > self.max_pending {
             return Err(OptionsError::PayloadOverPending {
                 payload: self.max_payload,
                 pending: self.max_pending,
             });
+        }
+        if self.server_name.contains(' ') {
+            return Err(OptionsError::ServerNameSpaces);
         }
         self.bind_port().map(|_| ())
     }
@@ -134,9 +226,24 @@ impl Options {
         self.spin_us.unwrap_or(if uring && self.shards != 1 { 30 } else { 0 })
     }
 
+    /// The authorization timeout in force (nats-server's default: 2 s without TLS).
+    pub fn auth_timeout_secs(&self) -> f64 {
+        if self.auth_timeout > 0.0 {
+            self.auth_timeout
+        } else {
+            2.0
+        }
+    }
+
+    fn auth_timeout_duration(&self) -> Duration {
+        Duration::try_from_secs_f64(self.auth_timeout_secs()).unwrap_or(Duration::from_secs(2))
+    }
+
     /// The core's view of these options (without the INFO template).
     pub fn core_config(&self) -> CoreConfig {
-        let auth = if !self.authorization.is_empty() {
+        let auth = if !self.users.is_empty() {
+            Auth::Users(self.users.clone())
+        } else if !self.authorization.is_empty() {
             Auth::Token(self.authorization.clone())
         } else if !self.username.is_empty() {
             Auth::User {
@@ -156,12 +263,12 @@ impl Options {
                 self.max_connections
             },
             max_subscriptions: self.max_subscriptions.max(0) as usize,
-            max_sub_tokens: 0,
+            max_sub_tokens: self.max_sub_tokens.clamp(0, 255) as usize,
             ping_interval: self.ping_interval,
             ping_max: self.ping_max.max(0) as u32,
             write_deadline: self.write_deadline,
             auth,
-            auth_timeout: self.auth_timeout,
+            auth_timeout: self.auth_timeout_duration(),
             headers: !self.no_header_support,
             sublist_cache: !self.no_sublist_cache,
             trace: self.trace,
@@ -170,6 +277,11 @@ impl Options {
             info: Default::default(),
         }
     }
+}
+
+/// A duration as Go prints it (`2m0s`, `1.5s`).
+pub fn go_duration(d: Duration) -> String {
+    conf::format_duration_nanos(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

@@ -358,3 +358,67 @@ pub fn rt() -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// A fresh directory for a test's files (removed by the caller or left in the temp dir).
+pub fn scratch_dir() -> std::path::PathBuf {
+    unique_dir()
+}
+
+/// The reference nats-server binary: `NATS_REFERENCE_SERVER`, or the shared tool.
+pub fn reference_server() -> String {
+    if let Ok(p) = std::env::var("NATS_REFERENCE_SERVER") {
+        return p;
+    }
+    let tool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/reference-server");
+    let out = Command::new(&tool)
+        .output()
+        .unwrap_or_else(|e| panic!("set NATS_REFERENCE_SERVER or provide {}: {e}", tool.display()));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+impl Server {
+    /// Wait until a log line containing `needle` appears; the log so far on timeout.
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let lines = self.log_lines();
+            if lines.iter().any(|l| l.contains(needle)) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(lines.join("\n"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// How many log lines contain `needle`.
+    pub fn count_log(&self, needle: &str) -> usize {
+        self.log_lines().iter().filter(|l| l.contains(needle)).count()
+    }
+
+    /// Send a signal without waiting.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.pid() as i32, sig);
+        }
+    }
+
+    /// Wait for the process to exit by itself.
+    pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("server did not exit within {timeout:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Keys that nats-server 2.14 accepts but rnats does not implement yet.
+//!
+//! Keys whose absence would change what the server does for clients (TLS, accounts,
+//! permissions, clustering, JetStream, ...) are errors: running without them would
+//! silently weaken or change the service. Keys that only tune features rnats does not
+//! have, or that change nothing observable yet, are accepted with a logged note.
+
+use super::Cx;
+use conf::Entry;
+
+/// Reference keys rnats refuses until their feature exists.
+const NOT_YET: &[&str] = &[
+    "tls",
+    "allow_non_tls",
+    "cluster",
+    "gateway",
+    "leaf",
+    "leafnodes",
+    "jetstream",
+    "store_dir",
+    "storedir",
+    "accounts",
+    "mappings",
+    "maps",
+    "websocket",
+    "ws",
+    "mqtt",
+    "operator",
+    "operators",
+    "root",
+    "roots",
+    "root_operator",
+    "root_operators",
+    "resolver",
+    "account_resolver",
+    "accounts_resolver",
+    "resolver_tls",
+    "resolver_preload",
+    "resolver_pinned_accounts",
+    "trusted",
+    "trusted_keys",
+    "no_auth_user",
+    "default_sentinel",
+    "ocsp",
+    "ocsp_cache",
+    "https",
+    "https_port",
+    "http_base_path",
+    "prof_port",
+    "proxy_protocol",
+    "proxies",
+    "default_js_domain",
+];
+
+/// Reference keys rnats accepts without effect (for now), with a note in the log.
+const NO_EFFECT: &[&str] = &[
+    "server_tags",
+    "server_metadata",
+    "feature_flags",
+    "no_fast_producer_stall",
+    "prof_block_rate",
+    "write_timeout",
+    "system_account",
+    "system",
+    "no_system_account",
+    "no_system",
+    "no_sys_acc",
+];
+
+pub(super) fn top_level(cx: &mut Cx, key: &str, lower: &str, e: &Entry) {
+    if NOT_YET.contains(&lower) {
+        not_yet(cx, key, e);
+    } else if NO_EFFECT.contains(&lower) {
+        cx.notes
+            .push(format!("{}: {key:?} has no effect in rnats yet", e.key_pos));
+    } else {
+        cx.unknown(key, e);
+    }
+}
+
+/// An error for a reference key whose feature rnats lacks.
+pub(super) fn not_yet(cx: &mut Cx, key: &str, e: &Entry) {
+    cx.error(&e.key_pos, format!("{key:?} is not supported by rnats yet"));
+}

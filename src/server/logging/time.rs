@@ -1,0 +1,154 @@
+//! Calendar fields in local time or UTC, and the time formats the logs use.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Broken-down time: year, month, day, hour, minute, second, nanosecond, UTC offset in
+/// seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parts {
+    pub year: i32,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+    pub nanos: u32,
+    pub offset: i64,
+}
+
+/// `t` in local time (or UTC).
+pub fn parts(t: SystemTime, utc: bool) -> Parts {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (year, month, day, hour, minute, second, offset) = broken_down(secs, utc);
+    Parts {
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        second,
+        nanos: d.subsec_nanos(),
+        offset,
+    }
+}
+
+/// `yyyy/mm/dd hh:mm:ss.uuuuuu` in local time (or UTC), as Go's `log` package writes it.
+pub fn timestamp(utc: bool) -> String {
+    let p = parts(SystemTime::now(), utc);
+    format!(
+        "{:04}/{:02}/{:02} {:02}:{:02}:{:02}.{:06}",
+        p.year,
+        p.month,
+        p.day,
+        p.hour,
+        p.minute,
+        p.second,
+        p.nanos / 1000
+    )
+}
+
+/// Go's `time.Stamp` (`Jan _2 15:04:05`), local time.
+pub fn stamp(t: SystemTime) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let p = parts(t, false);
+    let m = MONTHS.get(p.month.saturating_sub(1) as usize).copied().unwrap_or("Jan");
+    format!("{m} {:>2} {:02}:{:02}:{:02}", p.day, p.hour, p.minute, p.second)
+}
+
+/// Go's `time.RFC3339` (`2006-01-02T15:04:05Z07:00`), local time.
+pub fn rfc3339(t: SystemTime) -> String {
+    let p = parts(t, false);
+    let zone = if p.offset == 0 {
+        "Z".to_string()
+    } else {
+        let sign = if p.offset < 0 { '-' } else { '+' };
+        let o = p.offset.abs();
+        format!("{sign}{:02}:{:02}", o / 3600, (o % 3600) / 60)
+    };
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}{zone}",
+        p.year, p.month, p.day, p.hour, p.minute, p.second
+    )
+}
+
+#[cfg(unix)]
+fn broken_down(secs: i64, utc: bool) -> (i32, u32, u32, u32, u32, u32, i64) {
+    // SAFETY: localtime_r/gmtime_r write into the tm we own and read only `t`.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let t: libc::time_t = secs as libc::time_t;
+    let ok = unsafe {
+        if utc {
+            !libc::gmtime_r(&t, &mut tm).is_null()
+        } else {
+            !libc::localtime_r(&t, &mut tm).is_null()
+        }
+    };
+    if !ok {
+        let (y, mo, d, h, mi, s) = civil_utc(secs);
+        return (y, mo, d, h, mi, s, 0);
+    }
+    (
+        tm.tm_year + 1900,
+        (tm.tm_mon + 1) as u32,
+        tm.tm_mday as u32,
+        tm.tm_hour as u32,
+        tm.tm_min as u32,
+        tm.tm_sec as u32,
+        tm.tm_gmtoff as i64,
+    )
+}
+
+#[cfg(not(unix))]
+fn broken_down(secs: i64, _utc: bool) -> (i32, u32, u32, u32, u32, u32, i64) {
+    let (y, mo, d, h, mi, s) = civil_utc(secs);
+    (y, mo, d, h, mi, s, 0)
+}
+
+/// UTC calendar fields from Unix seconds (days-from-civil inverse).
+pub fn civil_utc(secs: i64) -> (i32, u32, u32, u32, u32, u32) {
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = (yoe + era * 400 + i64::from(m <= 2)) as i32;
+    (
+        y,
+        m,
+        d,
+        (rem / 3600) as u32,
+        ((rem % 3600) / 60) as u32,
+        (rem % 60) as u32,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_utc(0), (1970, 1, 1, 0, 0, 0));
+        assert_eq!(civil_utc(1_795_984_190), (2026, 11, 29, 20, 29, 50));
+        assert_eq!(civil_utc(951_782_400), (2000, 2, 29, 0, 0, 0));
+    }
+
+    #[test]
+    fn shapes() {
+        let t = timestamp(true);
+        assert_eq!(t.len(), "2026/11/29 20:29:55.123456".len());
+        assert_eq!(&t[4..5], "/");
+        assert_eq!(&t[19..20], ".");
+        assert_eq!(stamp(SystemTime::now()).len(), "Jan _2 15:04:05".len());
+        let r = rfc3339(SystemTime::now());
+        assert!(r.ends_with('Z') || r.len() == "2006-01-02T15:04:05+07:00".len(), "{r}");
+    }
+}

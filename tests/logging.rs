@@ -1,0 +1,172 @@
+//! Logging (FEATURES.md §23): log files with `log_size_limit` rotation and
+//! `logfile_max_num` purging, reopening on SIGUSR1 (external rotation), remote syslog,
+//! and log settings changed by a reload.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use common::{bin, scratch_dir, Raw};
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(r: common::Reactor, port: u16, extra: &[&str]) -> Proc {
+    let p = port.to_string();
+    let mut args = vec!["-a", "127.0.0.1", "-p", &p, "--reactor", r.flag()];
+    args.extend_from_slice(extra);
+    Proc(Command::new(bin()).args(&args).spawn().unwrap())
+}
+
+fn wait_file(path: &Path, needle: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{needle:?} not in {}:\n{text}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal(p: &Proc, sig: i32) {
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(p.0.id() as i32, sig) };
+}
+
+both_reactors!(size_limit_rotates_and_max_num_purges, |r| {
+    let dir = scratch_dir();
+    let log = dir.join("server.log");
+    let conf = dir.join("s.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "debug: true\nlog_file: \"{}\"\nlog_size_limit: 2000\nlogfile_max_num: 3\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let p = spawn(r, port, &["-c", conf.to_str().unwrap()]);
+    wait_file(&log, "Server is ready");
+    // Debug lines for every connection fill the file several times over.
+    for _ in 0..40 {
+        let mut c = Raw::connect(port);
+        c.handshake();
+    }
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let backups: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("server.log."))
+            .collect();
+        let current = std::fs::read_to_string(&log).unwrap_or_default();
+        if current.contains("Purged log file") {
+            // logfile_max_num 3: the current file and at most two backups.
+            assert!(backups.len() <= 2, "{backups:?}");
+            let b = &backups[0];
+            // server.log.YYYY.MM.DD.hh.mm.ss.nnnnnnnnn
+            assert_eq!(b.len(), "server.log.".len() + 29, "{b}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no purge; backups {backups:?}\n{current}");
+        let mut c = Raw::connect(port);
+        c.handshake();
+    }
+    let current = std::fs::read_to_string(&log).unwrap();
+    let first = current.lines().next().unwrap();
+    assert!(first.contains("[INF] Rotated log, backup saved as \""), "{first}");
+    drop(p);
+    let _ = std::fs::remove_dir_all(&dir);
+});
+
+both_reactors!(sigusr1_reopens_the_log_file, |r| {
+    let dir = scratch_dir();
+    let log = dir.join("server.log");
+    let port = free_port();
+    let p = spawn(r, port, &["-l", log.to_str().unwrap()]);
+    wait_file(&log, "Server is ready");
+    let moved = dir.join("server.log.1");
+    std::fs::rename(&log, &moved).unwrap();
+    signal(&p, libc::SIGUSR1);
+    let text = wait_file(&log, "File log re-opened");
+    assert!(!text.contains("Starting nats-server"), "a fresh file: {text}");
+    let old = std::fs::read_to_string(&moved).unwrap();
+    assert!(old.contains("Trapped \"user defined signal 1\" signal"), "{old}");
+    drop(p);
+    let _ = std::fs::remove_dir_all(&dir);
+});
+
+both_reactors!(remote_syslog_over_udp, |r| {
+    let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    rx.set_read_timeout(Some(WAIT)).unwrap();
+    let url = format!("udp://{}", rx.local_addr().unwrap());
+    let port = free_port();
+    let p = spawn(r, port, &["-r", &url]);
+    let mut got = Vec::new();
+    let mut buf = [0u8; 2048];
+    while !got.iter().any(|l: &String| l.contains("Server is ready")) {
+        let n = rx.recv(&mut buf).unwrap_or_else(|e| panic!("{e}; got {got:?}"));
+        got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    let pid = p.0.id();
+    let first = &got[0];
+    // <PRI>RFC3339 hostname tag[pid]: message — notice on the kern facility.
+    assert!(first.starts_with("<5>"), "{first}");
+    assert!(
+        first.ends_with(&format!("rnats[{pid}]: Starting nats-server\n")),
+        "{first}"
+    );
+    drop(p);
+});
+
+both_reactors!(reload_switches_logging, |r| {
+    let dir = scratch_dir();
+    let log = dir.join("server.log");
+    let conf = dir.join("s.conf");
+    std::fs::write(&conf, format!("log_file: \"{}\"\n", log.display())).unwrap();
+    let port = free_port();
+    let p = spawn(r, port, &["-c", conf.to_str().unwrap()]);
+    wait_file(&log, "Server is ready");
+    std::fs::write(
+        &conf,
+        format!("log_file: \"{}\"\nlogtime: false\ntrace: true\n", log.display()),
+    )
+    .unwrap();
+    signal(&p, libc::SIGHUP);
+    let text = wait_file(&log, "Reloaded server configuration");
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.starts_with(&format!("[{}] [INF] Reloaded server configuration (sha256:", p.0.id())),
+        "logtime off after the reload: {last}"
+    );
+    let mut c = Raw::connect(port);
+    c.handshake();
+    wait_file(&log, "[TRC] 127.0.0.1:");
+    drop(p);
+    let _ = std::fs::remove_dir_all(&dir);
+});
