@@ -621,6 +621,35 @@ mod tests {
     }
 
     #[test]
+    fn config_check_signal_and_logging_flags() {
+        let o = opts(&[
+            "-c",
+            "a.conf",
+            "-t",
+            "-s",
+            "-r",
+            "udp://h:514",
+            "--log_size_limit",
+            "1000",
+        ]);
+        assert_eq!((o.config_file.as_str(), o.check_config), ("a.conf", true));
+        assert!(o.syslog);
+        assert_eq!((o.remote_syslog.as_str(), o.log_size_limit), ("udp://h:514", 1000));
+        assert!(matches!(run(&["--signal", "reload=1"]), Command::Signal(s) if s == "reload=1"));
+        assert!(matches!(run(&["-sl=ldm"]), Command::Signal(s) if s == "ldm"));
+        // Flags over a base (the config file): only what is given changes.
+        let base = Options {
+            max_payload: 7,
+            debug: true,
+            ..Options::default()
+        };
+        match parse_onto(&["-p".to_string(), "5".to_string()], base) {
+            Command::Run(o) => assert_eq!((o.port, o.max_payload, o.debug), (5, 7, true)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn ints_like_strconv() {
         assert_eq!(parse_int("010"), Ok(8));
         assert_eq!(parse_int("0b101"), Ok(5));
