@@ -234,3 +234,16 @@ both_reactors!(unsub_max_across_shards, |r| {
     let got = a.drain(Duration::from_millis(300));
     assert_eq!(got.matches("MSG auto 5").count(), 3, "{got}");
 });
+
+both_reactors!(auth_timeout_for_a_silent_client, |r| {
+    // protocol.md §2.5: no CONNECT within the auth timeout (2 s) -> -ERR and close, even
+    // for a connection that never sent a byte.
+    let s = Server::start(r, &["--user", "u", "--pass", "p"]);
+    let mut a = s.raw();
+    let t = std::time::Instant::now();
+    assert_eq!(
+        a.until_closed(Duration::from_secs(10)),
+        "-ERR 'Authentication Timeout'\r\n"
+    );
+    assert!(t.elapsed() >= Duration::from_millis(1500), "not before the timeout");
+});

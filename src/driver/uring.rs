@@ -232,6 +232,20 @@ fn accept(shard: &Rc<Shard>, acc: Accepted, now: Instant) {
     // SAFETY: the fd comes from a std TcpStream we own; ownership moves to glommio.
     let stream = unsafe { glommio::net::TcpStream::from_raw_fd(acc.stream.into_raw_fd()) };
     let key = shard.core.borrow_mut().accept(acc.peer, now);
+    // The slot exists before the task first runs, so the task's first poll records its
+    // waker (a connection that never sends anything must still be woken by timers).
+    {
+        let mut slots = shard.slots.borrow_mut();
+        let i = key.idx as usize;
+        if slots.len() <= i {
+            slots.resize_with(i + 1, || None);
+        }
+        slots[i] = Some(Slot {
+            gen: key.gen,
+            waker: None,
+            task: None,
+        });
+    }
     let task = glommio::spawn_local(ConnTask {
         key,
         stream,
@@ -241,16 +255,11 @@ fn accept(shard: &Rc<Shard>, acc: Accepted, now: Instant) {
         closing_since: None,
     })
     .detach();
-    let mut slots = shard.slots.borrow_mut();
-    let i = key.idx as usize;
-    if slots.len() <= i {
-        slots.resize_with(i + 1, || None);
+    if let Some(Some(s)) = shard.slots.borrow_mut().get_mut(key.idx as usize) {
+        if s.gen == key.gen {
+            s.task = Some(task);
+        }
     }
-    slots[i] = Some(Slot {
-        gen: key.gen,
-        waker: None,
-        task: Some(task),
-    });
 }
 
 struct ConnTask {
