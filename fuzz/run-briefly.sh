@@ -7,8 +7,6 @@
 #   fuzz/run-briefly.sh [seconds-per-target]
 #
 # Needs the nightly toolchain; installs cargo-fuzz if it is missing.
-# RNATS_FUZZ_KNOWN=1 masks the known open issues listed in each target's header comment
-# (their regression inputs then pass too); without it those inputs fail on purpose.
 set -euo pipefail
 
 secs="${1:-20}"

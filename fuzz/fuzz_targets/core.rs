@@ -20,18 +20,9 @@
 //! the shared connection count and the published connection and subscription counters
 //! are back to zero.
 //!
-//! Known open issues, masked when the environment has `RNATS_FUZZ_KNOWN=1` (so a run can
-//! look past them):
-//! 1. Only MSG deliveries are held to `max_pending`; PONG, +OK, -ERR and no-responders
-//!    replies are queued whatever is pending, so a client that pipelines PINGs (or
-//!    requests nobody answers) and never reads grows its output without limit
-//!    (nats-server's `queueOutbound` applies the limit to every write and closes the
-//!    connection as a slow consumer). Masked: the bound also allows 8 bytes of output per
-//!    byte the connection sent.
-//! 2. `input` first applies pending mesh records, which can close the reading connection
-//!    (slow consumer); its input is then still processed, and a SUB in it creates a
-//!    subscription that nothing removes any more (the connection's close already ran).
-//!    Masked: the final "no subscriptions left" check.
+//! Regression inputs in `fuzz/regressions/core/` keep fixed finds: protocol replies
+//! (PONG, -ERR, no-responders) are held to `max_pending` like deliveries, and a
+//! connection cut off while `input` applies mesh records does not act on its input.
 //!
 //! Input layout: [0] flags, [1] limits (see `config`), then steps (see `fuzz_target!`).
 #![no_main]
@@ -115,8 +106,6 @@ struct Driver {
     shards: Vec<ShardCore>,
     /// (shard, key) of every connection not yet removed.
     conns: Vec<(usize, ConnKey)>,
-    /// Bytes fed to each connection, by `conns` slot key (for the known-issue mask).
-    fed: Vec<((usize, ConnKey), usize)>,
     shared: Arc<Shared>,
     now: Instant,
     bound: usize,
@@ -146,7 +135,6 @@ impl Driver {
         Driver {
             shards,
             conns: Vec::new(),
-            fed: Vec::new(),
             shared,
             now: Instant::now(),
             bound,
@@ -165,10 +153,6 @@ impl Driver {
         // A reactor only reads from connections that want input.
         if self.shards[s].status(k) == (ConnStatus::Open { read: true }) {
             self.shards[s].input(k, data, self.now);
-            match self.fed.iter_mut().find(|(c, _)| *c == (s, k)) {
-                Some((_, n)) => *n += data.len(),
-                None => self.fed.push(((s, k), data.len())),
-            }
         }
     }
 
@@ -209,11 +193,7 @@ impl Driver {
         while i < self.conns.len() {
             let (s, k) = self.conns[i];
             let out = self.shards[s].output(k).len();
-            let mut bound = self.bound;
-            if known_issues_masked() {
-                let fed = self.fed.iter().find(|(c, _)| *c == (s, k)).map_or(0, |(_, n)| *n);
-                bound += 8 * fed;
-            }
+            let bound = self.bound;
             assert!(
                 out <= bound,
                 "connection {k:?} has {out} bytes queued, bound {bound} (status {:?})",
@@ -248,12 +228,6 @@ fn tracing_on() -> bool {
         }
         on
     })
-}
-
-/// `RNATS_FUZZ_KNOWN=1`: tolerate the known open issue listed in the header.
-fn known_issues_masked() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("RNATS_FUZZ_KNOWN").is_some_and(|v| v == "1"))
 }
 
 fuzz_target!(|input: &[u8]| {
@@ -380,7 +354,5 @@ fuzz_target!(|input: &[u8]| {
     );
     let totals = d.shared.totals();
     assert_eq!(totals.connections, 0, "published connections");
-    if !known_issues_masked() {
-        assert_eq!(totals.subscriptions, 0, "published subscriptions");
-    }
+    assert_eq!(totals.subscriptions, 0, "published subscriptions");
 });

@@ -10,16 +10,9 @@
 //! (b) bounded buffering: between events, `Parser::buffered()` stays within one control
 //!     line plus one payload (plus `SLACK`), so a client cannot make the server hold more.
 //!
-//! Known open issues, masked when the environment has `RNATS_FUZZ_KNOWN=1` (so a run can
-//! look past them):
-//! 1. A pedantic PUB whose payload is all in one read but not followed by CRLF reports no
-//!    pedantic violation before the error, while the same bytes split after the control
-//!    line do (nats-server always reports it at the control line). Pedantic,
-//!    `PUB foo.* 1\r\nxYZ`: whole gives `[UnknownOp]`; split after `\n` gives
-//!    `[PedanticViolation, UnknownOp]`.
-//! 2. `buffered()` counts capacity, and the stashed line and payload grow by doubling, so
-//!    it can reach about twice `max_control_line + max_payload` (e.g. 1558 bytes for a
-//!    1024-byte payload arriving in reads of 188, 200, 212 and 424 bytes).
+//! Regression inputs in `fuzz/regressions/parser/` keep two fixed finds: a pedantic
+//! violation must be reported at the control line even when the payload's trailer is bad
+//! (`PUB foo.* 1\r\nxYZ`), and a split frame's stash must not grow past the frame.
 //!
 //! Input layout (all optional; missing bytes read as 0):
 //!   [0] flags: 1 headers, 2 pedantic, 4 awaiting_auth, 8 also compare byte-at-a-time
@@ -31,7 +24,6 @@
 
 use libfuzzer_sys::fuzz_target;
 use rnats::proto::parser::{Event, Limits, ParseError, Parser};
-use std::sync::OnceLock;
 
 const MCL: [usize; 8] = [1, 4, 8, 16, 32, 64, 256, 4096];
 const MP: [i64; 8] = [-1, 0, 1, 4, 16, 64, 1024, 1 << 20];
@@ -83,7 +75,7 @@ fn run(reads: &[&[u8]], lim: &Limits, bound: Option<usize>) -> Vec<Ev> {
                 }
                 Ok(Some(e)) => e,
                 Err(e) => {
-                    if pending_pedantic && !known_issues_masked() {
+                    if pending_pedantic {
                         out.push(Ev::PedanticOnly);
                     }
                     out.push(Ev::Fail(e));
@@ -107,16 +99,11 @@ fn run(reads: &[&[u8]], lim: &Limits, bound: Option<usize>) -> Vec<Ev> {
                     data,
                     size_text,
                     hdr_text,
-                    pedantic_violation,
                 } => {
-                    assert!(
-                        !(pedantic_violation && pending_pedantic),
-                        "pedantic violation reported twice"
-                    );
                     if let Some(h) = header_len {
                         assert!(h <= data.len(), "header longer than the message");
                     }
-                    let pedantic = pedantic_violation || pending_pedantic;
+                    let pedantic = pending_pedantic;
                     pending_pedantic = false;
                     Some(Ev::Msg {
                         subject: subject.to_vec(),
@@ -151,12 +138,6 @@ fn run(reads: &[&[u8]], lim: &Limits, bound: Option<usize>) -> Vec<Ev> {
     out
 }
 
-/// `RNATS_FUZZ_KNOWN=1`: tolerate the known open issues listed in the header.
-fn known_issues_masked() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("RNATS_FUZZ_KNOWN").is_some_and(|v| v == "1"))
-}
-
 fn byte(data: &[u8], i: usize) -> u8 {
     data.get(i).copied().unwrap_or(0)
 }
@@ -188,14 +169,7 @@ fuzz_target!(|input: &[u8]| {
     }
     reads.push(rest);
 
-    let held = |mp: u64| {
-        let most = lim.max_control_line + mp as usize;
-        if known_issues_masked() {
-            2 * most + SLACK
-        } else {
-            most + SLACK
-        }
-    };
+    let held = |mp: u64| lim.max_control_line + mp as usize + SLACK;
     let bound = u64::try_from(lim.max_payload).ok().map(held);
     let whole = run(&[stream], &lim, bound);
     let split = run(&reads, &lim, bound);

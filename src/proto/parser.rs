@@ -123,11 +123,11 @@ enum State {
 pub enum Event<'a> {
     Connect(&'a [u8]),
     Info(&'a [u8]),
-    /// A PUB/HPUB control line whose payload is still in flight and whose subject fails
-    /// pedantic checks: send `-ERR 'Invalid Publish Subject'` now, as the reference does.
+    /// A PUB/HPUB control line whose subject fails pedantic checks: send
+    /// `-ERR 'Invalid Publish Subject'` now, at the control line, as the reference does
+    /// (the message itself still follows).
     PedanticViolation,
-    /// A complete message. `header_len` is `Some` for HPUB. `pedantic_violation` is set
-    /// when the violation was not reported earlier by [`Event::PedanticViolation`].
+    /// A complete message. `header_len` is `Some` for HPUB.
     Msg {
         subject: &'a [u8],
         reply: Option<&'a [u8]>,
@@ -137,7 +137,6 @@ pub enum Event<'a> {
         /// The total size and header size as written by the client (`"05"` stays `"05"`).
         size_text: &'a [u8],
         hdr_text: Option<&'a [u8]>,
-        pedantic_violation: bool,
     },
     Sub {
         subject: &'a [u8],
@@ -175,8 +174,6 @@ pub struct Parser {
     /// Start of the payload within the current buffer.
     msg_start: usize,
     pa: PubArgs,
-    /// Pedantic violation already reported for the current message.
-    pedantic_reported: bool,
     stash: Stash,
 }
 
@@ -189,10 +186,20 @@ impl Default for Parser {
             drop: false,
             msg_start: 0,
             pa: PubArgs::default(),
-            pedantic_reported: false,
             stash: Stash::default(),
         }
     }
+}
+
+/// Append to a stash, growing geometrically but never past `cap` (the most the stash can
+/// legitimately hold), so a split frame costs at most its own size in memory.
+fn extend_capped(v: &mut Vec<u8>, data: impl Iterator<Item = u8>, upper: usize, cap: usize) {
+    let need = v.len() + upper;
+    if need > v.capacity() {
+        let target = need.max(v.capacity().saturating_mul(2).min(cap));
+        v.reserve_exact(target - v.len());
+    }
+    v.extend(data);
 }
 
 fn shift(r: &Range<usize>, base: usize) -> Range<usize> {
@@ -300,7 +307,12 @@ impl Parser {
                     let rest = buf.get(i..).unwrap_or_default();
                     let Some(off) = memchr::memchr(b'\n', rest) else {
                         match self.stash.arg.as_mut() {
-                            Some(a) => a.extend(rest.iter().filter(|&&c| c != b'\r')),
+                            Some(a) => extend_capped(
+                                a,
+                                rest.iter().copied().filter(|&c| c != b'\r'),
+                                rest.len(),
+                                lim.max_control_line,
+                            ),
                             None => self.drop |= memchr::memchr(b'\r', rest).is_some(),
                         }
                         *pos = buf.len();
@@ -312,7 +324,12 @@ impl Parser {
                     let tail = buf.get(i..nl).unwrap_or_default();
                     let split = match self.stash.arg.as_mut() {
                         Some(a) => {
-                            a.extend(tail.iter().filter(|&&c| c != b'\r'));
+                            extend_capped(
+                                a,
+                                tail.iter().copied().filter(|&c| c != b'\r'),
+                                tail.len(),
+                                lim.max_control_line,
+                            );
                             true
                         }
                         None => {
@@ -338,17 +355,14 @@ impl Parser {
                             self.msg_start = nl + 1;
                             self.state = State::Payload;
                             let have = buf.len() - self.msg_start;
-                            if have < self.pa.size.saturating_add(2) {
+                            if have < self.pa.size.saturating_add(2) && !split {
                                 // The payload spans reads: keep the line for the later event.
-                                if !split {
-                                    let line = buf.get(self.arg_start..self.arg_end).unwrap_or_default();
-                                    self.stash.arg = Some(line.to_vec());
-                                    self.rebase_pub_args();
-                                }
-                                if self.pa.pedantic_violation {
-                                    self.pedantic_reported = true;
-                                    return Ok(Some(Event::PedanticViolation));
-                                }
+                                let line = buf.get(self.arg_start..self.arg_end).unwrap_or_default();
+                                self.stash.arg = Some(line.to_vec());
+                                self.rebase_pub_args();
+                            }
+                            if self.pa.pedantic_violation {
+                                return Ok(Some(Event::PedanticViolation));
                             }
                             continue;
                         }
@@ -375,7 +389,8 @@ impl Parser {
                     match self.stash.msg.as_mut() {
                         Some(m) => {
                             let take = (buf.len() - i).min(want.saturating_sub(m.len()));
-                            m.extend_from_slice(buf.get(i..i + take).unwrap_or_default());
+                            let part = buf.get(i..i + take).unwrap_or_default();
+                            extend_capped(m, part.iter().copied(), part.len(), want);
                             *pos = i + take;
                             if m.len() >= want {
                                 self.state = State::EndR;
@@ -403,8 +418,6 @@ impl Parser {
                     }
                     *pos = i + 1;
                     self.state = State::Start;
-                    let pedantic_violation = self.pa.pedantic_violation && !self.pedantic_reported;
-                    self.pedantic_reported = false;
                     let pa = &self.pa;
                     let line: &[u8] = if pa.base_in_stash {
                         self.stash.arg.as_deref().unwrap_or_default()
@@ -422,7 +435,6 @@ impl Parser {
                         data,
                         size_text: line.get(pa.size_text.clone()).unwrap_or_default(),
                         hdr_text: pa.hdr_text.clone().map(|r| line.get(r).unwrap_or_default()),
-                        pedantic_violation,
                     }));
                 }
             }

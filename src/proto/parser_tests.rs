@@ -54,10 +54,9 @@ fn run_with(chunks: &[&[u8]], l: Limits) -> Vec<Ev> {
                             reply,
                             header_len,
                             data,
-                            pedantic_violation,
                             ..
                         } => {
-                            let ped = pedantic_violation || pending_pedantic;
+                            let ped = pending_pedantic;
                             pending_pedantic = false;
                             Ev::Msg {
                                 subject: subject.to_vec(),

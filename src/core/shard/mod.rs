@@ -224,6 +224,11 @@ impl ShardCore {
         // here must find that interest (ARCHITECTURE.md, invariant 4).
         if self.nshards > 1 {
             self.drain_mesh(now);
+            // Those deliveries may have cut this very connection off as a slow consumer.
+            if self.client(key).is_none_or(|c| c.closing.is_some()) {
+                self.finish(now);
+                return;
+            }
         }
         self.process(key, data, now);
         self.finish(now);
@@ -301,7 +306,7 @@ impl ShardCore {
             info.client_id = c.cid;
             info.client_ip = c.peer.ip().to_string();
             info.write_line(&mut c.out.writer(now));
-            self.wake(k);
+            self.queued(k, now);
         }
         self.finish(now);
     }
@@ -519,12 +524,27 @@ impl ShardCore {
             }
             crate::proto::reply::err(&mut c.out.writer(now), text);
         }
-        self.wake(key);
+        self.queued(key, now);
     }
 
     fn send_bytes(&mut self, key: ConnKey, b: &[u8], now: Instant) {
         if let Some(c) = self.client_mut(key) {
             c.out.writer(now).extend_from_slice(b);
+        }
+        self.queued(key, now);
+    }
+
+    /// Output was queued for `key`: hold it to `max_pending` (nats-server applies the
+    /// limit to every write, protocol replies included, so a client that pipelines PINGs
+    /// and never reads is cut off too) and ask the driver to write.
+    fn queued(&mut self, key: ConnKey, now: Instant) {
+        let max = self.cfg.max_pending;
+        if let Some(c) = self.client(key) {
+            if c.closing.is_none() && c.out.len() > max {
+                tracing::info!("{} - Slow Consumer Detected: MaxPending of {} Exceeded", c.label, max);
+                self.counters.slow_consumers += 1;
+                self.close(key, ClosedState::SlowConsumerPendingBytes, now);
+            }
         }
         self.wake(key);
     }

@@ -239,7 +239,6 @@ impl ShardCore {
                 data,
                 size_text,
                 hdr_text,
-                pedantic_violation,
             } => {
                 if trace {
                     let mut a = subject.to_vec();
@@ -254,9 +253,6 @@ impl ShardCore {
                         "MSG_PAYLOAD:",
                         format!("[{:?}]", String::from_utf8_lossy(data)).as_bytes(),
                     );
-                }
-                if pedantic_violation {
-                    self.send_err(key, reply::ERR_INVALID_PUB_SUBJECT, now);
                 }
                 let m = super::route::Msg {
                     subject,
@@ -407,7 +403,7 @@ impl ShardCore {
                 info.write_line(&mut c.out.writer(now));
             }
         }
-        self.wake(key);
+        self.queued(key, now);
     }
 
     pub(super) fn barrier_acked(&mut self, id: u64, now: Instant) {

@@ -603,3 +603,43 @@ fn lame_duck_info_and_gradual_close() {
     assert_eq!(w.shards[s].status(old_style), ConnStatus::Open { read: true });
     assert_eq!(w.shards[s].close_clients(5, w.now), 1);
 }
+
+#[test]
+fn pipelined_pings_are_held_to_max_pending() {
+    // nats-server applies max_pending to every write: a client that floods PINGs and
+    // never reads is a slow consumer too (found by the core fuzz target).
+    let cfg = CoreConfig {
+        max_pending: 600,
+        ..CoreConfig::default()
+    };
+    let mut w = World::new(1, cfg);
+    let (s, a) = w.connect(0, QUIET);
+    w.send(s, a, &"PING\r\n".repeat(200));
+    assert_eq!(w.shards[s].status(a), ConnStatus::Close);
+    assert_eq!(w.shards[s].counters.slow_consumers, 1);
+    assert_eq!(w.shards[s].output(a), b"");
+}
+
+#[test]
+fn input_of_a_connection_cut_off_by_pending_deliveries_is_ignored() {
+    // input() first applies mesh records; if those make this connection a slow consumer,
+    // a SUB in its input must not create a subscription nothing would remove (fuzz find).
+    let cfg = CoreConfig {
+        max_pending: 1024,
+        ..CoreConfig::default()
+    };
+    let mut w = World::new(2, cfg);
+    let (s0, victim) = w.connect(0, QUIET);
+    w.send(s0, victim, "SUB big 1\r\nPING\r\n");
+    w.take(s0, victim);
+    let (s1, p) = w.connect(1, QUIET);
+    let body = "z".repeat(400);
+    for _ in 0..4 {
+        // Staged on shard 1 for shard 0, not yet applied by shard 0.
+        w.shards[s1].input(p, format!("PUB big 400\r\n{body}\r\n").as_bytes(), w.now);
+    }
+    w.shards[s0].input(victim, b"SUB leak 2\r\n", w.now);
+    assert_eq!(w.shards[s0].status(victim), ConnStatus::Close);
+    w.shards[s0].remove(victim, w.now);
+    assert_eq!(w.shards[s0].subs.len(), 0, "no subscription left behind");
+}

@@ -103,7 +103,7 @@ impl ShardCore {
             if cfg.trace {
                 tracing::trace!("{} - ->> [PING]", c.label);
             }
-            self.wake(key);
+            self.queued(key, now);
         }
     }
 }
