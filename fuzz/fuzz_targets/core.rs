@@ -9,10 +9,8 @@
 //! only while `status` says `read`, and a connection is removed once it says `Close`.
 //!
 //! Checked after every step, beyond "never panics":
-//! - `output()` of a connection stays within `max_pending` plus one message (a frame of
-//!   at most a control line and a payload, or one INFO line). `output()` is the first
-//!   64 KiB chunk of what is queued; `max_pending` is kept at 8 KiB or less so that the
-//!   bound is crossed while everything queued still fits in that chunk;
+//! - what is queued for a connection (`pending_len`) stays within `max_pending` plus one
+//!   message (a frame of at most a control line and a payload, or one INFO line);
 //! - after `tick(now)`, `next_deadline()` is later than `now` (no timer stays due);
 //! - `connections()` matches the connections the driver still holds.
 //!
@@ -192,7 +190,7 @@ impl Driver {
         let mut i = 0;
         while i < self.conns.len() {
             let (s, k) = self.conns[i];
-            let out = self.shards[s].output(k).len();
+            let out = self.shards[s].pending_len(k);
             let bound = self.bound;
             assert!(
                 out <= bound,

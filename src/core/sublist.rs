@@ -7,7 +7,7 @@
 //! Results are shared as `Rc<Matches>` so a publisher can keep delivering while the list
 //! changes under it (auto-unsubscribe removes subscriptions in the middle of a fan-out).
 
-use super::subject::{matches, FWC, PWC, TSEP};
+use super::subject::{has_wildcard, matches, FWC, PWC, TSEP};
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::rc::Rc;
@@ -188,9 +188,16 @@ impl<T: Copy + Eq> Sublist<T> {
         removed
     }
 
+    /// Drop cached results that `pattern` affects. A literal pattern affects only its own
+    /// subject (one lookup); only wildcard patterns need a scan of the cache.
     fn invalidate(&mut self, pattern: &[u8]) {
-        if !self.cache.is_empty() {
+        if self.cache.is_empty() {
+            return;
+        }
+        if has_wildcard(pattern) {
             self.cache.retain(|subject, _| !matches(pattern, subject));
+        } else {
+            self.cache.remove(pattern);
         }
     }
 

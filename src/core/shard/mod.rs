@@ -234,6 +234,11 @@ impl ShardCore {
         self.finish(now);
     }
 
+    /// How many bytes are queued for a connection in all (`output` shows the next chunk).
+    pub fn pending_len(&self, key: ConnKey) -> usize {
+        self.client(key).map_or(0, |c| c.out.len())
+    }
+
     /// The bytes waiting to be written to a connection.
     pub fn output(&self, key: ConnKey) -> &[u8] {
         self.client(key).map_or(&[][..], |c| c.out.pending())
