@@ -6,8 +6,9 @@
 //!   state, publish routing, interest replication, timers, statistics. No sockets, no
 //!   reactor; time comes in as `now`.
 //! - [`proto`]: the wire format: parser, INFO/CONNECT JSON, reply texts.
-//! - [`driver`]: thin glue that runs the core on a reactor: glommio shards (`uring`
-//!   feature, Linux) or the portable mio reactor, plus the acceptor thread.
+//! - [`driver`]: thin glue that runs the core on a reactor: io_uring shards (`uring`
+//!   feature, Linux) or the portable mio reactor (one shared event loop), plus the
+//!   acceptor thread.
 //! - [`server`]: options, command line, logging, monitoring, startup and shutdown.
 //!
 //! The core never imports `driver`; `driver` never decides protocol behaviour.

@@ -201,7 +201,7 @@ fn falls_back_to_mio_when_io_uring_is_unavailable() {
 fn default_reactor_is_uring_when_it_works() {
     let s = Server::start_cmd(bin(), &["-a", "127.0.0.1", "-p", "-1"]);
     let text = s.log_lines().join("\n");
-    if shards::uring::probe().is_ok() {
+    if shards::uring::probe(rnats::driver::uring::RING_ENTRIES).is_ok() {
         assert!(text.contains("Using the io_uring reactor"), "{text}");
     } else {
         assert!(text.contains("using mio"), "{text}");

@@ -7,21 +7,13 @@
 //!   shards, with a park/notify protocol so a sleeping shard is woken only when needed,
 //!   and a return ring per link so buffers are recycled instead of freed cross-core.
 //! - [`listener`]: exclusive TCP listeners (no `SO_REUSEPORT`), as nats-server binds them.
-//! - [`notify`]: a socketpair wake-up usable from any thread (the glommio shards wait on it).
-//! - `uring` (feature `uring`, Linux): probing whether io_uring can really be used, and
-//!   starting pinned glommio executors. `glommio` and `futures_io` are re-exported for the
-//!   root package's glue module.
+//! - `uring` (feature `uring`, Linux): probing whether io_uring can really be used, and the
+//!   readiness poller of the io_uring shards (multishot polls, one `io_uring_enter` per
+//!   wake-up, an eventfd for wake-ups from other threads).
 
 pub mod cpus;
 pub mod listener;
 pub mod mesh;
-#[cfg(unix)]
-pub mod notify;
 
 #[cfg(all(target_os = "linux", feature = "uring"))]
 pub mod uring;
-
-#[cfg(all(target_os = "linux", feature = "uring"))]
-pub use glommio;
-
-pub use futures_io;

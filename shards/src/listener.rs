@@ -1,7 +1,7 @@
 //! Exclusive TCP listeners.
 //!
 //! nats-server binds its ports exclusively: a second server on the same port fails with
-//! "address already in use". glommio's own `bind` always sets `SO_REUSEPORT`, which would
+//! "address already in use". Runtime helpers that bind for you often set `SO_REUSEPORT`, which would
 //! let a second process silently steal half the connections, so listeners are made here
 //! with `SO_REUSEADDR` only (fast restarts) and handed to whichever reactor accepts.
 

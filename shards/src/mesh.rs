@@ -21,7 +21,7 @@ use rtrb::{Consumer, Producer, PushError, RingBuffer};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Wakes one shard. Implemented over a socketpair (glommio shards) or a `mio::Waker`.
+/// Wakes one shard. Implemented over an eventfd (io_uring shards) or a `mio::Waker`.
 pub trait Notify: Send + Sync {
     fn notify(&self);
 }

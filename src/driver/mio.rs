@@ -1,384 +1,71 @@
-//! The mio reactor glue: one event loop per shard thread, edge-triggered, one shared read
-//! buffer per shard. Used where io_uring is missing or forbidden, and on non-Linux targets.
+//! The portable reactor: the shared event loop over mio (epoll, kqueue, IOCP). Used where
+//! io_uring is missing or forbidden, and on every non-Linux target.
 
-use super::{Accepted, Control, Controls, MeshAdapter, Running, RuntimeConfig, Stop, MESH_RING_CAPACITY};
-use crate::core::client::{ClosedState, ConnKey};
-use crate::core::shard::{ConnStatus, ShardCore};
-use fallback::reactor::{shard_poll, spawn_shard, MioNotify, ShardPoll, WAKE_TOKEN};
+use super::event_loop::{self, Poller, Ready};
+use super::{Running, RuntimeConfig};
+use fallback::reactor::{shard_poll, MioNotify, ShardPoll, WAKE_TOKEN};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Token};
 use shards::mesh::Notify;
-use slab::Slab;
-use std::io::{self, Read, Write};
-use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
+use std::io;
+use std::time::Duration;
 
-/// Reads per connection per loop turn before others get a go.
-const READ_BUDGET: usize = 16;
-/// Shard read buffer.
-const READ_BUF: usize = 64 * 1024;
-/// How long a closing connection may take to flush.
-const FLUSH_GRACE: Duration = Duration::from_millis(100);
+/// A shard's mio poller: sockets registered edge-triggered for reading and writing.
+pub struct MioPoller {
+    sp: ShardPoll,
+    events: Events,
+}
 
-struct Conn {
-    stream: TcpStream,
-    key: ConnKey,
-    /// Readiness seen and not yet exhausted (edge-triggered).
-    readable: bool,
-    writable: bool,
-    closing_since: Option<Instant>,
+impl Poller for MioPoller {
+    type Stream = TcpStream;
+
+    fn notifier(&self) -> Box<dyn Notify> {
+        Box::new(MioNotify(self.sp.waker.clone()))
+    }
+
+    fn wrap(s: std::net::TcpStream) -> TcpStream {
+        TcpStream::from_std(s)
+    }
+
+    fn add(&mut self, s: &mut TcpStream, token: usize) -> io::Result<()> {
+        self.sp
+            .poll
+            .registry()
+            .register(s, Token(token), Interest::READABLE | Interest::WRITABLE)
+    }
+
+    fn remove(&mut self, s: &mut TcpStream, _token: usize) {
+        let _ = self.sp.poll.registry().deregister(s);
+    }
+
+    /// Registered for writability from the start: edges arrive without asking.
+    fn want_write(&mut self, _s: &mut TcpStream, _token: usize) {}
+
+    fn wait(&mut self, out: &mut Vec<Ready>, timeout: Duration) -> io::Result<()> {
+        self.sp.poll.poll(&mut self.events, Some(timeout))?;
+        for ev in self.events.iter() {
+            if ev.token() == WAKE_TOKEN {
+                continue;
+            }
+            out.push(Ready {
+                token: ev.token().0,
+                readable: ev.is_readable() || ev.is_read_closed() || ev.is_error(),
+                writable: ev.is_writable() || ev.is_write_closed(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Start `cfg.nshards` mio shards serving `listener`.
 pub fn start(cfg: RuntimeConfig, listener: std::net::TcpListener) -> io::Result<Running> {
-    let n = cfg.nshards;
-    let mut polls = Vec::with_capacity(n);
-    let mut notifiers: Vec<Box<dyn Notify>> = Vec::with_capacity(n);
-    for _ in 0..n {
-        let sp = shard_poll()?;
-        notifiers.push(Box::new(MioNotify(sp.waker.clone())));
-        polls.push(sp);
-    }
-    let eps = shards::mesh::build::<Vec<u8>>(notifiers, MESH_RING_CAPACITY);
-    let wakers = eps
-        .first()
-        .map(|e| e.waker())
-        .ok_or_else(|| io::Error::other("no shards"))?;
-    let stop = Stop::default();
-    let (txs, rxs) = super::control_queues(n);
-    let mut threads: Vec<Box<dyn FnOnce() + Send>> = Vec::with_capacity(n);
-    for (i, ((sp, ep), rx)) in polls.into_iter().zip(eps).zip(rxs).enumerate() {
-        let cfg = cfg.clone();
-        let stop = stop.clone();
-        let cpu = (!cfg.cpus.is_empty()).then(|| cfg.cpus[i % cfg.cpus.len()]);
-        let h = spawn_shard(format!("rnats-mio-{i}"), cpu, move || {
-            let core = ShardCore::new(
-                i,
-                cfg.nshards,
-                cfg.core.clone(),
-                cfg.shared.clone(),
-                Box::new(MeshAdapter(ep)),
-            );
-            let mut shard = MioShard::new(core, sp, rx, stop, cfg.spin_us);
-            shard.run();
-        })?;
-        threads.push(Box::new(move || {
-            let _ = h.join();
-        }));
-    }
-    let controls = Controls::new(txs, wakers.clone());
-    let acceptor = Running::accepting(listener, &controls)?;
-    Ok(Running {
-        stop,
-        wakers,
-        controls,
-        acceptor,
-        threads,
-        name: "mio",
-    })
-}
-
-struct MioShard {
-    core: ShardCore,
-    sp: ShardPoll,
-    controls: Receiver<Control>,
-    stop: Stop,
-    spin: Duration,
-    conns: Slab<Conn>,
-    /// Token of each core connection, by key index.
-    tokens: Vec<Option<usize>>,
-    ready: Vec<usize>,
-    wake_list: Vec<ConnKey>,
-    buf: Vec<u8>,
-}
-
-impl MioShard {
-    fn new(core: ShardCore, sp: ShardPoll, controls: Receiver<Control>, stop: Stop, spin_us: u64) -> Self {
-        MioShard {
-            core,
-            sp,
-            controls,
-            stop,
-            spin: Duration::from_micros(spin_us),
-            conns: Slab::new(),
-            tokens: Vec::new(),
-            ready: Vec::new(),
-            wake_list: Vec::new(),
-            buf: vec![0u8; READ_BUF],
-        }
-    }
-
-    fn run(&mut self) {
-        let mut events = Events::with_capacity(1024);
-        let mut last_work = Instant::now();
-        loop {
-            let now = Instant::now();
-            let busy = !self.ready.is_empty() || self.core.has_wakeups();
-            let mut timeout = match self.core.next_deadline() {
-                Some(d) => d.saturating_duration_since(now),
-                None => Duration::from_secs(1),
-            }
-            .min(Duration::from_secs(1));
-            if busy || now.duration_since(last_work) < self.spin {
-                timeout = Duration::ZERO;
-            } else if !self.wake_list.is_empty() {
-                // A closing connection waits to flush: look again soon.
-                timeout = timeout.min(Duration::from_millis(10));
-            }
-            let parked = !timeout.is_zero() && self.core.mesh_prepare_park();
-            if !parked {
-                timeout = Duration::ZERO;
-            }
-            if self.sp.poll.poll(&mut events, Some(timeout)).is_err() {
-                events.clear();
-            }
-            if parked {
-                self.core.mesh_unpark();
-            }
-            let now = Instant::now();
-            let mut worked = false;
-            for ev in events.iter() {
-                if ev.token() == WAKE_TOKEN {
-                    continue;
-                }
-                let t = ev.token().0;
-                if let Some(c) = self.conns.get_mut(t) {
-                    if (ev.is_readable() || ev.is_read_closed() || ev.is_error()) && !c.readable {
-                        c.readable = true;
-                        self.ready.push(t);
-                    }
-                    if ev.is_writable() || ev.is_write_closed() {
-                        c.writable = true;
-                        self.wake_list.push(c.key);
-                    }
-                }
-            }
-            if self.stop.is_set() {
-                break;
-            }
-            while let Ok(c) = self.controls.try_recv() {
-                match c {
-                    Control::Accept(acc) => self.accept(acc, now),
-                    Control::Reconfigure(cfg) => self.core.reconfigure(cfg, now),
-                    Control::LameDuck => self.core.lame_duck(now),
-                    Control::CloseClients(n) => {
-                        self.core.close_clients(n, now);
-                    }
-                }
-                worked = true;
-            }
-            if self.core.poll_mesh(now) > 0 {
-                worked = true;
-            }
-            worked |= self.read_ready(now);
-            if self.core.next_deadline().is_some_and(|d| d <= now) {
-                self.core.tick(now);
-            }
-            self.service(now);
-            if worked {
-                last_work = now;
-            }
-        }
-        self.shutdown();
-    }
-
-    fn accept(&mut self, acc: Accepted, now: Instant) {
-        let mut stream = TcpStream::from_std(acc.stream);
-        let entry = self.conns.vacant_entry();
-        let t = entry.key();
-        if self
-            .sp
-            .poll
-            .registry()
-            .register(&mut stream, Token(t), Interest::READABLE | Interest::WRITABLE)
-            .is_err()
-        {
-            return;
-        }
-        let key = self.core.accept(acc.peer, now);
-        entry.insert(Conn {
-            stream,
-            key,
-            readable: true,
-            writable: true,
-            closing_since: None,
-        });
-        let i = key.idx as usize;
-        if self.tokens.len() <= i {
-            self.tokens.resize(i + 1, None);
-        }
-        self.tokens[i] = Some(t);
-        self.ready.push(t);
-    }
-
-    /// Read from connections with pending readiness. Returns whether anything was read.
-    fn read_ready(&mut self, now: Instant) -> bool {
-        let mut any = false;
-        let list = std::mem::take(&mut self.ready);
-        for t in list {
-            let Some(c) = self.conns.get_mut(t) else { continue };
-            if !c.readable {
-                continue;
-            }
-            let key = c.key;
-            let mut again = false;
-            for round in 0..READ_BUDGET {
-                if self.core.status(key) != (ConnStatus::Open { read: true }) {
-                    break;
-                }
-                let Some(c) = self.conns.get_mut(t) else { break };
-                match c.stream.read(&mut self.buf) {
-                    Ok(0) => {
-                        c.readable = false;
-                        self.core.disconnected(key, ClosedState::ClientClosed, now);
-                        break;
-                    }
-                    Ok(n) => {
-                        any = true;
-                        self.core.input(key, self.buf.get(..n).unwrap_or_default(), now);
-                        if round + 1 == READ_BUDGET {
-                            again = true;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        c.readable = false;
-                        break;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(_) => {
-                        c.readable = false;
-                        self.core.disconnected(key, ClosedState::ReadError, now);
-                        break;
-                    }
-                }
-            }
-            if again {
-                self.ready.push(t);
-            }
-        }
-        any
-    }
-
-    /// Write, close or resume every connection the core pointed at.
-    fn service(&mut self, now: Instant) {
-        for _ in 0..8 {
-            let mut list = std::mem::take(&mut self.wake_list);
-            self.core.drain_wakeups(|k| list.push(k));
-            if list.is_empty() {
-                self.wake_list = list;
-                return;
-            }
-            for key in list.drain(..) {
-                self.service_one(key, now);
-            }
-            if self.wake_list.is_empty() {
-                self.wake_list = list;
-            }
-        }
-    }
-
-    fn token(&self, key: ConnKey) -> Option<usize> {
-        let t = (*self.tokens.get(key.idx as usize)?)?;
-        self.conns.get(t).filter(|c| c.key == key).map(|_| t)
-    }
-
-    fn service_one(&mut self, key: ConnKey, now: Instant) {
-        let Some(t) = self.token(key) else { return };
-        let status = self.core.status(key);
-        match status {
-            ConnStatus::Gone | ConnStatus::Close => self.drop_conn(t, key),
-            ConnStatus::Open { .. } | ConnStatus::Flush => {
-                self.write(t, key, now);
-                match self.core.status(key) {
-                    ConnStatus::Open { read: true } => {
-                        if let Some(c) = self.conns.get(t) {
-                            if c.readable && !self.ready.contains(&t) {
-                                self.ready.push(t);
-                            }
-                        }
-                    }
-                    ConnStatus::Flush => {
-                        let expired = match self.conns.get_mut(t) {
-                            Some(c) => now.duration_since(*c.closing_since.get_or_insert(now)) >= FLUSH_GRACE,
-                            None => true,
-                        };
-                        if expired {
-                            self.drop_conn(t, key);
-                        } else {
-                            // Come back when writable or at the grace deadline.
-                            self.wake_list.push(key);
-                        }
-                    }
-                    ConnStatus::Close | ConnStatus::Gone => self.drop_conn(t, key),
-                    ConnStatus::Open { read: false } => {}
-                }
-            }
-        }
-    }
-
-    fn write(&mut self, t: usize, key: ConnKey, now: Instant) {
-        loop {
-            let out = self.core.output(key);
-            if out.is_empty() {
-                return;
-            }
-            let Some(c) = self.conns.get_mut(t) else { return };
-            if !c.writable {
-                self.core.written(key, 0, now);
-                return;
-            }
-            match c.stream.write(out) {
-                Ok(0) => {
-                    self.core.disconnected(key, ClosedState::WriteError, now);
-                    return;
-                }
-                Ok(n) => self.core.written(key, n, now),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    c.writable = false;
-                    self.core.written(key, 0, now);
-                    return;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    self.core.disconnected(key, ClosedState::WriteError, now);
-                    return;
-                }
-            }
-        }
-    }
-
-    fn drop_conn(&mut self, t: usize, key: ConnKey) {
-        if let Some(mut c) = self.conns.try_remove(t) {
-            let _ = self.sp.poll.registry().deregister(&mut c.stream);
-            if let Some(slot) = self.tokens.get_mut(key.idx as usize) {
-                *slot = None;
-            }
-        }
-        self.core.remove(key, Instant::now());
-        self.ready.retain(|r| *r != t);
-    }
-
-    fn shutdown(&mut self) {
-        let start = Instant::now();
-        self.core.shutdown(start);
-        self.service(start);
-        let mut events = Events::with_capacity(256);
-        while !self.conns.is_empty() && start.elapsed() < Duration::from_secs(1) {
-            let _ = self.sp.poll.poll(&mut events, Some(Duration::from_millis(10)));
-            for ev in events.iter() {
-                if let Some(c) = self.conns.get_mut(ev.token().0) {
-                    if ev.is_writable() {
-                        c.writable = true;
-                    }
-                }
-            }
-            let keys: Vec<ConnKey> = self.conns.iter().map(|(_, c)| c.key).collect();
-            self.wake_list.extend(keys);
-            self.service(Instant::now());
-        }
-        let all: Vec<(usize, ConnKey)> = self.conns.iter().map(|(t, c)| (t, c.key)).collect();
-        for (t, k) in all {
-            self.drop_conn(t, k);
-        }
-    }
+    let pollers = (0..cfg.nshards)
+        .map(|_| {
+            Ok(MioPoller {
+                sp: shard_poll()?,
+                events: Events::with_capacity(1024),
+            })
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+    event_loop::start(cfg, listener, pollers, "mio")
 }

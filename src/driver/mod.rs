@@ -3,10 +3,12 @@
 //! keeps time and wakes tasks.
 //!
 //! - [`accept`]: the acceptor thread that hands connections to shards round-robin.
-//! - [`uring`] (feature `uring`, Linux): glommio shards, one task per connection.
-//! - [`mio`]: the portable reactor, one event loop per shard thread.
+//! - [`event_loop`]: the shard loop both reactors share, over a readiness `Poller`.
+//! - [`uring`] (feature `uring`, Linux): the io_uring poller (multishot polls).
+//! - [`mio`]: the portable poller (epoll, kqueue, IOCP).
 
 pub mod accept;
+pub mod event_loop;
 pub mod mio;
 #[cfg(all(target_os = "linux", feature = "uring"))]
 pub mod uring;

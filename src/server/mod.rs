@@ -85,15 +85,12 @@ fn choose_reactor(choice: ReactorChoice) -> Result<Chosen, StartError> {
         }
         #[cfg(all(target_os = "linux", feature = "uring"))]
         {
-            shards::uring::probe().map_err(|e| match e.raw_os_error() {
+            shards::uring::probe(crate::driver::uring::RING_ENTRIES).map_err(|e| match e.raw_os_error() {
                 Some(libc::EPERM) => "EPERM".to_string(),
                 Some(libc::ENOSYS) => "ENOSYS".to_string(),
                 Some(libc::ENOMEM) => "ENOMEM".to_string(),
                 _ => e.to_string(),
             })?;
-            if shards::uring::memlock_limit() < shards::uring::MIN_MEMLOCK {
-                return Err("RLIMIT_MEMLOCK below 512 KiB".into());
-            }
             Ok(())
         }
         #[cfg(not(all(target_os = "linux", feature = "uring")))]

@@ -7,7 +7,7 @@ use std::time::Duration;
 /// Which reactor drives the shards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ReactorChoice {
-    /// io_uring (glommio) when it can really be set up, otherwise mio.
+    /// io_uring when it can really be set up, otherwise mio.
     #[default]
     Auto,
     Uring,
@@ -219,11 +219,10 @@ impl Options {
         self.bind_port().map(|_| ())
     }
 
-    /// Busy-poll time before an idle shard sleeps. glommio shards default to 30 µs: a
-    /// sleeping executor takes ~40 µs to wake here, which doubles cross-shard
-    /// request/reply latency; the mio reactor wakes faster and does not spin by default.
-    pub fn spin_for(&self, uring: bool) -> u64 {
-        self.spin_us.unwrap_or(if uring && self.shards != 1 { 30 } else { 0 })
+    /// Busy-poll time before an idle shard sleeps (default none: on a machine shared with
+    /// its clients, spinning takes the CPU they need; see perf/RESULTS.md).
+    pub fn spin_for(&self, _uring: bool) -> u64 {
+        self.spin_us.unwrap_or(0)
     }
 
     /// The authorization timeout in force (nats-server's default: 2 s without TLS).

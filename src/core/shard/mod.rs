@@ -1,6 +1,6 @@
 //! One shard's NATS state machine, free of I/O: the shard's connections, their
 //! subscriptions, the local sublist, the remote-interest table and the staging buffers
-//! of the mesh. A reactor (glommio shard or mio thread) owns exactly one `ShardCore` and
+//! of the mesh. A reactor thread (io_uring or mio) owns exactly one `ShardCore` and
 //! drives it; nothing else touches it (ARCHITECTURE.md, invariant 1).
 //!
 //! Driver contract:
