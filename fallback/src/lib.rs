@@ -1,7 +1,7 @@
 //! The portable reactor: one OS thread per shard, each with its own `mio::Poll`, pinned
 //! where the platform allows. It runs on Linux without io_uring, macOS, the BSDs and
 //! Windows. Like `shards`, it knows nothing of NATS: the root package's `driver::mio`
-//! glue runs the event loop and calls the same sans-IO core as the glommio shards.
+//! glue runs the shared event loop and calls the same sans-IO core as the io_uring shards.
 //!
 //! Module map:
 //! - [`reactor`]: shard threads (spawn, pin, name), a `Poll` with a mesh wake-up token,
