@@ -7,8 +7,38 @@
 //! actually pending (a backlog of 16 MiB holds ~16 MiB, not the high-water mark of one
 //! ever-growing vector), and an idle connection holds no buffer at all.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::time::Instant;
+
+/// Full-size chunks kept for reuse per thread (each shard is one thread). Without reuse,
+/// glibc returned written-out chunks to the kernel and faulted fresh pages back in: 14% of
+/// the CPU of a 1 KiB fan-out. Bounded, so an idle shard holds at most 4 MiB.
+const POOL_MAX: usize = 64;
+
+thread_local! {
+    static POOL: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A chunk of `CHUNK` capacity, reused when possible.
+fn take_chunk() -> Vec<u8> {
+    POOL.with(|p| p.borrow_mut().pop())
+        .unwrap_or_else(|| Vec::with_capacity(CHUNK))
+}
+
+/// Give a written-out chunk back for reuse (only full-size ones are kept).
+fn give_chunk(mut v: Vec<u8>) {
+    if v.capacity() != CHUNK {
+        return;
+    }
+    v.clear();
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < POOL_MAX {
+            p.push(v);
+        }
+    });
+}
 
 /// Largest chunk built from small appends (a single larger append gets its own chunk).
 pub const CHUNK: usize = 64 * 1024;
@@ -51,7 +81,14 @@ impl OutBuf {
             self.stalled_since = Some(now);
         }
         if !self.tail.is_empty() && self.tail.len() + need > CHUNK {
-            let t = std::mem::replace(&mut self.tail, Vec::with_capacity(need.clamp(512, CHUNK)));
+            // A busy connection: continue in a full-size chunk (from the pool), unless the
+            // frame alone is bigger.
+            let next = if need <= CHUNK {
+                take_chunk()
+            } else {
+                Vec::with_capacity(need)
+            };
+            let t = std::mem::replace(&mut self.tail, next);
             self.full.push_back(t);
         }
         // `len` is brought up to date by `commit` after the caller appended.
@@ -82,8 +119,9 @@ impl OutBuf {
             n -= take;
             if self.head == front_len {
                 self.head = 0;
-                if self.full.pop_front().is_none() {
-                    self.tail.clear();
+                match self.full.pop_front() {
+                    Some(done) => give_chunk(done),
+                    None => self.tail.clear(),
                 }
             }
         }
@@ -92,13 +130,17 @@ impl OutBuf {
             self.head = 0;
             self.tail.clear();
             if self.tail.capacity() > KEEP_TAIL {
-                self.tail = Vec::new();
+                give_chunk(std::mem::take(&mut self.tail));
             }
         }
     }
 
     /// Drop everything queued (a connection closed without flushing).
     pub fn clear(&mut self) {
+        for c in std::mem::take(&mut self.full) {
+            give_chunk(c);
+        }
+        give_chunk(std::mem::take(&mut self.tail));
         *self = OutBuf::default();
     }
 
