@@ -206,6 +206,32 @@ fn shift(r: &Range<usize>, base: usize) -> Range<usize> {
     r.start.saturating_sub(base)..r.end.saturating_sub(base)
 }
 
+/// Recognise PUB/HPUB/SUB/UNSUB (with their separator) and PING/PONG at the start of
+/// `rest`: how many bytes they take and the state the byte-wise match would reach.
+fn fast_op(rest: &[u8]) -> Option<(usize, State)> {
+    let word = |n: usize| rest.get(..n).map(|w| w.iter().map(|&c| upper(c)));
+    let sep = |n: usize| rest.get(n).is_some_and(|&c| is_space(c));
+    if word(3)?.eq(*b"PUB") && sep(3) {
+        return Some((4, State::Space(Kind::Pub)));
+    }
+    if word(3)?.eq(*b"SUB") && sep(3) {
+        return Some((4, State::Space(Kind::Sub)));
+    }
+    if word(4).is_some_and(|mut w| w.by_ref().eq(*b"PING")) {
+        return Some((4, State::Line(Kind::Ping)));
+    }
+    if word(4).is_some_and(|mut w| w.by_ref().eq(*b"PONG")) {
+        return Some((4, State::Line(Kind::Pong)));
+    }
+    if word(4).is_some_and(|mut w| w.by_ref().eq(*b"HPUB")) && sep(4) {
+        return Some((5, State::Space(Kind::HPub)));
+    }
+    if word(5).is_some_and(|mut w| w.by_ref().eq(*b"UNSUB")) && sep(5) {
+        return Some((6, State::Space(Kind::Unsub)));
+    }
+    None
+}
+
 fn upper(b: u8) -> u8 {
     b.to_ascii_uppercase()
 }
@@ -246,6 +272,13 @@ impl Parser {
                     }
                     if lim.awaiting_auth && upper(b) != b'C' {
                         return Err(ParseError::AuthViolation);
+                    }
+                    // The common ops, whole in the buffer, skip the byte-wise name match
+                    // (same states, same result).
+                    if let Some((len, state)) = buf.get(i..).and_then(fast_op) {
+                        *pos = i + len;
+                        self.state = state;
+                        continue;
                     }
                     // Re-examine this byte as the first of the op name.
                     self.state = State::Name {
