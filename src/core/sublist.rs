@@ -96,11 +96,17 @@ impl<T> Level<T> {
     }
 }
 
+/// A subject and what it matched.
+type LastLookup<T> = (Box<[u8]>, Rc<Matches<T>>);
+
 /// A subject interest tree with a match cache.
 pub struct Sublist<T> {
     root: Level<T>,
     cache: FastMap<Box<[u8]>, Rc<Matches<T>>>,
     cache_enabled: bool,
+    /// The most recent lookup, checked before the cache: publishers tend to repeat a
+    /// subject, and one compare is cheaper than hashing it. Cleared by every change.
+    last: Option<LastLookup<T>>,
     count: usize,
 }
 
@@ -117,6 +123,7 @@ impl<T: Copy + Eq> Sublist<T> {
             root: Level::default(),
             cache: FastMap::default(),
             cache_enabled: cache,
+            last: None,
             count: 0,
         }
     }
@@ -191,6 +198,7 @@ impl<T: Copy + Eq> Sublist<T> {
     /// Drop cached results that `pattern` affects. A literal pattern affects only its own
     /// subject (one lookup); only wildcard patterns need a scan of the cache.
     fn invalidate(&mut self, pattern: &[u8]) {
+        self.last = None;
         if self.cache.is_empty() {
             return;
         }
@@ -231,9 +239,29 @@ impl<T: Copy + Eq> Sublist<T> {
 
     /// Everything interested in the literal `subject`.
     pub fn matches(&mut self, subject: &[u8]) -> Rc<Matches<T>> {
-        if let Some(r) = self.cache.get(subject) {
-            return r.clone();
+        if let Some((s, r)) = &self.last {
+            if **s == *subject {
+                return r.clone();
+            }
         }
+        let r = match self.cache.get(subject) {
+            Some(r) => r.clone(),
+            None => self.match_and_cache(subject),
+        };
+        if self.cache_enabled {
+            match &mut self.last {
+                // Reuse the key's allocation when the length fits.
+                Some((s, m)) if s.len() == subject.len() => {
+                    s.copy_from_slice(subject);
+                    *m = r.clone();
+                }
+                last => *last = Some((subject.into(), r.clone())),
+            }
+        }
+        r
+    }
+
+    fn match_and_cache(&mut self, subject: &[u8]) -> Rc<Matches<T>> {
         let r = Rc::new(self.match_uncached(subject));
         if self.cache_enabled {
             if self.cache.len() >= CACHE_MAX {
@@ -484,6 +512,21 @@ mod tests {
         assert!(sl.matches(b"a.b.c").is_empty());
         assert!(sl.root.is_empty(), "empty levels are pruned");
         assert_eq!(sl.count(), 0);
+    }
+
+    #[test]
+    fn last_lookup_memo_tells_same_length_subjects_apart() {
+        let mut sl = Sublist::new(true);
+        sl.insert(b"a.b", None, 1).unwrap();
+        sl.insert(b"a.c", None, 2).unwrap();
+        for _ in 0..3 {
+            assert_eq!(sl.matches(b"a.b").psubs, vec![1]);
+            assert_eq!(sl.matches(b"a.b").psubs, vec![1]);
+            assert_eq!(sl.matches(b"a.c").psubs, vec![2]);
+            assert!(sl.matches(b"a.d").is_empty());
+        }
+        assert!(sl.remove(b"a.c", None, 2));
+        assert!(sl.matches(b"a.c").is_empty());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// Reads per connection per loop turn before others get a go.
 const READ_BUDGET: usize = 16;
 /// Shard read buffer.
-const READ_BUF: usize = 64 * 1024;
+const READ_BUF: usize = 256 * 1024;
 /// How long a closing connection may take to flush.
 const FLUSH_GRACE: Duration = Duration::from_millis(100);
 
