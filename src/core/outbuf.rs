@@ -3,9 +3,10 @@
 //!
 //! Bytes are kept in chunks of up to [`CHUNK`] bytes: appends go to the last chunk, the
 //! driver writes from the first ([`OutBuf::pending`]) and reports progress with
-//! [`OutBuf::consume`]. Written chunks are freed at once, so memory follows what is
-//! actually pending (a backlog of 16 MiB holds ~16 MiB, not the high-water mark of one
-//! ever-growing vector), and an idle connection holds no buffer at all.
+//! [`OutBuf::consume`]. Written chunks leave the connection at once (into a bounded
+//! per-shard pool), so a connection's memory follows what is actually pending (a backlog
+//! of 16 MiB holds ~16 MiB, not the high-water mark of one ever-growing vector), and an
+//! idle connection keeps at most a small tail (`KEEP_TAIL`).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;

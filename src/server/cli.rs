@@ -528,7 +528,7 @@ Authorization Options:
 rnats Options:
         --shards <n>                 Number of shards (default: one per usable CPU)
         --reactor <uring|mio>        Reactor (default: uring when io_uring works, else mio)
-        --spin_us <us>               Busy-poll before an idle shard sleeps (default: 30 on io_uring, 0 on mio)
+        --spin_us <us>               Busy-poll before an idle shard sleeps (default: 0)
 
 Common Options:
     -h, --help                       Show this message
