@@ -1,6 +1,8 @@
 //! The command line, process lifecycle and monitoring, as operators and test harnesses
 //! use them: Go `flag` spellings, the reference's messages and exit codes, startup log
 //! lines, PID and ports files, signals, and io_uring fallback.
+// Driven by Unix signals (graceful stop, reload, reopen), as these features are.
+#![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod common;

@@ -1,6 +1,8 @@
 //! Logging (FEATURES.md §23): log files with `log_size_limit` rotation and
 //! `logfile_max_num` purging, reopening on SIGUSR1 (external rotation), remote syslog,
 //! and log settings changed by a reload.
+// Driven by Unix signals (graceful stop, reload, reopen), as these features are.
+#![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod common;

@@ -2,6 +2,8 @@
 //! for connected clients, authorization changes re-check them (as nats-server's
 //! `reloadAuthorization`), and a bad file or a non-reloadable change leaves the server
 //! serving on its old configuration.
+// Driven by Unix signals (graceful stop, reload, reopen), as these features are.
+#![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod common;

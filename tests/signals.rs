@@ -1,6 +1,8 @@
 //! Signals and `--signal` commands (FEATURES.md §22), and lame duck mode: real clients
 //! are told (INFO `ldm: true`), closed gradually after the grace period, and reconnect
 //! to another server; the server then exits 0.
+// Driven by Unix signals (graceful stop, reload, reopen), as these features are.
+#![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod common;

@@ -41,6 +41,7 @@ pub fn parse_vm_rss_kb(status: &str) -> Option<u64> {
 }
 
 /// `sysconf(_SC_CLK_TCK)`, the unit of the stat CPU fields (100 on every common Linux).
+#[cfg(unix)]
 pub fn clock_ticks_per_sec() -> f64 {
     // SAFETY: sysconf has no preconditions and only reads a constant.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -51,8 +52,28 @@ pub fn clock_ticks_per_sec() -> f64 {
     }
 }
 
+/// Without /proc (non-Unix), CPU figures are not read anyway.
+#[cfg(not(unix))]
+pub fn clock_ticks_per_sec() -> f64 {
+    100.0
+}
+
+/// `rlim_t` is unsigned on Linux and macOS, signed on the BSDs.
+#[cfg(unix)]
+#[allow(clippy::useless_conversion)]
+fn rlim_u64(v: libc::rlim_t) -> u64 {
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+/// No descriptor limit to raise outside Unix; report a typical default.
+#[cfg(not(unix))]
+pub fn raise_fd_limit() -> u64 {
+    8192
+}
+
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit (children such as a started server
 /// inherit it). Returns the resulting soft limit.
+#[cfg(unix)]
 pub fn raise_fd_limit() -> u64 {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -69,10 +90,10 @@ pub fn raise_fd_limit() -> u64 {
         };
         // SAFETY: `want` is a valid rlimit struct; failure leaves the limit unchanged.
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
-            return want.rlim_cur;
+            return rlim_u64(want.rlim_cur);
         }
     }
-    lim.rlim_cur
+    rlim_u64(lim.rlim_cur)
 }
 
 #[cfg(test)]
@@ -94,6 +115,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn own_process_sample() {
         let s = sample(std::process::id()).unwrap();
         assert!(s.rss_kb > 0);

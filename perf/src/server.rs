@@ -152,6 +152,7 @@ impl ServerProcess {
             _ => None,
         };
         if early.is_none() {
+            #[cfg(unix)]
             if let Ok(pid) = libc::pid_t::try_from(child.id()) {
                 // SAFETY: kill(2) on our own child's pid, which we have not reaped yet.
                 unsafe { libc::kill(pid, libc::SIGTERM) };

@@ -172,10 +172,7 @@ impl Server {
     /// Send a signal and wait for the exit status.
     pub fn stop_with(&mut self, sig: i32) -> std::process::ExitStatus {
         let mut child = self.child.take().unwrap();
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe {
-            libc::kill(child.id() as i32, sig);
-        }
+        send_signal(&mut child, sig);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(st) = child.try_wait().unwrap() {
@@ -193,10 +190,7 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe {
-                libc::kill(c.id() as i32, libc::SIGTERM);
-            }
+            send_signal(&mut c, SIGTERM);
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = c.try_wait() {
@@ -364,6 +358,25 @@ pub fn scratch_dir() -> std::path::PathBuf {
     unique_dir()
 }
 
+#[cfg(unix)]
+const SIGTERM: i32 = libc::SIGTERM;
+#[cfg(not(unix))]
+const SIGTERM: i32 = 15;
+
+/// Deliver `sig` to our child; without Unix signals, end it at once.
+fn send_signal(child: &mut std::process::Child, sig: i32) {
+    #[cfg(unix)]
+    // SAFETY: kill(2) on our own child's pid, not yet reaped.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = sig;
+        let _ = child.kill();
+    }
+}
+
 /// The reference nats-server binary: `NATS_REFERENCE_SERVER`, or the shared tool.
 pub fn reference_server() -> String {
     if let Ok(p) = std::env::var("NATS_REFERENCE_SERVER") {
@@ -399,6 +412,7 @@ impl Server {
     }
 
     /// Send a signal without waiting.
+    #[cfg(unix)]
     pub fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child's pid.
         unsafe {

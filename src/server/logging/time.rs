@@ -49,6 +49,7 @@ pub fn timestamp(utc: bool) -> String {
 }
 
 /// Go's `time.Stamp` (`Jan _2 15:04:05`), local time.
+#[cfg(unix)]
 pub fn stamp(t: SystemTime) -> String {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
@@ -59,6 +60,7 @@ pub fn stamp(t: SystemTime) -> String {
 }
 
 /// Go's `time.RFC3339` (`2006-01-02T15:04:05Z07:00`), local time.
+#[cfg(unix)]
 pub fn rfc3339(t: SystemTime) -> String {
     let p = parts(t, false);
     let zone = if p.offset == 0 {
@@ -147,6 +149,11 @@ mod tests {
         assert_eq!(t.len(), "2026/11/29 20:29:55.123456".len());
         assert_eq!(&t[4..5], "/");
         assert_eq!(&t[19..20], ".");
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn syslog_shapes() {
         assert_eq!(stamp(SystemTime::now()).len(), "Jan _2 15:04:05".len());
         let r = rfc3339(SystemTime::now());
         assert!(r.ends_with('Z') || r.len() == "2006-01-02T15:04:05+07:00".len(), "{r}");
