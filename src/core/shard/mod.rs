@@ -201,7 +201,7 @@ impl ShardCore {
         if self.cfg.max_connections < 0 || open > self.cfg.max_connections {
             tracing::error!("{} - maximum connections exceeded", self.label(key));
             self.send_err(key, crate::proto::reply::ERR_MAX_CONNECTIONS, now);
-            self.close(key, ClosedState::MaxConnectionsExceeded, now);
+            self.close(key, ClosedState::MaxConnectionsExceeded);
         }
         self.schedule(key);
         self.wake(key);
@@ -272,7 +272,7 @@ impl ShardCore {
 
     /// The peer closed the connection or the socket failed.
     pub fn disconnected(&mut self, key: ConnKey, reason: ClosedState, now: Instant) {
-        self.close(key, reason, now);
+        self.close(key, reason);
         self.finish(now);
     }
 
@@ -281,7 +281,7 @@ impl ShardCore {
         if self.client(key).is_none() {
             return;
         }
-        self.close(key, ClosedState::ClientClosed, now);
+        self.close(key, ClosedState::ClientClosed);
         self.clients.remove(key.idx as usize);
         self.counters.connections = self.counters.connections.saturating_sub(1);
         self.shared
@@ -311,7 +311,7 @@ impl ShardCore {
             info.client_id = c.cid;
             info.client_ip = c.peer.ip().to_string();
             info.write_line(&mut c.out.writer(now));
-            self.queued(k, now);
+            self.queued(k);
         }
         self.finish(now);
     }
@@ -335,7 +335,7 @@ impl ShardCore {
         open.sort_unstable();
         let mut closed = 0;
         for (_, k) in open.into_iter().take(n) {
-            self.close(k, ClosedState::ServerShutdown, now);
+            self.close(k, ClosedState::ServerShutdown);
             closed += 1;
         }
         self.finish(now);
@@ -353,7 +353,7 @@ impl ShardCore {
             })
             .collect();
         for k in keys {
-            self.close(k, ClosedState::ServerShutdown, now);
+            self.close(k, ClosedState::ServerShutdown);
         }
         self.finish(now);
     }
@@ -496,7 +496,7 @@ impl ShardCore {
 
     /// Mark a connection closing for `reason`: drop its interest, and (unless the reason
     /// skips it) let the driver flush what is queued.
-    fn close(&mut self, key: ConnKey, reason: ClosedState, now: Instant) {
+    fn close(&mut self, key: ConnKey, reason: ClosedState) {
         let debug = self.cfg.debug;
         let Some(c) = self.client_mut(key) else { return };
         if c.closing.is_some() {
@@ -510,14 +510,14 @@ impl ShardCore {
         if debug {
             tracing::debug!("{} - Client connection closed: {}", c.label, reason.as_str());
         }
+        let pause = c.pause;
         let sids: Vec<SubId> = c.subs.drain().map(|(_, s)| s).collect();
         for s in sids {
             self.remove_sub(s);
         }
-        if let Pause::Barrier(id) = c_pause(self, key) {
+        if let Pause::Barrier(id) = pause {
             self.barriers.remove(&id);
         }
-        let _ = now;
         self.wake(key);
     }
 
@@ -529,26 +529,26 @@ impl ShardCore {
             }
             crate::proto::reply::err(&mut c.out.writer(now), text);
         }
-        self.queued(key, now);
+        self.queued(key);
     }
 
     fn send_bytes(&mut self, key: ConnKey, b: &[u8], now: Instant) {
         if let Some(c) = self.client_mut(key) {
             c.out.writer(now).extend_from_slice(b);
         }
-        self.queued(key, now);
+        self.queued(key);
     }
 
     /// Output was queued for `key`: hold it to `max_pending` (nats-server applies the
     /// limit to every write, protocol replies included, so a client that pipelines PINGs
     /// and never reads is cut off too) and ask the driver to write.
-    fn queued(&mut self, key: ConnKey, now: Instant) {
+    fn queued(&mut self, key: ConnKey) {
         let max = self.cfg.max_pending;
         if let Some(c) = self.client(key) {
             if c.closing.is_none() && c.out.len() > max {
                 tracing::info!("{} - Slow Consumer Detected: MaxPending of {} Exceeded", c.label, max);
                 self.counters.slow_consumers += 1;
-                self.close(key, ClosedState::SlowConsumerPendingBytes, now);
+                self.close(key, ClosedState::SlowConsumerPendingBytes);
             }
         }
         self.wake(key);
@@ -582,10 +582,6 @@ impl ShardCore {
             }
         }
     }
-}
-
-fn c_pause(core: &ShardCore, key: ConnKey) -> Pause {
-    core.client(key).map_or(Pause::Running, |c| c.pause)
 }
 
 #[cfg(test)]

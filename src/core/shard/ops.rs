@@ -1,7 +1,7 @@
 //! Client protocol operations: running the parser over a connection's input and acting
 //! on each event, with nats-server's replies and closes (protocol.md §2, §3, §7).
 
-use super::{ShardCore, MESH_BACKLOG_LIMIT};
+use super::ShardCore;
 use crate::core::client::{ClosedState, ConnKey, Pause};
 use crate::core::config::{Credentials, Recheck};
 use crate::core::mesh_codec;
@@ -47,7 +47,7 @@ impl ShardCore {
             if c.closing.is_some() {
                 break;
             }
-            if c.pause == Pause::Running && self.staging.iter().any(|s| s.len() > MESH_BACKLOG_LIMIT) {
+            if c.pause == Pause::Running && self.mesh_backlogged() {
                 self.flush_mesh(now);
                 if self.mesh_backlogged() {
                     if let Some(c) = self.client_mut(key) {
@@ -88,22 +88,22 @@ impl ShardCore {
             ParseError::UnknownOp => {
                 self.send_err(key, reply::ERR_UNKNOWN_OP, now);
                 tracing::error!("{label} - Client parser ERROR");
-                self.close(key, ClosedState::ProtocolViolation, now);
+                self.close(key, ClosedState::ProtocolViolation);
             }
             ParseError::MaxControlLine => {
                 self.send_err(key, reply::ERR_MAX_CONTROL_LINE, now);
                 tracing::error!("{label} - {}", reply::ERR_MAX_CONTROL_LINE);
-                self.close(key, ClosedState::MaxControlLineExceeded, now);
+                self.close(key, ClosedState::MaxControlLineExceeded);
             }
             ParseError::MaxPayload { size, max } => {
                 tracing::error!("{label} - maximum payload exceeded: {size} vs {max}");
                 self.send_err(key, reply::ERR_MAX_PAYLOAD, now);
-                self.close(key, ClosedState::MaxPayloadExceeded, now);
+                self.close(key, ClosedState::MaxPayloadExceeded);
             }
             ParseError::AuthViolation => self.auth_violation(key, now),
             ParseError::Silent(why) => {
                 tracing::error!("{label} - {why}");
-                self.close(key, ClosedState::ProtocolViolation, now);
+                self.close(key, ClosedState::ProtocolViolation);
             }
         }
     }
@@ -122,7 +122,7 @@ impl ShardCore {
             tracing::error!("{label} - authentication error");
         }
         self.send_err(key, reply::ERR_AUTH_VIOLATION, now);
-        self.close(key, ClosedState::AuthenticationViolation, now);
+        self.close(key, ClosedState::AuthenticationViolation);
     }
 
     /// After a reload: check every authenticated client against the new authentication
@@ -152,7 +152,7 @@ impl ShardCore {
             match v {
                 Recheck::Keep => {}
                 Recheck::Violation => self.auth_violation(key, now),
-                Recheck::Removed => self.close(key, ClosedState::ClientClosed, now),
+                Recheck::Removed => self.close(key, ClosedState::ClientClosed),
             }
         }
     }
@@ -188,7 +188,7 @@ impl ShardCore {
             Event::Info(arg) => {
                 // Parsed and ignored; invalid JSON closes the connection.
                 if serde_json::from_slice::<serde::de::IgnoredAny>(arg).is_err() {
-                    self.close(key, ClosedState::ProtocolViolation, now);
+                    self.close(key, ClosedState::ProtocolViolation);
                 }
             }
             Event::Ping => {
@@ -210,7 +210,7 @@ impl ShardCore {
             }
             Event::Err(arg) => {
                 tracing::error!("{} - Client Error {}", self.label(key), String::from_utf8_lossy(arg));
-                self.close(key, ClosedState::ParseError, now);
+                self.close(key, ClosedState::ParseError);
             }
             Event::Sub { subject, queue, sid } => {
                 if trace {
@@ -286,7 +286,7 @@ impl ShardCore {
         if let Err(e) = c.opts.apply_json(arg) {
             let label = c.label.clone();
             tracing::error!("{label} - {e}");
-            self.close(key, ClosedState::ProtocolViolation, now);
+            self.close(key, ClosedState::ProtocolViolation);
             return;
         }
         c.headers = cfg.headers && c.opts.headers;
@@ -329,13 +329,13 @@ impl ShardCore {
         }
         if !(0..=1).contains(&opts.protocol) {
             self.send_err(key, reply::ERR_BAD_PROTOCOL, now);
-            self.close(key, ClosedState::BadClientProtocolVersion, now);
+            self.close(key, ClosedState::BadClientProtocolVersion);
             return;
         }
         let headers = self.client(key).is_some_and(|c| c.headers);
         if opts.no_responders && !headers {
             self.send_err(key, reply::ERR_NO_RESPONDERS_HEADERS, now);
-            self.close(key, ClosedState::NoRespondersRequiresHeaders, now);
+            self.close(key, ClosedState::NoRespondersRequiresHeaders);
             return;
         }
         if opts.verbose {
@@ -403,7 +403,7 @@ impl ShardCore {
                 info.write_line(&mut c.out.writer(now));
             }
         }
-        self.queued(key, now);
+        self.queued(key);
     }
 
     pub(super) fn barrier_acked(&mut self, id: u64, now: Instant) {

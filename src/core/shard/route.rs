@@ -4,7 +4,7 @@
 use super::ShardCore;
 use crate::core::client::{ClosedState, ConnKey, SubId};
 use crate::core::mesh_codec::{self, flags, MsgRecord};
-use crate::core::remote::RKey;
+use crate::core::remote::{RKey, RemoteInterest};
 use crate::core::sublist::Matches;
 use crate::proto::reply;
 use std::rc::Rc;
@@ -111,19 +111,15 @@ impl ShardCore {
         for &sid in &local.psubs {
             delivered |= self.deliver(sid, publisher, m, now);
         }
-        if self.nshards < 2 {
+        let remote: Option<Rc<Matches<RKey>>> = (self.nshards > 1)
+            .then(|| self.remote.matches(m.subject))
+            .filter(|r| !r.is_empty());
+        let Some(remote) = remote else {
             for g in &local.qsubs {
                 delivered |= self.deliver_queue_local(&g.members, publisher, m, now);
             }
             return delivered;
-        }
-        let remote: Rc<Matches<RKey>> = self.remote.matches(m.subject);
-        if remote.is_empty() {
-            for g in &local.qsubs {
-                delivered |= self.deliver_queue_local(&g.members, publisher, m, now);
-            }
-            return delivered;
-        }
+        };
         let mut targets = ShardSet::default();
         for &rk in &remote.psubs {
             if let Some(e) = self.remote.entry(rk) {
@@ -204,18 +200,14 @@ impl ShardCore {
 
     /// A shard among `members` (remote entries), weighted by member count, not `exclude`.
     fn pick_remote_shard(&mut self, members: &[RKey], exclude: Option<usize>) -> Option<usize> {
-        let live: Vec<(usize, u64)> = members
-            .iter()
-            .filter_map(|&rk| self.remote.entry(rk))
-            .map(|e| (e.shard as usize, u64::from(e.count)))
-            .filter(|(s, _)| Some(*s) != exclude && *s != self.idx)
-            .collect();
-        let total: u64 = live.iter().map(|(_, n)| n).sum();
+        let total: u64 = live_shards(&self.remote, members, exclude, self.idx)
+            .map(|(_, n)| n)
+            .sum();
         if total == 0 {
             return None;
         }
         let mut r = self.next_rand() % total;
-        for (s, n) in live {
+        for (s, n) in live_shards(&self.remote, members, exclude, self.idx) {
             if r < n {
                 return Some(s);
             }
@@ -292,9 +284,9 @@ impl ShardCore {
             // The members this message was meant for are gone: pick again elsewhere
             // rather than drop it (ARCHITECTURE.md, invariant 6).
             let remote = self.remote.matches(m.subject);
-            let members = remote.qsubs.iter().find(|g| &*g.name == q).map(|g| g.members.clone());
+            let members = remote.qsubs.iter().find(|g| &*g.name == q).map(|g| &g.members[..]);
             let exclude = if rec.hops == 0 { Some(src) } else { None };
-            if let Some(dst) = members.and_then(|mm| self.pick_remote_shard(&mm, exclude)) {
+            if let Some(dst) = members.and_then(|mm| self.pick_remote_shard(mm, exclude)) {
                 let raw = m.raw_sizes();
                 mesh_codec::put_msg(
                     self.stage(dst),
@@ -316,7 +308,7 @@ impl ShardCore {
             return false;
         };
         let conn = sub.conn;
-        let Some(c) = self.clients.get(conn.idx as usize).filter(|c| c.gen == conn.gen) else {
+        let Some(c) = self.clients.get_mut(conn.idx as usize).filter(|c| c.gen == conn.gen) else {
             return false;
         };
         if c.closing.is_some() || (publisher == Some(conn) && !c.opts.echo) {
@@ -340,9 +332,6 @@ impl ShardCore {
         };
         let need = 32 + m.subject.len() + sub.sid.len() + m.reply.len() + data.len();
         let max_pending = self.cfg.max_pending;
-        let Some(c) = self.clients.get_mut(conn.idx as usize) else {
-            return false;
-        };
         if c.out.len() + need > max_pending {
             tracing::info!(
                 "{} - Slow Consumer Detected: MaxPending of {} Exceeded",
@@ -350,7 +339,7 @@ impl ShardCore {
                 max_pending
             );
             self.counters.slow_consumers += 1;
-            self.close(conn, ClosedState::SlowConsumerPendingBytes, now);
+            self.close(conn, ClosedState::SlowConsumerPendingBytes);
             return false;
         }
         {
@@ -414,7 +403,7 @@ impl ShardCore {
         let Some(sid) = sid else { return };
         let hdr_len = 32 + m.subject.len();
         let mut b = itoa::Buffer::new();
-        let n = b.format(hdr_len).to_owned();
+        let n = b.format(hdr_len);
         let mut line = Vec::with_capacity(64 + m.subject.len() * 2 + m.reply.len());
         line.extend_from_slice(b"HMSG ");
         line.extend_from_slice(m.reply);
@@ -429,6 +418,20 @@ impl ShardCore {
         line.extend_from_slice(b"\r\n\r\n\r\n");
         self.send_bytes(key, &line, now);
     }
+}
+
+/// The shards holding `members`, with their member counts, other than `exclude` and `me`.
+fn live_shards<'a>(
+    remote: &'a RemoteInterest,
+    members: &'a [RKey],
+    exclude: Option<usize>,
+    me: usize,
+) -> impl Iterator<Item = (usize, u64)> + 'a {
+    members
+        .iter()
+        .filter_map(|&rk| remote.entry(rk))
+        .map(|e| (e.shard as usize, u64::from(e.count)))
+        .filter(move |(s, _)| Some(*s) != exclude && *s != me)
 }
 
 enum Pick {

@@ -63,7 +63,7 @@ impl ShardCore {
             let label = c.label.clone();
             tracing::debug!("{label} - {}", reply::ERR_AUTH_TIMEOUT);
             self.send_err(key, reply::ERR_AUTH_TIMEOUT, now);
-            self.close(key, ClosedState::AuthenticationTimeout, now);
+            self.close(key, ClosedState::AuthenticationTimeout);
             return;
         }
         if let Some(since) = c.out.stalled_since() {
@@ -76,7 +76,7 @@ impl ShardCore {
                     c.out.len()
                 );
                 self.counters.slow_consumers += 1;
-                self.close(key, ClosedState::SlowConsumerWriteDeadline, now);
+                self.close(key, ClosedState::SlowConsumerWriteDeadline);
                 return;
             }
         }
@@ -94,7 +94,7 @@ impl ShardCore {
                 tracing::debug!("{label} - Stale Client Connection - Closing");
                 self.counters.stale_connections += 1;
                 self.send_err(key, reply::ERR_STALE, now);
-                self.close(key, ClosedState::StaleConnection, now);
+                self.close(key, ClosedState::StaleConnection);
                 return;
             }
             c.pings_out += 1;
@@ -103,7 +103,7 @@ impl ShardCore {
             if cfg.trace {
                 tracing::trace!("{} - ->> [PING]", c.label);
             }
-            self.queued(key, now);
+            self.queued(key);
         }
     }
 }
