@@ -1,14 +1,11 @@
 //! Per-connection state of a client, owned by the shard that accepted the connection.
 
 use super::outbuf::OutBuf;
+use super::FastMap;
 use crate::proto::connect::ClientOpts;
 use crate::proto::parser::Parser;
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<ahash::AHasher>>;
 
 /// A connection's handle within its shard: slab index plus generation, so a stale handle
 /// held by a driver never reaches a newer connection in the same slot.

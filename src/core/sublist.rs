@@ -7,12 +7,9 @@
 //! Results are shared as `Rc<Matches>` so a publisher can keep delivering while the list
 //! changes under it (auto-unsubscribe removes subscriptions in the middle of a fan-out).
 
-use super::subject::{has_wildcard, matches, FWC, PWC, TSEP};
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
+use super::subject::{has_wildcard, is_valid_sub_pattern, matches, FWC, PWC, TSEP};
+use super::FastMap;
 use std::rc::Rc;
-
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<ahash::AHasher>>;
 
 /// Cached results kept per sublist; past this, a quarter is evicted.
 const CACHE_MAX: usize = 1024;
@@ -140,16 +137,9 @@ impl<T: Copy + Eq> Sublist<T> {
 
     /// Add `value` under `pattern`, in queue group `queue` if given.
     pub fn insert(&mut self, pattern: &[u8], queue: Option<&[u8]>, value: T) -> Result<(), InvalidSubject> {
-        if pattern.is_empty() {
-            return Err(InvalidSubject);
-        }
         // Validate fully before touching the tree, so a bad pattern leaves no trace.
-        let mut seen_fwc = false;
-        for t in pattern.split(|&b| b == TSEP) {
-            if t.is_empty() || seen_fwc {
-                return Err(InvalidSubject);
-            }
-            seen_fwc = t == [FWC];
+        if !is_valid_sub_pattern(pattern) {
+            return Err(InvalidSubject);
         }
         let mut level = &mut self.root;
         let mut tokens = pattern.split(|&b| b == TSEP).peekable();

@@ -20,12 +20,13 @@ mod ops;
 mod route;
 mod timers;
 
-use super::client::{Client, ClosedState, ConnKey, FastMap, Pause, SubId, Subscription};
+use super::client::{Client, ClosedState, ConnKey, Pause, SubId, Subscription};
 use super::config::CoreConfig;
 use super::mesh_codec;
 use super::remote::RemoteInterest;
 use super::stats::{Counters, Shared};
 use super::sublist::Sublist;
+use super::FastMap;
 use slab::Slab;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
