@@ -54,8 +54,7 @@ fn unknown_flags_and_bad_values_like_go_flag() {
 }
 
 both_reactors!(startup_lines_pid_and_ports_files, |r| {
-    let dir = std::env::temp_dir().join(format!("rnats-cli-{}-{}", std::process::id(), r.flag()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir();
     let pid = dir.join("rnats.pid");
     let mut s = Server::start(
         r,
@@ -96,7 +95,7 @@ both_reactors!(startup_lines_pid_and_ports_files, |r| {
     // SIGTERM: graceful, exit 0, files removed, the reference's shutdown lines.
     let st = s.stop_with(libc::SIGTERM);
     assert_eq!(st.code(), Some(0));
-    std::thread::sleep(Duration::from_millis(100));
+    s.wait_for_log("Server Exiting..", Duration::from_secs(5)).unwrap();
     let text = s.log_lines().join("\n");
     assert!(
         text.contains("Trapped \"terminated\" signal") && text.contains("Server Exiting.."),
@@ -212,46 +211,20 @@ fn default_reactor_is_uring_when_it_works() {
 
 both_reactors!(logging_flags, |r| {
     // -T=false drops the timestamp; -D adds debug lines; -l writes to a file.
-    let dir = std::env::temp_dir().join(format!("rnats-log-{}-{}", std::process::id(), r.flag()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir();
     let log = dir.join("server.log");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mut child = Command::new(bin())
-        .args([
-            "-a",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "--reactor",
-            r.flag(),
-            "-T=false",
-            "-D",
-            "-l",
-        ])
-        .arg(&log)
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .contains("Server is ready")
-    {
-        assert!(std::time::Instant::now() < deadline, "server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let port = common::free_port();
+    let mut s = Server::spawn_on_port(r, port, &["-T=false", "-D", "-l", log.to_str().unwrap()]);
+    common::wait_file(&log, "Server is ready", Duration::from_secs(10));
     let mut c = common::Raw::connect(port);
     c.handshake();
     drop(c);
     std::thread::sleep(Duration::from_millis(200));
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let pid = s.pid();
+    assert_eq!(s.stop_with(libc::SIGTERM).code(), Some(0));
     let text = std::fs::read_to_string(&log).unwrap();
     let first = text.lines().next().unwrap();
-    assert_eq!(first, format!("[{}] [INF] Starting nats-server", child.id()));
+    assert_eq!(first, format!("[{pid}] [INF] Starting nats-server"));
     assert!(text.contains("[DBG] 127.0.0.1:"), "{text}");
     assert!(text.contains("Client connection created"), "{text}");
     assert!(text.contains("Client connection closed: Client Closed"), "{text}");

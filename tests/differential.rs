@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{bin, Reactor, Server};
+use common::{bin, reference_server, Reactor, Server};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -343,18 +343,6 @@ fn play(port: u16, sc: &Scenario) -> Vec<String> {
         .collect()
 }
 
-fn reference() -> String {
-    if let Ok(p) = std::env::var("NATS_REFERENCE_SERVER") {
-        return p;
-    }
-    let tool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/reference-server");
-    let out = std::process::Command::new(&tool)
-        .output()
-        .unwrap_or_else(|e| panic!("set NATS_REFERENCE_SERVER or provide {}: {e}", tool.display()));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
 /// Wait until the server has dropped every connection of the previous scenario, so
 /// that its subscriptions cannot leak into the next one.
 fn settle(s: &Server) {
@@ -370,7 +358,7 @@ fn settle(s: &Server) {
 }
 
 fn compare_against_reference(r: Reactor) {
-    let reference = Server::start_cmd(&reference(), &["-a", "127.0.0.1", "-p", "-1", "-m", "-1"]);
+    let reference = Server::start_cmd(&reference_server(), &["-a", "127.0.0.1", "-p", "-1", "-m", "-1"]);
     let ours = Server::start_cmd(
         bin(),
         &[

@@ -7,57 +7,10 @@
 
 mod common;
 
-use common::{bin, scratch_dir, Raw};
-use std::path::Path;
-use std::process::{Child, Command};
+use common::{free_port, scratch_dir, wait_file, Raw, Server};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(15);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(r: common::Reactor, port: u16, extra: &[&str]) -> Proc {
-    let p = port.to_string();
-    let mut args = vec!["-a", "127.0.0.1", "-p", &p, "--reactor", r.flag()];
-    args.extend_from_slice(extra);
-    Proc(Command::new(bin()).args(&args).spawn().unwrap())
-}
-
-fn wait_file(path: &Path, needle: &str) -> String {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        if text.contains(needle) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{needle:?} not in {}:\n{text}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn signal(p: &Proc, sig: i32) {
-    // SAFETY: kill(2) on our own child.
-    unsafe { libc::kill(p.0.id() as i32, sig) };
-}
 
 both_reactors!(size_limit_rotates_and_max_num_purges, |r| {
     let dir = scratch_dir();
@@ -72,8 +25,8 @@ both_reactors!(size_limit_rotates_and_max_num_purges, |r| {
     )
     .unwrap();
     let port = free_port();
-    let p = spawn(r, port, &["-c", conf.to_str().unwrap()]);
-    wait_file(&log, "Server is ready");
+    let p = Server::spawn_on_port(r, port, &["-c", conf.to_str().unwrap()]);
+    wait_file(&log, "Server is ready", WAIT);
     // Debug lines for every connection fill the file several times over.
     for _ in 0..40 {
         let mut c = Raw::connect(port);
@@ -110,12 +63,12 @@ both_reactors!(sigusr1_reopens_the_log_file, |r| {
     let dir = scratch_dir();
     let log = dir.join("server.log");
     let port = free_port();
-    let p = spawn(r, port, &["-l", log.to_str().unwrap()]);
-    wait_file(&log, "Server is ready");
+    let p = Server::spawn_on_port(r, port, &["-l", log.to_str().unwrap()]);
+    wait_file(&log, "Server is ready", WAIT);
     let moved = dir.join("server.log.1");
     std::fs::rename(&log, &moved).unwrap();
-    signal(&p, libc::SIGUSR1);
-    let text = wait_file(&log, "File log re-opened");
+    p.signal(libc::SIGUSR1);
+    let text = wait_file(&log, "File log re-opened", WAIT);
     assert!(!text.contains("Starting nats-server"), "a fresh file: {text}");
     let old = std::fs::read_to_string(&moved).unwrap();
     assert!(old.contains("Trapped \"user defined signal 1\" signal"), "{old}");
@@ -128,14 +81,14 @@ both_reactors!(remote_syslog_over_udp, |r| {
     rx.set_read_timeout(Some(WAIT)).unwrap();
     let url = format!("udp://{}", rx.local_addr().unwrap());
     let port = free_port();
-    let p = spawn(r, port, &["-r", &url]);
+    let p = Server::spawn_on_port(r, port, &["-r", &url]);
     let mut got = Vec::new();
     let mut buf = [0u8; 2048];
     while !got.iter().any(|l: &String| l.contains("Server is ready")) {
         let n = rx.recv(&mut buf).unwrap_or_else(|e| panic!("{e}; got {got:?}"));
         got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
     }
-    let pid = p.0.id();
+    let pid = p.pid();
     let first = &got[0];
     // <PRI>RFC3339 hostname tag[pid]: message — notice on the kern facility.
     assert!(first.starts_with("<5>"), "{first}");
@@ -152,23 +105,23 @@ both_reactors!(reload_switches_logging, |r| {
     let conf = dir.join("s.conf");
     std::fs::write(&conf, format!("log_file: \"{}\"\n", log.display())).unwrap();
     let port = free_port();
-    let p = spawn(r, port, &["-c", conf.to_str().unwrap()]);
-    wait_file(&log, "Server is ready");
+    let p = Server::spawn_on_port(r, port, &["-c", conf.to_str().unwrap()]);
+    wait_file(&log, "Server is ready", WAIT);
     std::fs::write(
         &conf,
         format!("log_file: \"{}\"\nlogtime: false\ntrace: true\n", log.display()),
     )
     .unwrap();
-    signal(&p, libc::SIGHUP);
-    let text = wait_file(&log, "Reloaded server configuration");
+    p.signal(libc::SIGHUP);
+    let text = wait_file(&log, "Reloaded server configuration", WAIT);
     let last = text.lines().last().unwrap();
     assert!(
-        last.starts_with(&format!("[{}] [INF] Reloaded server configuration (sha256:", p.0.id())),
+        last.starts_with(&format!("[{}] [INF] Reloaded server configuration (sha256:", p.pid())),
         "logtime off after the reload: {last}"
     );
     let mut c = Raw::connect(port);
     c.handshake();
-    wait_file(&log, "[TRC] 127.0.0.1:");
+    wait_file(&log, "[TRC] 127.0.0.1:", WAIT);
     drop(p);
     let _ = std::fs::remove_dir_all(&dir);
 });

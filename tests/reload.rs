@@ -195,7 +195,6 @@ both_reactors!(reload_without_a_file_and_by_signal_command, |r| {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     s.wait_for_log("Reloaded: debug = true", WAIT).unwrap();
-    // Flags still override the file after a reload: -D stays on when the file drops it.
     let _ = std::fs::remove_dir_all(&dir);
 });
 

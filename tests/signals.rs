@@ -93,7 +93,7 @@ both_reactors!(lame_duck_moves_real_clients_elsewhere, |r| {
     let st = a.wait_exit(WAIT);
     assert_eq!(st.code(), Some(0));
     raw.until_closed(WAIT);
-    std::thread::sleep(Duration::from_millis(100));
+    a.wait_for_log("Server Exiting..", WAIT).unwrap();
     let text = a.log_lines().join("\n");
     for want in ["Closing existing clients", "Initiating Shutdown...", "Server Exiting.."] {
         assert!(text.contains(want), "missing {want:?}:\n{text}");
@@ -105,7 +105,7 @@ both_reactors!(lame_duck_without_clients_exits_at_once, |r| {
     let mut s = Server::start(r, &[]);
     s.signal(libc::SIGUSR2);
     assert_eq!(s.wait_exit(WAIT).code(), Some(0));
-    std::thread::sleep(Duration::from_millis(100));
+    s.wait_for_log("Server Exiting..", WAIT).unwrap();
     let text = s.log_lines().join("\n");
     assert!(
         text.contains("Entering lame duck mode") && text.contains("Server Exiting.."),
@@ -136,7 +136,7 @@ both_reactors!(signal_commands_by_pid_and_pid_file, |r| {
         (0, String::new())
     );
     assert_eq!(s.wait_exit(WAIT).code(), Some(0));
-    std::thread::sleep(Duration::from_millis(100));
+    s.wait_for_log("Server Exiting..", WAIT).unwrap();
     assert!(s.log_lines().join("\n").contains("Trapped \"interrupt\" signal"));
     let _ = std::fs::remove_dir_all(&dir);
 });

@@ -148,6 +148,23 @@ impl Server {
         }
     }
 
+    /// Start on a known `port` for a test whose server logs to a file or syslog, not to
+    /// stderr (so readiness and the port cannot be read from its log): wait for the log
+    /// with [`wait_file`] instead.
+    pub fn spawn_on_port(r: Reactor, port: u16, extra: &[&str]) -> Server {
+        let p = port.to_string();
+        let mut args = vec!["-a", "127.0.0.1", "-p", &p, "--reactor", r.flag()];
+        args.extend_from_slice(extra);
+        let child = Command::new(bin()).args(&args).spawn().unwrap();
+        Server {
+            child: Some(child),
+            port,
+            http_port: None,
+            log: Arc::default(),
+            dir: unique_dir(),
+        }
+    }
+
     pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
     }
@@ -351,6 +368,32 @@ pub fn rt() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Wait until the file at `path` contains `needle`; its text then.
+pub fn wait_file(path: &std::path::Path, needle: &str, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{needle:?} not in {}:\n{text}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A fresh directory for a test's files (removed by the caller or left in the temp dir).
