@@ -429,6 +429,8 @@ pub fn parse_onto(args: &[String], base: Options) -> Command {
         let Some(flag) = lookup(name) else {
             return fail(format!("flag provided but not defined: -{name}"));
         };
+        // The value as given (for error messages), wherever it came from.
+        let mut raw = value.unwrap_or("");
         let v = match flag.kind {
             Kind::Bool => match value {
                 None => Value::Bool(true),
@@ -443,6 +445,7 @@ pub fn parse_onto(args: &[String], base: Options) -> Command {
                     None => match args.get(k) {
                         Some(v) => {
                             k += 1;
+                            raw = v.as_str();
                             v.as_str()
                         }
                         None => return fail(format!("flag needs an argument: -{name}")),
@@ -458,12 +461,8 @@ pub fn parse_onto(args: &[String], base: Options) -> Command {
                 }
             }
         };
-        let shown = match &v {
-            Value::Str(s) => format!("{s:?}"),
-            Value::Int(_) | Value::Bool(_) => format!("{:?}", value.unwrap_or("")),
-        };
         if let Err(e) = (flag.set)(&mut p, v) {
-            return fail(format!("invalid value {shown} for flag -{name}: {e}"));
+            return fail(format!("invalid value {raw:?} for flag -{name}: {e}"));
         }
     }
     if p.version {
@@ -607,7 +606,13 @@ mod tests {
         assert_eq!(
             msg(run(&["-p", "99999999999999999999"])),
             "invalid value \"99999999999999999999\" for flag -p: value out of range"
-        );
+        ); // A setter's refusal names the value whether it came after `=` or separately.
+        for args in [&["--shards", "300"][..], &["--shards=300"][..]] {
+            assert_eq!(
+                msg(run(args)),
+                "invalid value \"300\" for flag -shards: value out of range"
+            );
+        }
     }
 
     #[test]

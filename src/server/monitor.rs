@@ -129,11 +129,15 @@ fn index_page(state: &ServerState) -> String {
         "varz", "connz", "routez", "gatewayz", "leafz", "subsz", "accountz", "accstatz", "jsz", "healthz",
     ];
     let mut s = String::from("<html lang=\"en\">\n<head><title>NATS Server</title></head>\n<body>\n");
-    s.push_str(&format!(
-        "<h1>rnats</h1>\n<p>Compatible with nats-server v{} (rnats v{})</p>\n",
-        state.live().info.version,
-        state.live().info.rnats_version
-    ));
+    {
+        // One read guard: a second one in the same statement can wait behind a queued
+        // reload writer while holding the first.
+        let live = state.live();
+        s.push_str(&format!(
+            "<h1>rnats</h1>\n<p>Compatible with nats-server v{} (rnats v{})</p>\n",
+            live.info.version, live.info.rnats_version
+        ));
+    }
     for l in links {
         s.push_str(&format!("<a href=./{l}>{l}</a><br/>\n"));
     }
