@@ -200,19 +200,8 @@ fn leading_fraction(s: &str) -> (u64, f64, &str) {
 
 /// Go's `strconv.Quote` for the strings that reach it here.
 fn go_quote(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    let mut out = String::with_capacity(s.len() + 2);
+    crate::printer::write_string(&mut out, s);
     out
 }
 

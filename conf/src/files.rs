@@ -11,11 +11,11 @@ use crate::error::ErrorKind;
 /// Reads at most `max` bytes of `path`; `shown` is the name used in messages. Errors are
 /// worded like Go's (`open x.conf: no such file or directory`).
 pub(crate) fn read_limited(path: &Path, shown: &str, max: u64) -> Result<Vec<u8>, ErrorKind> {
-    let file = File::open(path).map_err(|e| ErrorKind::Io(format!("open {shown}: {}", go_error_text(&e))))?;
+    let file = File::open(path).map_err(|e| ErrorKind::Io(format!("open {shown}: {}", go_os_error(&e))))?;
     let mut data = Vec::new();
     file.take(max.saturating_add(1))
         .read_to_end(&mut data)
-        .map_err(|e| ErrorKind::Io(format!("read {shown}: {}", go_error_text(&e))))?;
+        .map_err(|e| ErrorKind::Io(format!("read {shown}: {}", go_os_error(&e))))?;
     if data.len() as u64 > max {
         return Err(ErrorKind::FileTooLarge {
             path: shown.to_string(),
@@ -26,20 +26,20 @@ pub(crate) fn read_limited(path: &Path, shown: &str, max: u64) -> Result<Vec<u8>
 }
 
 /// An OS error as Go prints it: the lower-case `strerror` text without Rust's
-/// " (os error N)" suffix.
-fn go_error_text(e: &std::io::Error) -> String {
-    let text = e.to_string();
-    if e.raw_os_error().is_none() {
-        return text;
-    }
-    let text = match text.rfind(" (os error ") {
-        Some(i) => text.get(..i).unwrap_or_default().to_string(),
-        None => text,
+/// " (os error N)" suffix (`no such file or directory`).
+pub fn go_os_error(e: &std::io::Error) -> String {
+    let s = match e.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code).to_string(),
+        None => e.to_string(),
     };
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_lowercase().chain(chars).collect(),
-        None => text,
+    let s = match s.find(" (os error") {
+        Some(i) => s.get(..i).unwrap_or(&s).to_string(),
+        None => s,
+    };
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => s,
     }
 }
 

@@ -297,6 +297,16 @@ impl<'a> Lexer<'a> {
         Ok(())
     }
 
+    /// The closing quote was just read: emit the token before it, skip the quote, and
+    /// return to the enclosing state.
+    fn emit_closed(&mut self, kind: TokenKind) -> Step {
+        self.backup();
+        self.emit(kind);
+        self.next();
+        self.ignore();
+        self.pop()
+    }
+
     fn pop(&mut self) -> Step {
         match self.stack.pop() {
             Some(s) => Ok(s),

@@ -57,12 +57,12 @@ mod parser;
 mod printer;
 mod value;
 
-pub use convert::suffix_multiplier;
 pub use digest::{config_digest, to_go_json};
 pub use duration::{format_duration_nanos, parse_duration, parse_duration_nanos, DurationError};
 pub use error::{Error, ErrorKind};
+pub use files::go_os_error;
 pub use parser::{Limits, Parser};
-pub use printer::{to_config_string, value_to_config_string, PrintError};
+pub use printer::{to_config_string, PrintError};
 pub use value::{DateTime, Entry, Map, Position, Value, ValueKind};
 
 use std::path::Path;

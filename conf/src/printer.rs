@@ -33,13 +33,6 @@ pub fn to_config_string(map: &Map) -> Result<String, PrintError> {
     Ok(out)
 }
 
-/// Writes one value as it would appear after `key =` (multi-line for maps and arrays).
-pub fn value_to_config_string(value: &Value) -> Result<String, PrintError> {
-    let mut out = String::new();
-    write_value(&mut out, value, 0)?;
-    Ok(out)
-}
-
 fn indent(out: &mut String, level: usize) {
     for _ in 0..level {
         out.push_str("  ");
@@ -122,7 +115,8 @@ fn write_key(out: &mut String, key: &str) -> Result<(), PrintError> {
     Ok(())
 }
 
-fn write_string(out: &mut String, s: &str) {
+/// A double-quoted string with Go's escapes (`strconv.Quote` for these texts).
+pub(crate) fn write_string(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {

@@ -81,19 +81,6 @@ impl DateTime {
             second,
         })
     }
-
-    /// Seconds since 1970-01-01T00:00:00Z (negative before).
-    pub fn unix_seconds(&self) -> i64 {
-        // Days from civil, proleptic Gregorian (Howard Hinnant's algorithm).
-        let y = i64::from(self.year) - i64::from(self.month <= 2);
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let m = i64::from(self.month);
-        let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(self.day) - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        let days = era * 146_097 + doe - 719_468;
-        days * 86_400 + i64::from(self.hour) * 3600 + i64::from(self.minute) * 60 + i64::from(self.second)
-    }
 }
 
 fn days_in_month(year: u16, month: u8) -> u8 {
@@ -226,11 +213,6 @@ impl Value {
             ValueKind::Array(_) => "[]interface {}",
             ValueKind::Map(_) => "map[string]interface {}",
         }
-    }
-
-    /// Nesting depth: 0 for a scalar, 1 + the deepest child for arrays and maps.
-    pub fn depth(&self) -> usize {
-        self.measure().0
     }
 
     /// (depth, approximate heap cost in bytes) of this value, used to bound variable

@@ -6,7 +6,7 @@ mod common;
 use std::fs;
 use std::path::Path;
 
-use common::parser_with_env;
+use common::{parser_with_env, CwdGuard};
 use conf::{ErrorKind, Limits, Parser};
 
 /// Writes `text` to `dir/name` and parses it with `parser`, expecting an error.
@@ -21,29 +21,6 @@ fn parse_err_with(parser: &Parser, dir: &Path, name: &str, text: &str) -> conf::
 fn parse_err(text: &str) -> conf::Error {
     let dir = tempfile::tempdir().expect("tempdir");
     parse_err_with(&parser_with_env(&[]), dir.path(), "t.conf", text)
-}
-
-/// Tests that change the working directory take this lock (the process has one).
-static CWD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-struct CwdGuard {
-    old: std::path::PathBuf,
-    _lock: std::sync::MutexGuard<'static, ()>,
-}
-
-impl CwdGuard {
-    fn enter(dir: &Path) -> CwdGuard {
-        let lock = CWD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let old = std::env::current_dir().expect("cwd");
-        std::env::set_current_dir(dir).expect("chdir");
-        CwdGuard { old, _lock: lock }
-    }
-}
-
-impl Drop for CwdGuard {
-    fn drop(&mut self) {
-        let _ = std::env::set_current_dir(&self.old);
-    }
 }
 
 #[track_caller]

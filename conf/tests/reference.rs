@@ -6,6 +6,9 @@
 //! - a few hundred pseudo-random snippets: we fail exactly when it fails while parsing,
 //!   with the same message.
 
+mod common;
+
+use common::CwdGuard;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,28 +56,6 @@ fn verdict(bin: &Path, dir: &Path, name: &str) -> Verdict {
 fn ours(dir: &Path, name: &str) -> Result<conf::Map, conf::Error> {
     let _cwd = CwdGuard::enter(dir);
     conf::parse_file(name)
-}
-
-static CWD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-struct CwdGuard {
-    old: PathBuf,
-    _lock: std::sync::MutexGuard<'static, ()>,
-}
-
-impl CwdGuard {
-    fn enter(dir: &Path) -> CwdGuard {
-        let lock = CWD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let old = std::env::current_dir().expect("cwd");
-        std::env::set_current_dir(dir).expect("chdir");
-        CwdGuard { old, _lock: lock }
-    }
-}
-
-impl Drop for CwdGuard {
-    fn drop(&mut self) {
-        let _ = std::env::set_current_dir(&self.old);
-    }
 }
 
 /// Compares one file; returns a description of any disagreement.

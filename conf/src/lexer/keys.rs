@@ -186,17 +186,8 @@ impl Lexer<'_> {
             };
         }
         self.next();
-        Ok(if quote == b'"' {
-            if then == State::KeyEnd {
-                State::DubQuotedKey
-            } else {
-                State::MapDubQuotedKey
-            }
-        } else if then == State::KeyEnd {
-            State::QuotedKey
-        } else {
-            State::MapQuotedKey
-        })
+        // Still inside the key: stay in the state that called.
+        Ok(self.state)
     }
 
     pub(super) fn key(&mut self) -> Step {
@@ -282,20 +273,12 @@ impl Lexer<'_> {
     pub(super) fn include_quoted(&mut self, quote: char, eof_message: &str) -> Step {
         let r = self.next();
         if r == quote {
-            self.backup();
-            self.emit(TokenKind::Include);
-            self.next();
-            self.ignore();
-            return self.pop();
+            return self.emit_closed(TokenKind::Include);
         }
         if r == EOF {
             return self.error(eof_message.to_string());
         }
-        Ok(if quote == '"' {
-            State::IncludeDubQuotedString
-        } else {
-            State::IncludeQuotedString
-        })
+        Ok(self.state)
     }
 
     pub(super) fn include_string(&mut self) -> Step {
@@ -306,11 +289,7 @@ impl Lexer<'_> {
             return self.pop();
         }
         if r == '\'' {
-            self.backup();
-            self.emit(TokenKind::Include);
-            self.next();
-            self.ignore();
-            return self.pop();
+            return self.emit_closed(TokenKind::Include);
         }
         Ok(State::IncludeString)
     }

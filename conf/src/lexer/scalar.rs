@@ -54,11 +54,7 @@ impl Lexer<'_> {
     pub(super) fn quoted_string(&mut self) -> Step {
         let r = self.next();
         if r == '\'' {
-            self.backup();
-            self.emit(TokenKind::String);
-            self.next();
-            self.ignore();
-            return self.pop();
+            return self.emit_closed(TokenKind::String);
         }
         if r == EOF {
             return self.eof_or_error();
@@ -74,13 +70,7 @@ impl Lexer<'_> {
                 self.add_current_part(1);
                 Ok(State::StringEscape)
             }
-            '"' => {
-                self.backup();
-                self.emit(TokenKind::String);
-                self.next();
-                self.ignore();
-                self.pop()
-            }
+            '"' => self.emit_closed(TokenKind::String),
             EOF => self.eof_or_error(),
             _ => Ok(State::DubQuotedString),
         }
@@ -110,11 +100,7 @@ impl Lexer<'_> {
             return self.pop();
         }
         if r == '\'' {
-            self.backup();
-            self.emit(TokenKind::String);
-            self.next();
-            self.ignore();
-            return self.pop();
+            return self.emit_closed(TokenKind::String);
         }
         Ok(State::String)
     }
@@ -137,11 +123,7 @@ impl Lexer<'_> {
                 // At a real end of input the width is 0, so these keep the ')' in the text,
                 // as in the reference.
                 self.backup();
-                self.backup();
-                self.emit(TokenKind::String);
-                self.next();
-                self.ignore();
-                return self.pop();
+                return self.emit_closed(TokenKind::String);
             }
             self.backup();
             return Ok(State::Block);

@@ -46,3 +46,27 @@ pub fn parse_show(text: &str) -> String {
         Err(e) => format!("error: {e}"),
     }
 }
+
+/// Tests that change the working directory take this lock (the process has one).
+static CWD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The working directory moved to `dir` until dropped.
+pub struct CwdGuard {
+    old: std::path::PathBuf,
+    _lock: std::sync::MutexGuard<'static, ()>,
+}
+
+impl CwdGuard {
+    pub fn enter(dir: &std::path::Path) -> CwdGuard {
+        let lock = CWD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let old = std::env::current_dir().expect("cwd");
+        std::env::set_current_dir(dir).expect("chdir");
+        CwdGuard { old, _lock: lock }
+    }
+}
+
+impl Drop for CwdGuard {
+    fn drop(&mut self) {
+        let _ = std::env::set_current_dir(&self.old);
+    }
+}
