@@ -141,9 +141,9 @@ fn maybe_read_pid_file(s: &str) -> String {
     std::fs::read_to_string(s).unwrap_or_else(|_| s.to_string())
 }
 
-/// The executable's name: what `pgrep` looks for.
+/// The executable's name: what `pgrep` looks for, and the syslog tag.
 #[cfg(unix)]
-fn process_name() -> String {
+pub(crate) fn process_name() -> String {
     std::env::args()
         .next()
         .and_then(|a| a.rsplit('/').find(|p| !p.is_empty()).map(str::to_string))

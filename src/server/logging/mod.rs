@@ -14,6 +14,8 @@ mod rotate;
 mod syslog;
 mod time;
 
+pub use conf::go_os_error;
+use time::write_timestamp;
 pub use time::{civil_utc, timestamp};
 
 use std::fmt::Write as _;
@@ -83,13 +85,25 @@ pub(crate) struct LineFormat {
 }
 
 impl LineFormat {
-    /// `[pid] date time ` (the time only with `logtime`).
-    pub fn prefix(&self) -> String {
-        let mut s = format!("[{}] ", self.pid);
+    fn of(cfg: &LogConfig) -> LineFormat {
+        LineFormat {
+            pid: std::process::id(),
+            logtime: cfg.logtime,
+            utc: cfg.utc,
+        }
+    }
+
+    /// `[pid] date time [LVL] msg` and `eol` (the time only with `logtime`).
+    pub fn line(&self, lvl: Lvl, colors: bool, msg: &str, eol: &str) -> String {
+        let mut s = String::with_capacity(48 + msg.len());
+        let _ = write!(s, "[{}] ", self.pid);
         if self.logtime {
-            s.push_str(&timestamp(self.utc));
+            write_timestamp(&mut s, self.utc);
             s.push(' ');
         }
+        s.push_str(lvl.label(colors));
+        s.push_str(msg);
+        s.push_str(eol);
         s
     }
 }
@@ -157,13 +171,12 @@ impl Lvl {
     }
 }
 
-fn open(cfg: &LogConfig, fmt: LineFormat) -> Result<Output, LogError> {
+fn open(cfg: &LogConfig) -> Result<Output, LogError> {
     if !cfg.file.is_empty() {
         let f = rotate::RotatingFile::open(&cfg.file, cfg.max_num).map_err(|e| LogError::File {
             path: cfg.file.clone(),
             err: go_os_error(&e),
         })?;
-        let _ = fmt;
         return Ok(Output::File(f));
     }
     #[cfg(unix)]
@@ -184,17 +197,11 @@ impl Inner {
     fn write(&mut self, lvl: Lvl, msg: &str) {
         match &mut self.out {
             Output::Stderr { colors } => {
-                let mut line = self.fmt.prefix();
-                line.push_str(lvl.label(*colors));
-                line.push_str(msg);
-                line.push('\n');
+                let line = self.fmt.line(lvl, *colors, msg, "\n");
                 let _ = std::io::stderr().write_all(line.as_bytes());
             }
             Output::File(f) => {
-                let mut line = self.fmt.prefix();
-                line.push_str(lvl.label(false));
-                line.push_str(msg);
-                line.push('\n');
+                let line = self.fmt.line(lvl, false, msg, "\n");
                 f.write_line(line.as_bytes(), &self.fmt);
             }
             #[cfg(unix)]
@@ -205,12 +212,8 @@ impl Inner {
 
 /// Install the global subscriber and open the output. Call once, before logging.
 pub fn init(cfg: &LogConfig) -> Result<(), LogError> {
-    let fmt = LineFormat {
-        pid: std::process::id(),
-        logtime: cfg.logtime,
-        utc: cfg.utc,
-    };
-    let out = open(cfg, fmt)?;
+    let fmt = LineFormat::of(cfg);
+    let out = open(cfg)?;
     let logger = Logger {
         debug: AtomicBool::new(cfg.debug),
         trace: AtomicBool::new(cfg.trace),
@@ -225,7 +228,7 @@ pub fn init(cfg: &LogConfig) -> Result<(), LogError> {
         return configure(cfg);
     }
     let _ = tracing_subscriber::registry().with(NatsLayer).try_init();
-    apply_size_limit(cfg);
+    apply_size_limit(cfg.size_limit);
     Ok(())
 }
 
@@ -233,24 +236,19 @@ pub fn init(cfg: &LogConfig) -> Result<(), LogError> {
 /// nothing changes.
 pub fn configure(cfg: &LogConfig) -> Result<(), LogError> {
     let Some(l) = LOGGER.get() else { return init(cfg) };
-    let fmt = LineFormat {
-        pid: std::process::id(),
-        logtime: cfg.logtime,
-        utc: cfg.utc,
-    };
     {
         let mut inner = l.inner.lock().unwrap_or_else(|p| p.into_inner());
         if !inner.cfg.same_output(cfg) {
-            inner.out = open(cfg, fmt)?;
+            inner.out = open(cfg)?;
         } else if let Output::File(f) = &mut inner.out {
             f.set_max_num(cfg.max_num);
         }
-        inner.fmt = fmt;
+        inner.fmt = LineFormat::of(cfg);
         inner.cfg = cfg.clone();
     }
     l.debug.store(cfg.debug, Ordering::Relaxed);
     l.trace.store(cfg.trace, Ordering::Relaxed);
-    apply_size_limit(cfg);
+    apply_size_limit(cfg.size_limit);
     Ok(())
 }
 
@@ -260,25 +258,20 @@ pub fn check(cfg: &LogConfig) -> Result<(), LogError> {
         let inner = l.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner.cfg.same_output(cfg)
     });
-    if same || cfg.file.is_empty() && cfg.remote_syslog.is_empty() && !cfg.syslog {
+    if same {
         return Ok(());
     }
-    let fmt = LineFormat {
-        pid: std::process::id(),
-        logtime: cfg.logtime,
-        utc: cfg.utc,
-    };
-    open(cfg, fmt).map(|_| ())
+    open(cfg).map(|_| ())
 }
 
 /// nats-server's `SetSizeLimit`: set the limit, and rotate now when the file is already
 /// past it (logging "Rotating logfile...", which triggers the rotation).
-fn apply_size_limit(cfg: &LogConfig) {
+fn apply_size_limit(size_limit: i64) {
     let Some(l) = LOGGER.get() else { return };
     let rotate_now = {
         let mut inner = l.inner.lock().unwrap_or_else(|p| p.into_inner());
         match &mut inner.out {
-            Output::File(f) if cfg.size_limit > 0 => f.set_limit(cfg.size_limit),
+            Output::File(f) if size_limit > 0 => f.set_limit(size_limit),
             Output::File(f) => {
                 f.set_limit(0);
                 false
@@ -296,24 +289,19 @@ pub fn reopen() {
     let Some(l) = LOGGER.get() else { return };
     let reopened = {
         let mut inner = l.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let path = inner.cfg.file.clone();
-        if path.is_empty() {
+        if inner.cfg.file.is_empty() {
             None
         } else {
-            match rotate::RotatingFile::open(&path, inner.cfg.max_num) {
-                Ok(f) => {
-                    inner.out = Output::File(f);
-                    Some(Ok(()))
-                }
-                Err(e) => Some(Err(format!("error opening file: open {path}: {}", go_os_error(&e)))),
-            }
+            Some(open(&inner.cfg).map(|out| {
+                inner.out = out;
+                inner.cfg.size_limit
+            }))
         }
     };
     match reopened {
         None => tracing::info!("File log re-open ignored, not a file logger"),
-        Some(Ok(())) => {
-            let cfg = l.inner.lock().map(|i| i.cfg.clone()).unwrap_or_default();
-            apply_size_limit(&cfg);
+        Some(Ok(size_limit)) => {
+            apply_size_limit(size_limit);
             tracing::info!("File log re-opened");
         }
         Some(Err(e)) => tracing::error!("{e}"),
@@ -325,7 +313,14 @@ pub fn reopen() {
 pub fn fatal(msg: &str) {
     match LOGGER.get() {
         Some(l) => l.inner.lock().unwrap_or_else(|p| p.into_inner()).write(Lvl::Fatal, msg),
-        None => eprintln!("[{}] {} [FTL] {msg}", std::process::id(), timestamp(false)),
+        None => {
+            let fmt = LineFormat {
+                pid: std::process::id(),
+                logtime: true,
+                utc: false,
+            };
+            eprint!("{}", fmt.line(Lvl::Fatal, false, msg, "\n"));
+        }
     }
 }
 
@@ -334,23 +329,6 @@ pub fn fatal(msg: &str) {
 pub fn std_log_line(msg: &str) -> String {
     let t = timestamp(false);
     format!("{} {msg}", t.get(..19).unwrap_or(&t))
-}
-
-/// Go's text for an OS error (`no such file or directory`).
-pub fn go_os_error(e: &std::io::Error) -> String {
-    let s = match e.raw_os_error() {
-        Some(code) => std::io::Error::from_raw_os_error(code).to_string(),
-        None => e.to_string(),
-    };
-    let s = match s.find(" (os error") {
-        Some(i) => s.get(..i).unwrap_or(&s).to_string(),
-        None => s,
-    };
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_lowercase().chain(c).collect(),
-        None => s,
-    }
 }
 
 struct NatsLayer;
@@ -394,10 +372,8 @@ impl<S: Subscriber> Layer<S> for NatsLayer {
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        // `enabled` has admitted the event already.
         let meta = event.metadata();
-        if !level_on(meta.level()) {
-            return;
-        }
         let Some(l) = LOGGER.get() else { return };
         let mut msg = String::with_capacity(128);
         event.record(&mut MsgVisitor(&mut msg));

@@ -64,7 +64,7 @@ impl RotatingFile {
 
     /// A line written by the rotation itself (`\r\n`-terminated, as in the reference).
     fn direct(&mut self, fmt: &LineFormat, lvl: Lvl, msg: &str) -> u64 {
-        let line = format!("{}{}{msg}\r\n", fmt.prefix(), lvl.label(false));
+        let line = fmt.line(lvl, false, msg, "\r\n");
         let _ = self.file.write_all(line.as_bytes());
         line.len() as u64
     }

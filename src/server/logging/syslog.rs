@@ -54,13 +54,6 @@ pub struct Syslog {
     pid: u32,
 }
 
-fn tag() -> String {
-    std::env::args()
-        .next()
-        .and_then(|a| a.rsplit('/').find(|p| !p.is_empty()).map(str::to_string))
-        .unwrap_or_else(|| "nats-server".into())
-}
-
 fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: gethostname writes at most buf.len() bytes into our buffer.
@@ -75,17 +68,14 @@ fn hostname() -> String {
 fn connect(target: &Target) -> std::io::Result<Conn> {
     match target {
         Target::Local => {
-            let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "Unix syslog delivery error");
             for path in ["/dev/log", "/var/run/syslog", "/var/run/log"] {
-                match UnixDatagram::unbound().and_then(|s| s.connect(path).map(|_| s)) {
-                    Ok(s) => return Ok(Conn::UnixGram(s)),
-                    Err(e) => last = e,
+                if let Ok(s) = UnixDatagram::unbound().and_then(|s| s.connect(path).map(|_| s)) {
+                    return Ok(Conn::UnixGram(s));
                 }
                 if let Ok(s) = UnixStream::connect(path) {
                     return Ok(Conn::UnixStream(s));
                 }
             }
-            let _ = last;
             Err(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
                 "Unix syslog delivery error",
@@ -129,7 +119,7 @@ impl Syslog {
             target: Target::Local,
             local: true,
             facility: LOG_DAEMON,
-            tag: tag(),
+            tag: crate::server::signals::process_name(),
             hostname: hostname(),
             pid: std::process::id(),
         })
@@ -143,7 +133,7 @@ impl Syslog {
             target,
             local: false,
             facility: LOG_KERN,
-            tag: tag(),
+            tag: crate::server::signals::process_name(),
             hostname: hostname(),
             pid: std::process::id(),
         })

@@ -35,8 +35,17 @@ pub fn parts(t: SystemTime, utc: bool) -> Parts {
 
 /// `yyyy/mm/dd hh:mm:ss.uuuuuu` in local time (or UTC), as Go's `log` package writes it.
 pub fn timestamp(utc: bool) -> String {
+    let mut s = String::with_capacity(26);
+    write_timestamp(&mut s, utc);
+    s
+}
+
+/// [`timestamp`], appended to `out`.
+pub fn write_timestamp(out: &mut String, utc: bool) {
+    use std::fmt::Write;
     let p = parts(SystemTime::now(), utc);
-    format!(
+    let _ = write!(
+        out,
         "{:04}/{:02}/{:02} {:02}:{:02}:{:02}.{:06}",
         p.year,
         p.month,
@@ -45,7 +54,7 @@ pub fn timestamp(utc: bool) -> String {
         p.minute,
         p.second,
         p.nanos / 1000
-    )
+    );
 }
 
 /// Go's `time.Stamp` (`Jan _2 15:04:05`), local time.
