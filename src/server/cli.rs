@@ -318,7 +318,7 @@ const FLAGS: &[Flag] = &[
         names: &["spin_us"],
         kind: Kind::Int,
         set: |p, v| {
-            p.opts.spin_us = Some(i(v).max(0) as u64);
+            p.opts.spin_us = i(v).max(0) as u64;
             Ok(())
         },
     },

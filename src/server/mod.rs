@@ -242,7 +242,7 @@ impl Server {
             cpus,
             core: Arc::new(core),
             shared: shared.clone(),
-            spin_us: opts.spin_for(chosen.uring),
+            spin_us: opts.spin_us,
         };
         let mut running_opts = opts.clone();
         running_opts.port = i64::from(bound.port());

@@ -75,9 +75,10 @@ pub struct Options {
     pub shards: usize,
     /// rnats: which reactor to use.
     pub reactor: ReactorChoice,
-    /// rnats: busy-poll an idle shard this long before sleeping (microseconds); `None`
-    /// picks the reactor's default (see [`Options::spin_for`]).
-    pub spin_us: Option<u64>,
+    /// rnats: busy-poll an idle shard this long before sleeping (microseconds). Default 0:
+    /// on a machine shared with its clients, spinning takes the CPU they need (see
+    /// perf/RESULTS.md).
+    pub spin_us: u64,
 }
 
 impl Default for Options {
@@ -129,7 +130,7 @@ impl Default for Options {
             no_sublist_cache: false,
             shards: 0,
             reactor: ReactorChoice::Auto,
-            spin_us: None,
+            spin_us: 0,
         }
     }
 }
@@ -219,12 +220,6 @@ impl Options {
         self.bind_port().map(|_| ())
     }
 
-    /// Busy-poll time before an idle shard sleeps (default none: on a machine shared with
-    /// its clients, spinning takes the CPU they need; see perf/RESULTS.md).
-    pub fn spin_for(&self, _uring: bool) -> u64 {
-        self.spin_us.unwrap_or(0)
-    }
-
     /// The authorization timeout in force (nats-server's default: 2 s without TLS).
     pub fn auth_timeout_secs(&self) -> f64 {
         if self.auth_timeout > 0.0 {
@@ -256,11 +251,8 @@ impl Options {
             max_control_line: self.max_control_line.max(1) as usize,
             max_payload: self.max_payload,
             max_pending: self.max_pending.max(1) as usize,
-            max_connections: if self.max_connections == 0 {
-                -1
-            } else {
-                self.max_connections
-            },
+            // 0 from a file already became -1 (unlimited) there.
+            max_connections: self.max_connections,
             max_subscriptions: self.max_subscriptions.max(0) as usize,
             max_sub_tokens: self.max_sub_tokens.clamp(0, 255) as usize,
             ping_interval: self.ping_interval,

@@ -52,19 +52,6 @@ struct Field {
     reloaded: Option<fn(&Options) -> String>,
 }
 
-fn d(v: std::time::Duration) -> String {
-    go_duration(v)
-}
-
-/// Go's `%v` of a float64 (`2`, `0.5`).
-fn go_float(f: f64) -> String {
-    if f.fract() == 0.0 && f.abs() < 1e21 {
-        format!("{}", f as i64)
-    } else {
-        format!("{f}")
-    }
-}
-
 /// The options rnats has, in nats-server's `Options` field order. `Users` and `Accounts`
 /// always report a reload, as in the reference.
 const FIELDS: &[Field] = &[
@@ -170,8 +157,8 @@ const FIELDS: &[Field] = &[
     },
     Field {
         name: "PingInterval",
-        value: |o| d(o.ping_interval),
-        reloaded: Some(|o| format!("Reloaded: ping_interval = {}", d(o.ping_interval))),
+        value: |o| go_duration(o.ping_interval),
+        reloaded: Some(|o| format!("Reloaded: ping_interval = {}", go_duration(o.ping_interval))),
     },
     Field {
         name: "MaxPingsOut",
@@ -196,8 +183,8 @@ const FIELDS: &[Field] = &[
     },
     Field {
         name: "AuthTimeout",
-        value: |o| go_float(o.auth_timeout_secs()),
-        reloaded: Some(|o| format!("Reloaded: authorization timeout = {}", go_float(o.auth_timeout_secs()))),
+        value: |o| o.auth_timeout_secs().to_string(),
+        reloaded: Some(|o| format!("Reloaded: authorization timeout = {}", o.auth_timeout_secs())),
     },
     Field {
         name: "MaxControlLine",
@@ -251,8 +238,8 @@ const FIELDS: &[Field] = &[
     },
     Field {
         name: "WriteDeadline",
-        value: |o| d(o.write_deadline),
-        reloaded: Some(|o| format!("Reloaded: write_deadline = {}", d(o.write_deadline))),
+        value: |o| go_duration(o.write_deadline),
+        reloaded: Some(|o| format!("Reloaded: write_deadline = {}", go_duration(o.write_deadline))),
     },
     Field {
         name: "MaxClosedClients",
@@ -261,12 +248,12 @@ const FIELDS: &[Field] = &[
     },
     Field {
         name: "LameDuckDuration",
-        value: |o| d(o.lame_duck_duration),
+        value: |o| go_duration(o.lame_duck_duration),
         reloaded: None,
     },
     Field {
         name: "LameDuckGracePeriod",
-        value: |o| d(o.lame_duck_grace_period),
+        value: |o| go_duration(o.lame_duck_grace_period),
         reloaded: None,
     },
     Field {
@@ -298,12 +285,7 @@ pub struct Plan {
 
 /// Compare the options in force with new ones (already validated).
 pub fn diff(old: &Options, new: &Options) -> Result<Plan, ReloadError> {
-    let mut plan = Plan {
-        messages: Vec::new(),
-        logging_changed: false,
-        pid_file_changed: false,
-        ports_dir_changed: false,
-    };
+    let mut messages = Vec::new();
     for f in FIELDS {
         let (a, b) = ((f.value)(old), (f.value)(new));
         let always = matches!(f.name, "Users" | "Accounts");
@@ -317,20 +299,17 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, ReloadError> {
                 new: b,
             });
         };
-        match f.name {
-            "PidFile" => {
-                plan.pid_file_changed = true;
-                if new.pid_file.is_empty() {
-                    continue;
-                }
-            }
-            "PortsFileDir" => plan.ports_dir_changed = true,
-            _ => {}
+        if f.name == "PidFile" && new.pid_file.is_empty() {
+            continue;
         }
-        plan.messages.push(msg(new));
+        messages.push(msg(new));
     }
-    plan.logging_changed = LogConfig::from_options(old) != LogConfig::from_options(new);
-    Ok(plan)
+    Ok(Plan {
+        messages,
+        logging_changed: LogConfig::from_options(old) != LogConfig::from_options(new),
+        pid_file_changed: old.pid_file != new.pid_file,
+        ports_dir_changed: old.ports_file_dir != new.ports_file_dir,
+    })
 }
 
 /// Everything short of applying: load, validate, compare, and check that a new log

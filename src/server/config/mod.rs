@@ -326,8 +326,7 @@ fn top_level(cx: &mut Cx, o: &mut Options, key: &str, e: &Entry) {
                 match conf::parse_duration_nanos(s) {
                     Err(err) => cx.error(pos, format!("error parsing lame_duck_grace_period: {err}")),
                     Ok(n) if n < 0 => cx.error(pos, "invalid lame_duck_grace_period, needs to be positive"),
-                    // 0 means the default, as in nats-server.
-                    Ok(0) => o.lame_duck_grace_period = Duration::from_secs(10),
+                    // 0 means the default, as in nats-server (`apply_baseline`).
                     Ok(n) => o.lame_duck_grace_period = Duration::from_nanos(n as u64),
                 }
             }
