@@ -111,15 +111,19 @@ impl ShardCore {
         for &sid in &local.psubs {
             delivered |= self.deliver(sid, publisher, m, now);
         }
-        let remote: Option<Rc<Matches<RKey>>> = (self.nshards > 1)
-            .then(|| self.remote.matches(m.subject))
-            .filter(|r| !r.is_empty());
-        let Some(remote) = remote else {
+        if self.nshards < 2 {
             for g in &local.qsubs {
                 delivered |= self.deliver_queue_local(&g.members, publisher, m, now);
             }
             return delivered;
-        };
+        }
+        let remote: Rc<Matches<RKey>> = self.remote.matches(m.subject);
+        if remote.is_empty() {
+            for g in &local.qsubs {
+                delivered |= self.deliver_queue_local(&g.members, publisher, m, now);
+            }
+            return delivered;
+        }
         let mut targets = ShardSet::default();
         for &rk in &remote.psubs {
             if let Some(e) = self.remote.entry(rk) {
