@@ -1,10 +1,10 @@
-//! Shard threads for the mio reactor.
+//! The mio reactor's pieces: a shard's `Poll` with its wake-up token, and the mesh
+//! notifier over `mio::Waker`.
 
 use mio::{Poll, Token, Waker};
 use shards::mesh::Notify;
 use std::io;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 /// The token reserved for mesh and shutdown wake-ups in every shard's `Poll`.
 pub const WAKE_TOKEN: Token = Token(usize::MAX);
@@ -32,20 +32,6 @@ pub fn shard_poll() -> io::Result<ShardPoll> {
     Ok(ShardPoll { poll, waker })
 }
 
-/// Run `f` on a new thread named `name`, pinned to `cpu` when given and permitted.
-pub fn spawn_shard<F, T>(name: String, cpu: Option<usize>, f: F) -> io::Result<JoinHandle<T>>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    std::thread::Builder::new().name(name).spawn(move || {
-        if let Some(cpu) = cpu {
-            shards::cpus::pin_current_thread(cpu);
-        }
-        f()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,7 +42,7 @@ mod tests {
     fn waker_interrupts_poll_from_another_thread() {
         let mut sp = shard_poll().unwrap();
         let n = MioNotify(sp.waker.clone());
-        let t = spawn_shard("t".into(), None, move || n.notify()).unwrap();
+        let t = std::thread::spawn(move || n.notify());
         let mut events = Events::with_capacity(4);
         sp.poll.poll(&mut events, Some(Duration::from_secs(5))).unwrap();
         assert!(events.iter().any(|e| e.token() == WAKE_TOKEN));

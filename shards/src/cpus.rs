@@ -42,6 +42,20 @@ pub fn default_shard_count() -> usize {
     parallelism().min(allowed_cpus().len()).max(1)
 }
 
+/// Run `f` on a new thread named `name`, pinned to `cpu` when given and permitted.
+pub fn spawn_pinned<F, T>(name: String, cpu: Option<usize>, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    std::thread::Builder::new().name(name).spawn(move || {
+        if let Some(cpu) = cpu {
+            pin_current_thread(cpu);
+        }
+        f()
+    })
+}
+
 /// Pin the calling thread to one CPU. Returns false where pinning is unsupported
 /// or refused; the caller keeps running unpinned.
 pub fn pin_current_thread(cpu: usize) -> bool {

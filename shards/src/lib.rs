@@ -1,8 +1,8 @@
 //! Per-core runtime pieces for rnats. Nothing here knows the NATS protocol.
 //!
 //! Module map:
-//! - [`cpus`]: which CPUs this process may run on (affinity mask and CPU quota),
-//!   and the default shard count derived from them.
+//! - [`cpus`]: which CPUs this process may run on (affinity mask and CPU quota), the
+//!   default shard count derived from them, and spawning pinned shard threads.
 //! - [`mesh`]: the full mesh of bounded single-producer single-consumer rings between
 //!   shards, with a park/notify protocol so a sleeping shard is woken only when needed,
 //!   and a return ring per link so buffers are recycled instead of freed cross-core.
@@ -14,6 +14,14 @@
 pub mod cpus;
 pub mod listener;
 pub mod mesh;
+
+/// What one readiness wait reported for one connection token (both reactors).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ready {
+    pub token: usize,
+    pub readable: bool,
+    pub writable: bool,
+}
 
 #[cfg(all(target_os = "linux", feature = "uring"))]
 pub mod uring;

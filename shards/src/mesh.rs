@@ -102,21 +102,6 @@ pub fn build<T: Send>(notifiers: Vec<Box<dyn Notify>>, capacity: usize) -> Vec<E
 }
 
 impl<T> Endpoint<T> {
-    /// This endpoint's shard index.
-    pub fn me(&self) -> usize {
-        self.me
-    }
-
-    /// Number of shards in the mesh.
-    pub fn len(&self) -> usize {
-        self.shared.n
-    }
-
-    /// A mesh always has at least one shard.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
     /// Push `item` to shard `dst`, waking it if it sleeps. On a full ring the item comes
     /// back and the link is marked so that `dst` wakes us when it frees a slot.
     pub fn try_send(&mut self, dst: usize, item: T) -> Result<(), T> {
@@ -207,14 +192,6 @@ impl<T> Endpoint<T> {
     /// Called after waking up, whatever woke us.
     pub fn unpark(&self) {
         self.shared.peers[self.me].parked.store(false, Ordering::SeqCst);
-    }
-
-    /// Wake shard `shard` unconditionally (shutdown, hand-offs from outside the mesh).
-    pub fn wake_shard(&self, shard: usize) {
-        if let Some(p) = self.shared.peers.get(shard) {
-            p.parked.store(false, Ordering::SeqCst);
-            p.notify.notify();
-        }
     }
 }
 

@@ -13,6 +13,7 @@
 //! shards), which tripled the CPU cost of request/reply compared with epoll.
 
 use crate::mesh::Notify;
+use crate::Ready;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -57,14 +58,6 @@ struct Reg {
     fd: RawFd,
     gen: u32,
     write_armed: bool,
-}
-
-/// What one wait reported for one token.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ready {
-    pub token: usize,
-    pub readable: bool,
-    pub writable: bool,
 }
 
 /// Wakes a shard that sleeps in [`UringPoller::wait`], from any thread.
@@ -212,7 +205,18 @@ impl UringPoller {
     pub fn wait(&mut self, out: &mut Vec<Ready>, timeout: Duration) -> io::Result<()> {
         self.drain_backlog();
         let r = if timeout.is_zero() {
-            self.ring.submit()
+            // Completions of this ring's polls are posted without entering the kernel (no
+            // COOP/DEFER_TASKRUN), so a busy turn with nothing to submit needs no syscall;
+            // an overflowed completion queue does need one to be flushed.
+            let idle = {
+                let sq = self.ring.submission();
+                sq.is_empty() && !sq.cq_overflow()
+            };
+            if idle {
+                Ok(0)
+            } else {
+                self.ring.submit()
+            }
         } else {
             let ts = types::Timespec::new()
                 .sec(timeout.as_secs())

@@ -20,13 +20,7 @@ const READ_BUF: usize = 256 * 1024;
 /// How long a closing connection may take to flush.
 const FLUSH_GRACE: Duration = Duration::from_millis(100);
 
-/// What a wait reported for one connection token.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ready {
-    pub token: usize,
-    pub readable: bool,
-    pub writable: bool,
-}
+pub use shards::Ready;
 
 /// A reactor's readiness source, owned by one shard thread.
 pub trait Poller: Send + 'static {
@@ -70,12 +64,12 @@ pub(super) fn start<P: Poller>(
         .ok_or_else(|| io::Error::other("no shards"))?;
     let stop = Stop::default();
     let (txs, rxs) = super::control_queues(n);
-    let mut threads: Vec<Box<dyn FnOnce() + Send>> = Vec::with_capacity(n);
+    let mut threads = Vec::with_capacity(n);
     for (i, ((poller, ep), rx)) in pollers.into_iter().zip(eps).zip(rxs).enumerate() {
         let cfg = cfg.clone();
         let stop = stop.clone();
         let cpu = (!cfg.cpus.is_empty()).then(|| cfg.cpus[i % cfg.cpus.len()]);
-        let h = fallback::reactor::spawn_shard(format!("rnats-{name}-{i}"), cpu, move || {
+        let h = shards::cpus::spawn_pinned(format!("rnats-shard-{i}"), cpu, move || {
             let core = ShardCore::new(
                 i,
                 cfg.nshards,
@@ -85,15 +79,12 @@ pub(super) fn start<P: Poller>(
             );
             EventLoop::new(core, poller, rx, stop, cfg.spin_us).run();
         })?;
-        threads.push(Box::new(move || {
-            let _ = h.join();
-        }));
+        threads.push(h);
     }
-    let controls = Controls::new(txs, wakers.clone());
+    let controls = Controls::new(txs, wakers);
     let acceptor = Running::accepting(listener, &controls)?;
     Ok(Running {
         stop,
-        wakers,
         controls,
         acceptor,
         threads,
@@ -167,7 +158,9 @@ impl<P: Poller> EventLoop<P> {
                         c.readable = true;
                         self.ready.push(ev.token);
                     }
-                    if ev.writable {
+                    // Only news when a write was blocked (epoll reports writability with
+                    // every edge).
+                    if ev.writable && !c.writable {
                         c.writable = true;
                         self.wake_list.push(c.key);
                     }
@@ -274,20 +267,21 @@ impl<P: Poller> EventLoop<P> {
     }
 
     /// Write, close or resume every connection the core pointed at.
+    /// Connections still flushing on close go back to `wake_list` for a later turn.
     fn service(&mut self, now: Instant) {
+        let mut list = std::mem::take(&mut self.wake_list);
         for _ in 0..8 {
-            let mut list = std::mem::take(&mut self.wake_list);
             self.core.drain_wakeups(|k| list.push(k));
             if list.is_empty() {
-                self.wake_list = list;
-                return;
+                break;
             }
             for key in list.drain(..) {
                 self.service_one(key, now);
             }
-            if self.wake_list.is_empty() {
-                self.wake_list = list;
-            }
+        }
+        if self.wake_list.is_empty() {
+            // Keep the allocation.
+            self.wake_list = list;
         }
     }
 

@@ -1,6 +1,6 @@
 //! Glue between the sans-IO core and the reactors. This is the only place that knows both
 //! `ShardCore` and sockets. Protocol decisions stay in the core: a driver moves bytes,
-//! keeps time and wakes tasks.
+//! keeps time and follows `ShardCore::status`.
 //!
 //! - [`accept`]: the acceptor thread that hands connections to shards round-robin.
 //! - [`event_loop`]: the shard loop both reactors share, over a readiness `Poller`.
@@ -63,6 +63,13 @@ impl Controls {
         }
     }
 
+    /// Wake every shard (to notice a stop).
+    pub fn wake_all(&self) {
+        for s in 0..self.len() {
+            self.wakers.wake(s);
+        }
+    }
+
     /// Number of shards.
     pub fn len(&self) -> usize {
         self.txs.len()
@@ -119,7 +126,7 @@ pub struct RuntimeConfig {
     pub spin_us: u64,
 }
 
-/// Shared stop signal for shards and the acceptor.
+/// Shared stop signal for the shards.
 #[derive(Clone, Default)]
 pub struct Stop(Arc<AtomicBool>);
 
@@ -135,10 +142,9 @@ impl Stop {
 /// A running reactor: stop it and wait for it.
 pub struct Running {
     pub(crate) stop: Stop,
-    pub(crate) wakers: shards::mesh::Waker,
     pub(crate) controls: Controls,
     pub(crate) acceptor: accept::Acceptor,
-    pub(crate) threads: Vec<Box<dyn FnOnce() + Send>>,
+    pub(crate) threads: Vec<std::thread::JoinHandle<()>>,
     pub name: &'static str,
 }
 
@@ -164,11 +170,6 @@ impl Running {
         self.controls.send(shard, Control::CloseClients(n));
     }
 
-    /// Number of shards.
-    pub fn shards(&self) -> usize {
-        self.controls.len()
-    }
-
     /// Start the acceptor, which hands connections to shards through `controls`.
     pub(crate) fn accepting(listener: std::net::TcpListener, controls: &Controls) -> std::io::Result<accept::Acceptor> {
         let c = controls.clone();
@@ -184,11 +185,9 @@ impl Running {
     pub fn shutdown(mut self) {
         self.acceptor.stop();
         self.stop.set();
-        for s in 0..self.wakers.len() {
-            self.wakers.wake(s);
-        }
-        for join in self.threads.drain(..) {
-            join();
+        self.controls.wake_all();
+        for h in self.threads.drain(..) {
+            let _ = h.join();
         }
     }
 }

@@ -17,7 +17,6 @@ pub const RING_ENTRIES: u32 = 1024;
 /// The shard's ring as the event loop's poller.
 pub struct IoUringPoller {
     ring: UringPoller,
-    out: Vec<shards::uring::Ready>,
 }
 
 impl Poller for IoUringPoller {
@@ -45,14 +44,7 @@ impl Poller for IoUringPoller {
     }
 
     fn wait(&mut self, out: &mut Vec<Ready>, timeout: Duration) -> io::Result<()> {
-        self.out.clear();
-        self.ring.wait(&mut self.out, timeout)?;
-        out.extend(self.out.iter().map(|r| Ready {
-            token: r.token,
-            readable: r.readable,
-            writable: r.writable,
-        }));
-        Ok(())
+        self.ring.wait(out, timeout)
     }
 }
 
@@ -62,7 +54,6 @@ pub fn start(cfg: RuntimeConfig, listener: std::net::TcpListener) -> io::Result<
         .map(|_| {
             Ok(IoUringPoller {
                 ring: UringPoller::new(RING_ENTRIES)?,
-                out: Vec::with_capacity(1024),
             })
         })
         .collect::<io::Result<Vec<_>>>()?;

@@ -479,11 +479,6 @@ impl Server {
         }
         tracing::info!("Server Exiting..");
     }
-
-    /// Number of shards running.
-    pub fn shards(&self) -> usize {
-        self.state.nshards
-    }
 }
 
 /// Listen URLs as nats-server writes them to the ports file: every local address when
