@@ -5,7 +5,8 @@
 use criterion::{black_box, Criterion, Throughput};
 use rnats::proto::parser::{Event, Limits, Parser};
 
-const LIMITS: Limits = Limits {
+/// A connection after CONNECT with headers, default limits.
+pub const LIMITS: Limits = Limits {
     max_control_line: 4096,
     max_payload: 1024 * 1024,
     headers: true,

@@ -13,14 +13,14 @@
 //!
 //! Per element: one published message.
 
-use super::parse::{frames, pub_frame};
+use super::parse::{frames, pub_frame, LIMITS};
 use criterion::{black_box, Criterion, Throughput};
 use rnats::core::client::ConnKey;
 use rnats::core::config::CoreConfig;
 use rnats::core::shard::{NoMesh, ShardCore};
 use rnats::core::stats::Shared;
 use rnats::core::sublist::Sublist;
-use rnats::proto::parser::{Event, Limits, Parser};
+use rnats::proto::parser::{Event, Parser};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -82,14 +82,6 @@ fn drain(core: &mut ShardCore, k: ConnKey, now: Instant) -> usize {
         total += n;
     }
 }
-
-const LIMITS: Limits = Limits {
-    max_control_line: 4096,
-    max_payload: 1024 * 1024,
-    headers: true,
-    awaiting_auth: false,
-    pedantic: false,
-};
 
 pub fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("pipeline");

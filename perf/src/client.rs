@@ -24,15 +24,6 @@ const MAX_READ_BUF: usize = 64 << 20;
 pub const CONNECT: &[u8] =
     b"CONNECT {\"verbose\":false,\"pedantic\":false,\"headers\":true,\"no_responders\":true,\"protocol\":1,\"name\":\"rnats-perf\"}\r\n";
 
-/// What one [`Conn::read_frames`] call saw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadOutcome {
-    /// Bytes arrived (possibly not a whole frame yet).
-    Data,
-    /// Nothing arrived within [`POLL`].
-    Idle,
-}
-
 /// One client connection.
 pub struct Conn {
     stream: TcpStream,
@@ -196,15 +187,26 @@ impl Conn {
 
     /// Reads once (waiting at most [`POLL`]) and hands every complete frame to `on_frame`.
     /// Answers server `PING`s, counts `PONG`s and turns `-ERR` into an error.
-    pub fn read_frames(&mut self, mut on_frame: impl FnMut(&Frame<'_>) -> Result<()>) -> Result<ReadOutcome> {
+    pub fn read_frames(&mut self, mut on_frame: impl FnMut(&Frame<'_>) -> Result<()>) -> Result<()> {
         match self.fill() {
             Ok(0) => return Err(PerfError::Closed(format!(" ({})", self.addr))),
             Ok(_) => {}
-            Err(e) if is_timeout(&e) => return Ok(ReadOutcome::Idle),
+            Err(e) if is_timeout(&e) => return Ok(()),
             Err(e) => return Err(e.into()),
         }
-        self.process(&mut on_frame)?;
-        Ok(ReadOutcome::Data)
+        self.process(&mut on_frame)
+    }
+
+    /// [`Conn::read_frames`], counting the messages that arrived.
+    pub fn read_msgs(&mut self) -> Result<u64> {
+        let mut n = 0;
+        self.read_frames(|f| {
+            if let Frame::Msg(_) = f {
+                n += 1;
+            }
+            Ok(())
+        })?;
+        Ok(n)
     }
 
     /// Reads whatever is already buffered in the kernel without blocking, and processes it like

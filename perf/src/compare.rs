@@ -165,7 +165,9 @@ pub fn run(opts: &CompareOpts) -> Result<CompareReport> {
 }
 
 /// Per-scenario parameters with the message count scaled.
-fn scaled(s: Scenario, args: &ParamArgs, scale: f64) -> Result<Params> {
+/// The scenario's parameters with its default message count multiplied by `scale`
+/// (unless `--msgs` was given).
+pub(crate) fn scaled(s: Scenario, args: &ParamArgs, scale: f64) -> Result<Params> {
     let mut p = Params::resolve(s, args)?;
     if args.msgs.is_none() {
         p.msgs = ((p.msgs as f64 * scale).round() as u64).max(1);

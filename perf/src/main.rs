@@ -40,7 +40,7 @@ use clap::Parser;
 use crate::cli::{split_args, Cli, Cmd, TargetArgs};
 use crate::error::{PerfError, Result};
 use crate::report::{render_run, RunResult};
-use crate::scenarios::{Ctx, ParamArgs, Params, Scenario};
+use crate::scenarios::{Ctx, ParamArgs, Scenario};
 use crate::server::Target;
 
 fn main() -> ExitCode {
@@ -134,15 +134,11 @@ fn timeout(secs: f64) -> Result<Duration> {
 /// Runs scenarios one after the other against one target (started by us or external).
 fn run_scenarios(list: &[Scenario], t: &TargetArgs, params: &ParamArgs, scale: f64) -> Result<bool> {
     let mut resolved = Vec::new();
+    if params.msgs.is_none() && scale != 1.0 && !(scale > 0.0 && scale <= 100.0) {
+        return Err(PerfError::Param("--scale must be in (0, 100]".into()));
+    }
     for &s in list {
-        let mut p = Params::resolve(s, params)?;
-        if params.msgs.is_none() && scale != 1.0 {
-            if !(scale > 0.0 && scale <= 100.0) {
-                return Err(PerfError::Param("--scale must be in (0, 100]".into()));
-            }
-            p.msgs = ((p.msgs as f64 * scale).round() as u64).max(1);
-        }
-        resolved.push((s, p));
+        resolved.push((s, compare::scaled(s, params, scale)?));
     }
     proc::raise_fd_limit();
     let handshake_timeout = timeout(t.handshake_timeout)?;

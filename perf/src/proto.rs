@@ -2,6 +2,7 @@
 //! `+OK`, `-ERR`. Zero-copy: frames borrow from the read buffer. Never panics on input.
 
 use memchr::memchr;
+use std::io::Write;
 
 /// Longest control line accepted before the stream is declared garbage. The server's own
 /// lines are short, except `INFO`, which stays well under this.
@@ -189,15 +190,16 @@ fn parse_msg<'a>(
 }
 
 /// Appends `PUB <subject> [reply] <len>\r\n<payload>\r\n` to `out`.
-pub fn encode_pub(out: &mut Vec<u8>, subject: &str, reply: Option<&[u8]>, payload: &[u8]) {
+pub fn encode_pub(out: &mut Vec<u8>, subject: &[u8], reply: Option<&[u8]>, payload: &[u8]) {
     out.extend_from_slice(b"PUB ");
-    out.extend_from_slice(subject.as_bytes());
+    out.extend_from_slice(subject);
     out.push(b' ');
     if let Some(r) = reply {
         out.extend_from_slice(r);
         out.push(b' ');
     }
-    out.extend_from_slice(payload.len().to_string().as_bytes());
+    // No allocation: the reqrep responder encodes inside every timed round trip.
+    let _ = write!(out, "{}", payload.len());
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(payload);
     out.extend_from_slice(b"\r\n");
@@ -212,7 +214,7 @@ pub fn encode_sub(out: &mut Vec<u8>, subject: &str, queue: Option<&str>, sid: u6
         out.extend_from_slice(q.as_bytes());
         out.push(b' ');
     }
-    out.extend_from_slice(sid.to_string().as_bytes());
+    let _ = write!(out, "{sid}");
     out.extend_from_slice(b"\r\n");
 }
 
@@ -339,8 +341,8 @@ mod tests {
     #[test]
     fn encoders() {
         let mut out = Vec::new();
-        encode_pub(&mut out, "a.b", None, b"xyz");
-        encode_pub(&mut out, "a", Some(b"r.1"), b"");
+        encode_pub(&mut out, b"a.b", None, b"xyz");
+        encode_pub(&mut out, b"a", Some(b"r.1"), b"");
         encode_sub(&mut out, "a.*", None, 1);
         encode_sub(&mut out, "a.>", Some("q"), 22);
         assert_eq!(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::client::Conn;
 use crate::error::{PerfError, Result};
 use crate::proc;
-use crate::proto::{encode_pub, encode_sub, Frame};
+use crate::proto::{encode_pub, encode_sub};
 use crate::report::{ConnsStats, RunResult};
 use crate::scenarios::{base_result, server_stats, set_rate, Ctx, Params, Scenario};
 
@@ -65,7 +65,7 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
     let mut batch = Vec::new();
     let payload = p.payload();
     for _ in 0..p.msgs {
-        encode_pub(&mut batch, "perf.conns.all", None, &payload);
+        encode_pub(&mut batch, b"perf.conns.all", None, &payload);
     }
     let t1 = Instant::now();
     publisher.write_all(&batch)?;
@@ -76,12 +76,7 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
     for c in &mut conns {
         let mut got = 0u64;
         while got < p.msgs && Instant::now() < read_deadline {
-            c.read_frames(|f| {
-                if let Frame::Msg(_) = f {
-                    got += 1;
-                }
-                Ok(())
-            })?;
+            got += c.read_msgs()?;
         }
         delivered += got;
         missing += usize::from(got < p.msgs);

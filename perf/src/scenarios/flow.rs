@@ -16,7 +16,7 @@ use indicatif::ProgressBar;
 use crate::client::Conn;
 use crate::error::{PerfError, Result};
 use crate::proc::{self, ProcSample};
-use crate::proto::{encode_pub, Frame};
+use crate::proto::encode_pub;
 use crate::scenarios::Ctx;
 
 /// After the publishers finish, subscribers get this long without progress before the run
@@ -44,7 +44,7 @@ impl Batch {
         };
         let mut total = 0;
         for (subject, deliveries) in frames {
-            encode_pub(&mut b.buf, subject, None, payload);
+            encode_pub(&mut b.buf, subject.as_bytes(), None, payload);
             total += deliveries;
             b.ends.push(b.buf.len());
             b.deliveries.push(total);
@@ -54,8 +54,7 @@ impl Batch {
 
     /// A batch of about `target_bytes` frames to one subject.
     pub fn uniform(subject: &str, payload: &[u8], deliveries_each: u64, target_bytes: usize) -> Batch {
-        let frame = subject.len() + payload.len() + 24;
-        let n = (target_bytes / frame).max(1);
+        let n = (target_bytes / super::frame_len(subject.len(), payload.len())).max(1);
         Batch::new(std::iter::repeat_n((subject, deliveries_each), n), payload)
     }
 
@@ -73,8 +72,8 @@ pub struct FlowSpec {
     pub batches: Vec<Batch>,
     /// Messages to publish in total, split across publishers.
     pub msgs: u64,
-    /// Flow-control window in deliveries (None: publish flat out, for `pub`).
-    pub window: Option<u64>,
+    /// Flow-control window in deliveries (applies only when there are subscribers).
+    pub window: u64,
     pub duration: Duration,
 }
 
@@ -155,14 +154,14 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
     let deadline = shared.t0 + spec.duration;
     let npubs = spec.publishers as u64;
     let has_subs = !spec.subscribers.is_empty();
-    let window = if has_subs { spec.window } else { None };
+    let window = has_subs.then_some(spec.window);
 
     let (pub_results, sub_results, monitor_notes) = thread::scope(|s| {
         let pub_handles: Vec<_> = pubs
             .into_iter()
             .enumerate()
             .map(|(i, conn)| {
-                let count = spec.msgs / npubs + u64::from((i as u64) < spec.msgs % npubs);
+                let count = super::share(spec.msgs, npubs, i);
                 let shared = &shared;
                 s.spawn(move || {
                     let r = publisher(conn, &spec.batches, i, count, window, shared, deadline);
@@ -256,8 +255,7 @@ fn join<T>(h: thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
 fn monitor(bar: &ProgressBar, shared: &Shared, spec: &FlowSpec, has_subs: bool, deadline: Instant) -> Vec<String> {
     let mut notes = Vec::new();
     let hard_deadline = deadline + DRAIN_GRACE + FLUSH_TIMEOUT;
-    let total = if has_subs { None } else { Some(spec.msgs) };
-    bar.set_length(total.unwrap_or(spec.msgs));
+    bar.set_length(spec.msgs);
     let mut last_progress = (0u64, Instant::now());
     loop {
         thread::sleep(Duration::from_millis(50));
@@ -362,13 +360,7 @@ fn subscriber(mut conn: Conn, shared: &Shared, pubs: usize) -> Result<(u64, Dura
     let mut count = 0u64;
     let mut last = Duration::ZERO;
     while !shared.stop.load(Relaxed) && !shared.finished(pubs) {
-        let mut n = 0u64;
-        conn.read_frames(|f| {
-            if let Frame::Msg(_) = f {
-                n += 1;
-            }
-            Ok(())
-        })?;
+        let n = conn.read_msgs()?;
         if n > 0 {
             count += n;
             shared.delivered.fetch_add(n, Relaxed);

@@ -191,8 +191,22 @@ impl Params {
 
     /// The flow-control window in deliveries.
     pub fn window_msgs(&self, subject_len: usize) -> u64 {
-        (self.window / (self.size + subject_len + 24)).max(1) as u64
+        (self.window / frame_len(subject_len, self.size)).max(1) as u64
     }
+}
+
+/// Protocol bytes around a message's subject and payload (`PUB`/`MSG`, sid, size, CRLFs),
+/// as an estimate for sizing batches and windows.
+const FRAME_OVERHEAD: usize = 24;
+
+/// Estimated wire size of one message frame.
+pub fn frame_len(subject_len: usize, payload_len: usize) -> usize {
+    subject_len + payload_len + FRAME_OVERHEAD
+}
+
+/// Publisher `i`'s share when `total` messages are split over `n` publishers.
+pub fn share(total: u64, n: u64, i: usize) -> u64 {
+    total / n + u64::from((i as u64) < total % n)
 }
 
 /// Where and how a scenario runs.

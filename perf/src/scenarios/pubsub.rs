@@ -32,7 +32,7 @@ pub fn run(scenario: Scenario, p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
         subscribers,
         batches: vec![Batch::uniform(SUBJECT, &p.payload(), per_msg, p.batch)],
         msgs: p.msgs,
-        window: Some(p.window_msgs(SUBJECT.len())),
+        window: p.window_msgs(SUBJECT.len()),
         duration: p.duration(),
     };
     let out = flow::run(ctx, &spec)?;

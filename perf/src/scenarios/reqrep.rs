@@ -55,7 +55,7 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
             .into_iter()
             .enumerate()
             .map(|(i, c)| {
-                let count = p.msgs / npubs + u64::from((i as u64) < p.msgs % npubs);
+                let count = super::share(p.msgs, npubs, i);
                 let (payload, done) = (&payload, &done);
                 s.spawn(move || requester(c, i, count, payload, done, deadline))
             })
@@ -144,7 +144,7 @@ fn requester(
     let mut hist = new_histogram()?;
     let inbox = format!("_INBOX.perf{index}.r");
     let mut frame = Vec::with_capacity(payload.len() + 64);
-    encode_pub(&mut frame, SUBJECT, Some(inbox.as_bytes()), payload);
+    encode_pub(&mut frame, SUBJECT.as_bytes(), Some(inbox.as_bytes()), payload);
     let mut completed = 0u64;
     let warmup = WARMUP.min(count / 10);
     while completed < count && Instant::now() < deadline {
@@ -152,12 +152,7 @@ fn requester(
         conn.write_all(&frame)?;
         let mut got = false;
         while !got {
-            conn.read_frames(|f| {
-                if let Frame::Msg(_) = f {
-                    got = true;
-                }
-                Ok(())
-            })?;
+            got = conn.read_msgs()? > 0;
             if !got && sent.elapsed() > REPLY_TIMEOUT {
                 let note = format!("requester {index}: no reply within {REPLY_TIMEOUT:?}");
                 return Ok((hist, completed, Some(note)));
@@ -179,9 +174,7 @@ fn responder(mut conn: Conn, stop: &AtomicBool) -> Result<()> {
         conn.read_frames(|f| {
             if let Frame::Msg(m) = f {
                 if let Some(reply) = m.reply {
-                    let subject = std::str::from_utf8(reply)
-                        .map_err(|_| PerfError::Protocol("reply subject is not UTF-8".into()))?;
-                    encode_pub(&mut out, subject, None, m.data);
+                    encode_pub(&mut out, reply, None, m.data);
                 }
             }
             Ok(())

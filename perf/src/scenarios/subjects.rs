@@ -152,8 +152,7 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
     let mut rng = StdRng::seed_from_u64(SEED ^ 1);
     let pool = set.pool(&mut rng);
     let payload = p.payload();
-    let frame_len = 16 + payload.len() + 24;
-    let per_batch = (p.batch / frame_len).max(1);
+    let per_batch = (p.batch / super::frame_len(16, payload.len())).max(1);
     let batches: Vec<Batch> = pool
         .chunks(per_batch)
         .map(|chunk| Batch::new(chunk.iter().map(|(s, n)| (s.as_str(), *n)), &payload))
@@ -164,7 +163,7 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
         subscribers,
         batches,
         msgs: p.msgs,
-        window: Some(p.window_msgs(16)),
+        window: p.window_msgs(16),
         duration: p.duration(),
     };
     let out = flow::run(ctx, &spec)?;
