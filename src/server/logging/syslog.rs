@@ -47,7 +47,6 @@ enum Target {
 pub struct Syslog {
     conn: Conn,
     target: Target,
-    local: bool,
     facility: u8,
     tag: String,
     hostname: String,
@@ -117,7 +116,6 @@ impl Syslog {
         Ok(Syslog {
             conn,
             target: Target::Local,
-            local: true,
             facility: LOG_DAEMON,
             tag: crate::server::signals::process_name(),
             hostname: hostname(),
@@ -131,7 +129,6 @@ impl Syslog {
         Ok(Syslog {
             conn,
             target,
-            local: false,
             facility: LOG_KERN,
             tag: crate::server::signals::process_name(),
             hostname: hostname(),
@@ -150,7 +147,7 @@ impl Syslog {
         let pri = self.facility | severity;
         let nl = if msg.ends_with('\n') { "" } else { "\n" };
         let now = SystemTime::now();
-        if self.local {
+        if matches!(self.target, Target::Local) {
             format!(
                 "<{pri}>{} {}[{}]: {msg}{nl}",
                 super::time::stamp(now),

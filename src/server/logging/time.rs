@@ -87,19 +87,19 @@ pub fn rfc3339(t: SystemTime) -> String {
 
 #[cfg(unix)]
 fn broken_down(secs: i64, utc: bool) -> (i32, u32, u32, u32, u32, u32, i64) {
-    // SAFETY: localtime_r/gmtime_r write into the tm we own and read only `t`.
+    let utc_fields = || {
+        let (y, mo, d, h, mi, s) = civil_utc(secs);
+        (y, mo, d, h, mi, s, 0)
+    };
+    if utc {
+        return utc_fields();
+    }
+    // SAFETY: localtime_r writes into the tm we own and reads only `t`.
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     let t: libc::time_t = secs as libc::time_t;
-    let ok = unsafe {
-        if utc {
-            !libc::gmtime_r(&t, &mut tm).is_null()
-        } else {
-            !libc::localtime_r(&t, &mut tm).is_null()
-        }
-    };
-    if !ok {
-        let (y, mo, d, h, mi, s) = civil_utc(secs);
-        return (y, mo, d, h, mi, s, 0);
+    // SAFETY: as above.
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return utc_fields();
     }
     (
         tm.tm_year + 1900,
