@@ -9,10 +9,12 @@
 //! - [`driver`]: thin glue that runs the core on a reactor: io_uring shards (`uring`
 //!   feature, Linux) or the portable mio reactor (one shared event loop), plus the
 //!   acceptor thread.
+//! - [`auth`]: authentication and authorization: users, nkeys, JWT claims, permissions.
 //! - [`server`]: options, command line, logging, monitoring, startup and shutdown.
 //!
 //! The core never imports `driver`; `driver` never decides protocol behaviour.
 
+pub mod auth;
 pub mod core;
 pub mod driver;
 pub mod proto;

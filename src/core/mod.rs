@@ -10,6 +10,7 @@ pub mod shard;
 pub mod stats;
 pub mod subject;
 pub mod sublist;
+pub mod transform;
 
 /// The hash map of the core's hot paths (ahash: fast on short byte keys; keys are
 /// client-chosen, but each map is per shard and bounded by the connection's limits).

@@ -1,0 +1,1 @@
+//! NATS JWT v2 claims: decoding, verification and encoding.

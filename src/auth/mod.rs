@@ -1,0 +1,15 @@
+//! Authentication and authorization: who a connection is, which account it belongs to and
+//! what it may publish and subscribe to.
+//!
+//! Module map:
+//! - [`config`]: the security settings of the config file as typed data (users, nkeys,
+//!   accounts with exports/imports/mappings/limits, permissions, operator, resolver,
+//!   auth callout), before they are resolved into runtime structures.
+//! - [`jwt`]: NATS JWT v2 claims (operator, account, user, activation, authorization
+//!   request/response): decoding, verification and encoding.
+//!
+//! Ownership: everything here is either plain configuration (read-only, shared by all
+//! shards through an `Arc`) or per-connection state owned by the connection's shard.
+
+pub mod config;
+pub mod jwt;

@@ -1,0 +1,1 @@
+//! Subject transforms: subject mappings, import/export rewriting and their functions.
