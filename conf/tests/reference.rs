@@ -1,5 +1,6 @@
-//! Differential tests against the reference binary (`nats-server -t -c file`), run when
-//! `NATS_REFERENCE_SERVER` names it (CI sets it); skipped otherwise.
+//! Differential tests against the reference binary (`nats-server -t -c file`): the one
+//! `NATS_REFERENCE_SERVER` names, else the one the repository's `tools/reference-server`
+//! prints (it downloads the binary into the user's cache on first use).
 //!
 //! - parse errors: the reference's message equals our `reference_text()`;
 //! - valid files: the digest it prints equals our `config_digest`;
@@ -13,12 +14,16 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn reference() -> Option<PathBuf> {
-    let bin = std::env::var_os("NATS_REFERENCE_SERVER").map(PathBuf::from);
-    if bin.is_none() {
-        eprintln!("NATS_REFERENCE_SERVER not set: skipping the differential tests");
+fn reference() -> PathBuf {
+    if let Some(p) = std::env::var_os("NATS_REFERENCE_SERVER") {
+        return PathBuf::from(p);
     }
-    bin
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/reference-server");
+    let out = Command::new(&tool)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", tool.display()));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 /// What the reference says about `dir/name` (first line of its output, prefix removed).
@@ -81,7 +86,7 @@ fn compare(bin: &Path, dir: &Path, name: &str) -> Option<String> {
 
 #[test]
 fn parse_errors_match() {
-    let Some(bin) = reference() else { return };
+    let bin = reference();
     let dir = tempfile::tempdir().expect("tempdir");
     fs::write(dir.path().join("bad.conf"), "x = [\n").expect("write");
     let cases = [
@@ -118,7 +123,7 @@ fn parse_errors_match() {
 
 #[test]
 fn digests_of_valid_docs_examples_match() {
-    let Some(bin) = reference() else { return };
+    let bin = reference();
     let docs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/docs");
     let mut failures = Vec::new();
     let mut valid = 0;
@@ -141,7 +146,7 @@ fn digests_of_valid_docs_examples_match() {
 
 #[test]
 fn random_snippets_agree() {
-    let Some(bin) = reference() else { return };
+    let bin = reference();
     const PIECES: &[&str] = &[
         "port",
         "debug",

@@ -98,7 +98,7 @@ pub struct CompareArgs {
     /// Server A (default: the rnats release binary in $CARGO_TARGET_DIR or target/).
     #[arg(long, value_name = "PATH")]
     pub a: Option<PathBuf>,
-    /// Server B (default: the reference nats-server from shared/tools/reference-server, or
+    /// Server B (default: the reference nats-server from tools/reference-server, or
     /// $NATS_REFERENCE_SERVER).
     #[arg(long, value_name = "PATH")]
     pub b: Option<PathBuf>,

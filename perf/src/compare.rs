@@ -366,21 +366,18 @@ pub fn default_rnats() -> Result<PathBuf> {
         })
 }
 
-/// The reference nats-server: `$NATS_REFERENCE_SERVER`, else what the
-/// `shared/tools/reference-server` script prints (it installs the binary on first use).
+/// The reference nats-server: `$NATS_REFERENCE_SERVER`, else what the repository's
+/// `tools/reference-server` script prints (it downloads the binary on first use).
 pub fn default_reference() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("NATS_REFERENCE_SERVER") {
         return Ok(PathBuf::from(p));
     }
-    let scripts = [
-        workspace_dir().join("../shared/tools/reference-server"),
-        "/work/shared/tools/reference-server".into(),
-    ];
+    let scripts = [workspace_dir().join("tools/reference-server")];
     let script = scripts
         .iter()
         .find(|p| p.is_file())
         .ok_or_else(|| PerfError::ServerProcess {
-            bin: scripts[1].clone(),
+            bin: scripts[0].clone(),
             reason: "reference-server script not found; set NATS_REFERENCE_SERVER or pass --b".into(),
         })?;
     let out = Command::new(script).output().map_err(|e| PerfError::ServerProcess {

@@ -3,7 +3,8 @@
 //! (non-NATS port, non-loopback target).
 //!
 //! The reference binary comes from `$NATS_REFERENCE_SERVER`, else from
-//! `shared/tools/reference-server`; without either the server tests are skipped with a message.
+//! the repository's `tools/reference-server` (which downloads it on first use); without
+//! either the server tests are skipped with a message.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -19,11 +20,7 @@ fn reference() -> Option<PathBuf> {
         return Some(PathBuf::from(p)).filter(|p| p.is_file());
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let scripts = [
-        root.join("../shared/tools/reference-server"),
-        PathBuf::from("/work/shared/tools/reference-server"),
-    ];
-    let script = scripts.iter().find(|p| p.is_file())?;
+    let script = root.join("tools/reference-server");
     let out = Command::new(script).stderr(Stdio::null()).output().ok()?;
     let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     (out.status.success() && path.is_file()).then_some(path)

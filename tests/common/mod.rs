@@ -420,17 +420,23 @@ fn send_signal(child: &mut std::process::Child, sig: i32) {
     }
 }
 
-/// The reference nats-server binary: `NATS_REFERENCE_SERVER`, or the shared tool.
+/// The reference nats-server binary: `NATS_REFERENCE_SERVER`, or what the repository's
+/// `tools/reference-server` prints (it downloads the binary into the user's cache on first
+/// use). Looked up once per test binary.
 pub fn reference_server() -> String {
-    if let Ok(p) = std::env::var("NATS_REFERENCE_SERVER") {
-        return p;
-    }
-    let tool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/reference-server");
-    let out = Command::new(&tool)
-        .output()
-        .unwrap_or_else(|e| panic!("set NATS_REFERENCE_SERVER or provide {}: {e}", tool.display()));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        if let Ok(p) = std::env::var("NATS_REFERENCE_SERVER") {
+            return p;
+        }
+        let tool = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/reference-server");
+        let out = Command::new(&tool)
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", tool.display()));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    })
+    .clone()
 }
 
 impl Server {
