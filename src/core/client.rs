@@ -1,5 +1,6 @@
 //! Per-connection state of a client, owned by the shard that accepted the connection.
 
+use super::accounts::{AccountId, GLOBAL};
 use super::outbuf::OutBuf;
 use super::FastMap;
 use crate::proto::connect::ClientOpts;
@@ -86,6 +87,8 @@ pub enum Pause {
 /// A local subscription.
 pub struct Subscription {
     pub conn: ConnKey,
+    /// The account whose sublist holds it (its connection's account when it was made).
+    pub account: AccountId,
     pub subject: Box<[u8]>,
     pub queue: Option<Box<[u8]>>,
     pub sid: Box<[u8]>,
@@ -99,6 +102,8 @@ pub struct Client {
     pub cid: u64,
     pub gen: u32,
     pub peer: SocketAddr,
+    /// The account the connection is bound to (`$G` until authentication says otherwise).
+    pub account: AccountId,
     pub opts: ClientOpts,
     /// Headers negotiated (server supports them and the client asked).
     pub headers: bool,
@@ -139,6 +144,7 @@ impl Client {
             cid,
             gen,
             peer,
+            account: GLOBAL,
             opts: ClientOpts::default(),
             headers: false,
             connect_received: false,

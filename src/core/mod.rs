@@ -1,6 +1,7 @@
 //! The sans-IO core: everything that decides, nothing that waits. It takes bytes and
 //! `now`, and returns bytes to write, records for other shards, and deadlines.
 
+pub mod accounts;
 pub mod client;
 pub mod config;
 pub mod mesh_codec;

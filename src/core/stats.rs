@@ -78,12 +78,14 @@ impl std::ops::AddAssign for Counters {
 }
 
 /// State every shard shares: counters per shard, and the few global numbers that must be
-/// agreed on (client ids, the connection limit).
+/// agreed on (client ids, the connection limit, account ids).
 pub struct Shared {
     pub shards: Box<[ShardStats]>,
     next_cid: AtomicU64,
     /// Open client connections across all shards (enforces `max_connections`).
     pub open_conns: AtomicI64,
+    /// Account ids and the current account table (read by shards when it changes).
+    pub accounts: crate::core::accounts::AccountRegistry,
 }
 
 impl Shared {
@@ -92,6 +94,7 @@ impl Shared {
             shards: (0..nshards).map(|_| ShardStats::default()).collect(),
             next_cid: AtomicU64::new(1),
             open_conns: AtomicI64::new(0),
+            accounts: crate::core::accounts::AccountRegistry::new(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! interest records other shards learn from (ARCHITECTURE.md, invariant 3).
 
 use super::ShardCore;
+use crate::core::accounts::AccountId;
 use crate::core::client::{ConnKey, SubId, Subscription};
 use crate::core::mesh_codec;
 use crate::core::subject::num_tokens;
@@ -18,6 +19,7 @@ impl ShardCore {
         let Some(c) = self.client_mut(key) else { return };
         c.interest_changed = true;
         let verbose = c.opts.verbose;
+        let account = c.account;
         if queue == Some(SYS_QUEUE) {
             let label = c.label.clone();
             tracing::error!(
@@ -52,6 +54,7 @@ impl ShardCore {
         }
         let sub = Subscription {
             conn: key,
+            account,
             subject: subject.into(),
             queue: queue.map(Into::into),
             sid: sid.into(),
@@ -59,7 +62,7 @@ impl ShardCore {
             delivered: 0,
         };
         let id = self.subs.insert(sub) as SubId;
-        if self.sublist.insert(subject, queue, id).is_err() {
+        if self.acct(account).sublist.insert(subject, queue, id).is_err() {
             self.subs.remove(id as usize);
             self.send_err(key, reply::ERR_INVALID_SUBJECT, now);
             return;
@@ -67,7 +70,7 @@ impl ShardCore {
         if let Some(c) = self.client_mut(key) {
             c.subs.insert(sid.into(), id);
         }
-        self.interest_delta(subject, queue, 1);
+        self.interest_delta(account, subject, queue, 1);
         if verbose {
             self.send_bytes(key, reply::OK, now);
         }
@@ -104,8 +107,8 @@ impl ShardCore {
         let Some(sub) = self.subs.try_remove(id as usize) else {
             return;
         };
-        self.sublist.remove(&sub.subject, sub.queue.as_deref(), id);
-        self.interest_delta(&sub.subject, sub.queue.as_deref(), -1);
+        self.acct(sub.account).sublist.remove(&sub.subject, sub.queue.as_deref(), id);
+        self.interest_delta(sub.account, &sub.subject, sub.queue.as_deref(), -1);
     }
 
     /// A delivery reached a subscription's auto-unsubscribe limit.
@@ -121,11 +124,11 @@ impl ShardCore {
     /// Replicate a local interest change: plain interest on its 0<->1 transitions, queue
     /// interest on every change (other shards weigh queue groups by member count). The
     /// local count is read from the sublist, which already holds it.
-    fn interest_delta(&mut self, subject: &[u8], queue: Option<&[u8]>, delta: i32) {
+    fn interest_delta(&mut self, account: AccountId, subject: &[u8], queue: Option<&[u8]>, delta: i32) {
         if self.nshards < 2 {
             return;
         }
-        let after = self.sublist.exact(subject, queue).len() as i64;
+        let after = self.acct(account).sublist.exact(subject, queue).len() as i64;
         let before = after - i64::from(delta);
         let send = queue.is_some() || (before == 0) != (after == 0);
         if !send || before == after {
@@ -133,7 +136,7 @@ impl ShardCore {
         }
         for dst in 0..self.nshards {
             if dst != self.idx {
-                mesh_codec::put_interest(self.stage(dst), 0, subject, queue, delta);
+                mesh_codec::put_interest(self.stage(dst), account, subject, queue, delta);
             }
         }
     }

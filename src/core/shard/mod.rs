@@ -13,19 +13,21 @@
 //!   at [`ShardCore::next_deadline`]. Time always comes in as `now`.
 //!
 //! Submodules: `ops` (client protocol operations), `route` (publish routing and
-//! delivery), `interest` (subscriptions, interest replication and barriers), `timers`.
+//! delivery), `interest` (subscriptions, interest replication and barriers), `accounts`
+//! (the shard's view of the account table), `timers`.
 
+mod accounts;
 mod interest;
 mod ops;
 mod route;
 mod timers;
 
+use super::accounts::state::ShardAccount;
+use super::accounts::AccountTable;
 use super::client::{Client, ClosedState, ConnKey, Pause, SubId, Subscription};
 use super::config::CoreConfig;
 use super::mesh_codec;
-use super::remote::RemoteInterest;
 use super::stats::{Counters, Shared};
-use super::sublist::Sublist;
 use super::FastMap;
 use slab::Slab;
 use std::cmp::Reverse;
@@ -105,8 +107,11 @@ pub struct ShardCore {
     clients: Slab<Client>,
     next_gen: u32,
     subs: Slab<Subscription>,
-    sublist: Sublist<SubId>,
-    remote: RemoteInterest,
+    /// Routing state per account, indexed by account id (grown on demand).
+    accts: Vec<ShardAccount>,
+    /// The account table this shard last took from the registry, and its generation.
+    table: Arc<AccountTable>,
+    table_gen: u64,
     staging: Vec<Vec<u8>>,
     barriers: FastMap<u64, PendingBarrier>,
     next_barrier: u64,
@@ -119,8 +124,9 @@ pub struct ShardCore {
 
 impl ShardCore {
     pub fn new(idx: usize, nshards: usize, cfg: Arc<CoreConfig>, shared: Arc<Shared>, mesh: Box<dyn MeshPort>) -> Self {
-        let cache = cfg.sublist_cache;
-        ShardCore {
+        let table = shared.accounts.snapshot();
+        let table_gen = shared.accounts.generation();
+        let mut core = ShardCore {
             idx,
             nshards,
             cfg,
@@ -129,8 +135,9 @@ impl ShardCore {
             clients: Slab::new(),
             next_gen: 1,
             subs: Slab::new(),
-            sublist: Sublist::new(cache),
-            remote: RemoteInterest::default(),
+            accts: Vec::new(),
+            table,
+            table_gen,
             staging: (0..nshards).map(|_| Vec::new()).collect(),
             barriers: FastMap::default(),
             next_barrier: 1,
@@ -139,7 +146,9 @@ impl ShardCore {
             wakeups: Vec::new(),
             counters: Counters::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((idx as u64 + 1) << 32) ^ u64::from(std::process::id()),
-        }
+        };
+        core.apply_table();
+        core
     }
 
     /// This shard's index.
@@ -172,6 +181,7 @@ impl ShardCore {
     /// A new connection from `peer`. Queues the INFO (and, past `max_connections`, the
     /// error that closes it).
     pub fn accept(&mut self, peer: SocketAddr, now: Instant) -> ConnKey {
+        self.sync_accounts();
         let cid = self.shared.next_cid();
         let gen = self.next_gen;
         self.next_gen = self.next_gen.wrapping_add(1).max(1);
@@ -212,6 +222,7 @@ impl ShardCore {
 
     /// Bytes read from a connection.
     pub fn input(&mut self, key: ConnKey, data: &[u8], now: Instant) {
+        self.sync_accounts();
         let Some(c) = self.client_mut(key) else { return };
         if c.closing.is_some() {
             return;
@@ -386,6 +397,7 @@ impl ShardCore {
 
     /// Process batches from other shards. Returns how many were taken.
     pub fn poll_mesh(&mut self, now: Instant) -> usize {
+        self.sync_accounts();
         let taken = self.drain_mesh(now);
         self.finish(now);
         taken
@@ -571,11 +583,11 @@ impl ShardCore {
             match rec {
                 mesh_codec::Record::Msg(m) => self.deliver_remote(src, &m, now),
                 mesh_codec::Record::Interest {
-                    account: _,
+                    account,
                     subject,
                     queue,
                     delta,
-                } => self.remote.apply(src as u16, subject, queue, delta),
+                } => self.acct(account).remote.apply(src as u16, subject, queue, delta),
                 mesh_codec::Record::Barrier(id) => {
                     mesh_codec::put_barrier(self.stage(src), id, true);
                 }

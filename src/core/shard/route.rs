@@ -4,7 +4,8 @@
 use super::ShardCore;
 use crate::core::client::{ClosedState, ConnKey, SubId};
 use crate::core::mesh_codec::{self, flags, MsgRecord};
-use crate::core::remote::{RKey, RemoteInterest};
+use crate::core::accounts::AccountId;
+use crate::core::remote::{REntry, RKey};
 use crate::core::sublist::Matches;
 use crate::proto::reply;
 use std::rc::Rc;
@@ -97,7 +98,8 @@ impl ShardCore {
         if verbose {
             self.send_bytes(key, reply::OK, now);
         }
-        let delivered = self.route(Some(key), m, now);
+        let account = self.client(key).map_or(crate::core::accounts::GLOBAL, |c| c.account);
+        let delivered = self.route(account, Some(key), m, now);
         if !delivered && !reply.is_empty() && no_responders {
             self.no_responders(key, m, now);
         }
@@ -105,8 +107,8 @@ impl ShardCore {
 
     /// Deliver a message published on this shard. Returns whether anyone (here or on
     /// another shard) was given it.
-    pub(super) fn route(&mut self, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
-        let local = self.sublist.matches(m.subject);
+    pub(super) fn route(&mut self, acc: AccountId, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
+        let local = self.acct(acc).sublist.matches(m.subject);
         let mut delivered = false;
         for &sid in &local.psubs {
             delivered |= self.deliver(sid, publisher, m, now);
@@ -117,7 +119,7 @@ impl ShardCore {
             }
             return delivered;
         }
-        let remote: Rc<Matches<RKey>> = self.remote.matches(m.subject);
+        let remote: Rc<Matches<RKey>> = self.acct(acc).remote.matches(m.subject);
         if remote.is_empty() {
             for g in &local.qsubs {
                 delivered |= self.deliver_queue_local(&g.members, publisher, m, now);
@@ -126,7 +128,7 @@ impl ShardCore {
         }
         let mut targets = ShardSet::default();
         for &rk in &remote.psubs {
-            if let Some(e) = self.remote.entry(rk) {
+            if let Some(e) = self.remote_entry(acc, rk) {
                 targets.insert(e.shard as usize);
             }
         }
@@ -134,11 +136,11 @@ impl ShardCore {
         let mut assigned: Vec<(usize, &[u8])> = Vec::new();
         for g in &local.qsubs {
             let remote_members = remote.qsubs.iter().find(|r| r.name == g.name).map(|r| &r.members[..]);
-            match self.pick_queue(g.members.len(), remote_members.unwrap_or_default()) {
+            match self.pick_queue(acc, g.members.len(), remote_members.unwrap_or_default()) {
                 Pick::Local(start) => {
                     if self.deliver_queue_from(&g.members, start, publisher, m, now) {
                         delivered = true;
-                    } else if let Some(shard) = self.pick_remote_shard(remote_members.unwrap_or_default(), None) {
+                    } else if let Some(shard) = self.pick_remote_shard(acc, remote_members.unwrap_or_default(), None) {
                         targets.insert(shard);
                         assigned.push((shard, &g.name));
                     }
@@ -154,7 +156,7 @@ impl ShardCore {
             if local.qsubs.iter().any(|g| g.name == r.name) {
                 continue;
             }
-            if let Some(shard) = self.pick_remote_shard(&r.members, None) {
+            if let Some(shard) = self.pick_remote_shard(acc, &r.members, None) {
                 targets.insert(shard);
                 assigned.push((shard, &r.name));
             }
@@ -169,17 +171,21 @@ impl ShardCore {
                 }
                 queues.clear();
                 queues.extend(assigned.iter().filter(|(s, _)| *s == dst).map(|(_, q)| *q));
-                mesh_codec::put_msg(self.stage(dst), 0, 0, 0, &m.parts(), raw, &queues);
+                mesh_codec::put_msg(self.stage(dst), 0, 0, acc, &m.parts(), raw, &queues);
                 self.maybe_flush_early(dst, now);
             }
         }
         delivered
     }
 
-    fn pick_queue(&mut self, local: usize, remote: &[RKey]) -> Pick {
+    fn remote_entry(&self, acc: AccountId, rk: RKey) -> Option<&REntry> {
+        self.accts.get(acc as usize).and_then(|a| a.remote.entry(rk))
+    }
+
+    fn pick_queue(&mut self, acc: AccountId, local: usize, remote: &[RKey]) -> Pick {
         let remote_total: u64 = remote
             .iter()
-            .filter_map(|&rk| self.remote.entry(rk))
+            .filter_map(|&rk| self.remote_entry(acc, rk))
             .map(|e| u64::from(e.count))
             .sum();
         let total = local as u64 + remote_total;
@@ -192,7 +198,7 @@ impl ShardCore {
         }
         let mut r = r - local as u64;
         for &rk in remote {
-            if let Some(e) = self.remote.entry(rk) {
+            if let Some(e) = self.remote_entry(acc, rk) {
                 if r < u64::from(e.count) {
                     return Pick::Remote(e.shard as usize);
                 }
@@ -203,15 +209,13 @@ impl ShardCore {
     }
 
     /// A shard among `members` (remote entries), weighted by member count, not `exclude`.
-    fn pick_remote_shard(&mut self, members: &[RKey], exclude: Option<usize>) -> Option<usize> {
-        let total: u64 = live_shards(&self.remote, members, exclude, self.idx)
-            .map(|(_, n)| n)
-            .sum();
+    fn pick_remote_shard(&mut self, acc: AccountId, members: &[RKey], exclude: Option<usize>) -> Option<usize> {
+        let total: u64 = live_shards(self, acc, members, exclude).map(|(_, n)| n).sum();
         if total == 0 {
             return None;
         }
         let mut r = self.next_rand() % total;
-        for (s, n) in live_shards(&self.remote, members, exclude, self.idx) {
+        for (s, n) in live_shards(self, acc, members, exclude) {
             if r < n {
                 return Some(s);
             }
@@ -271,7 +275,8 @@ impl ShardCore {
             size_text,
             hdr_text,
         };
-        let local = self.sublist.matches(m.subject);
+        let acc = rec.account;
+        let local = self.acct(acc).sublist.matches(m.subject);
         if rec.flags & flags::QUEUE_ONLY == 0 {
             for &sid in &local.psubs {
                 self.deliver(sid, None, &m, now);
@@ -287,16 +292,16 @@ impl ShardCore {
             }
             // The members this message was meant for are gone: pick again elsewhere
             // rather than drop it (ARCHITECTURE.md, invariant 6).
-            let remote = self.remote.matches(m.subject);
+            let remote = self.acct(acc).remote.matches(m.subject);
             let members = remote.qsubs.iter().find(|g| &*g.name == q).map(|g| &g.members[..]);
             let exclude = if rec.hops == 0 { Some(src) } else { None };
-            if let Some(dst) = members.and_then(|mm| self.pick_remote_shard(mm, exclude)) {
+            if let Some(dst) = members.and_then(|mm| self.pick_remote_shard(acc, mm, exclude)) {
                 let raw = m.raw_sizes();
                 mesh_codec::put_msg(
                     self.stage(dst),
                     flags::QUEUE_ONLY,
                     rec.hops + 1,
-                    0,
+                    acc,
                     &m.parts(),
                     raw,
                     &[q],
@@ -397,7 +402,8 @@ impl ShardCore {
     /// Nobody took a request: tell the publisher with a 503 on its own reply
     /// subscription (protocol.md §6.3).
     fn no_responders(&mut self, key: ConnKey, m: &Msg<'_>, now: Instant) {
-        let matches = self.sublist.matches(m.reply);
+        let account = self.client(key).map_or(crate::core::accounts::GLOBAL, |c| c.account);
+        let matches = self.acct(account).sublist.matches(m.reply);
         let sid = matches
             .psubs
             .iter()
@@ -424,16 +430,18 @@ impl ShardCore {
     }
 }
 
-/// The shards holding `members`, with their member counts, other than `exclude` and `me`.
+/// The shards holding `members`, with their member counts, other than `exclude` and this
+/// shard.
 fn live_shards<'a>(
-    remote: &'a RemoteInterest,
+    core: &'a ShardCore,
+    acc: AccountId,
     members: &'a [RKey],
     exclude: Option<usize>,
-    me: usize,
 ) -> impl Iterator<Item = (usize, u64)> + 'a {
+    let me = core.idx;
     members
         .iter()
-        .filter_map(|&rk| remote.entry(rk))
+        .filter_map(move |&rk| core.remote_entry(acc, rk))
         .map(|e| (e.shard as usize, u64::from(e.count)))
         .filter(move |(s, _)| Some(*s) != exclude && *s != me)
 }

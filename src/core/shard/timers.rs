@@ -36,6 +36,7 @@ impl ShardCore {
 
     /// Run every timer due at `now`.
     pub fn tick(&mut self, now: Instant) {
+        self.sync_accounts();
         while let Some(Reverse((at, key))) = self.timers.peek().copied() {
             if at > now {
                 break;
