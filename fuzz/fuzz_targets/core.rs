@@ -27,7 +27,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use rnats::core::client::{ClosedState, ConnKey};
-use rnats::core::config::{Auth, CoreConfig};
+use rnats::auth::users::{ConfigAuthenticator, UserDirectory};
+use rnats::core::config::CoreConfig;
 use rnats::core::shard::{ConnStatus, MeshPort, NoMesh, ShardCore};
 use rnats::core::stats::Shared;
 use rnats::driver::MeshAdapter;
@@ -77,14 +78,18 @@ fn config(flags: u8, limits: u8) -> CoreConfig {
         auth_timeout: Duration::from_secs(1),
         ..CoreConfig::default()
     };
-    c.auth = match (flags >> 1) & 3 {
-        1 => Auth::Token("secret".into()),
-        2 => Auth::User {
-            user: "u".into(),
-            pass: "p".into(),
+    let dir = match (flags >> 1) & 3 {
+        1 => UserDirectory {
+            token: Some("secret".into()),
+            ..Default::default()
         },
-        _ => Auth::None,
+        2 => UserDirectory {
+            single: Some(("u".into(), "p".into())),
+            ..Default::default()
+        },
+        _ => UserDirectory::default(),
     };
+    c.authenticator = std::sync::Arc::new(ConfigAuthenticator::new(dir));
     c.trace = tracing_on();
     c.headers = flags & 8 == 0;
     c.sublist_cache = flags & 16 == 0;

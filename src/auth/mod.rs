@@ -5,6 +5,9 @@
 //! - [`config`]: the security settings of the config file as typed data (users, nkeys,
 //!   accounts with exports/imports/mappings/limits, permissions, operator, resolver,
 //!   auth callout), before they are resolved into runtime structures.
+//! - [`secret`]: password and token comparison (bcrypt or constant time).
+//! - [`users`]: config mode: token, single user, users with passwords or nkeys,
+//!   `no_auth_user`, accounts and permissions of configured users.
 //! - [`jwt`]: NATS JWT v2 claims (operator, account, user, activation, authorization
 //!   request/response): decoding, verification and encoding.
 //!
@@ -13,3 +16,5 @@
 
 pub mod config;
 pub mod jwt;
+pub mod secret;
+pub mod users;

@@ -1,7 +1,9 @@
 //! Per-connection state of a client, owned by the shard that accepted the connection.
 
 use super::accounts::{AccountId, GLOBAL};
+use super::auth::Identity;
 use super::outbuf::OutBuf;
+use super::perms::Perms;
 use super::FastMap;
 use crate::proto::connect::ClientOpts;
 use crate::proto::parser::Parser;
@@ -38,6 +40,9 @@ pub enum ClosedState {
     MaxControlLineExceeded,
     ServerShutdown,
     NoRespondersRequiresHeaders,
+    MaxAccountConnectionsExceeded,
+    MaxSubscriptionsExceeded,
+    AuthenticationExpired,
 }
 
 impl ClosedState {
@@ -59,6 +64,9 @@ impl ClosedState {
             ClosedState::MaxControlLineExceeded => "Maximum Control Line Exceeded",
             ClosedState::ServerShutdown => "Server Shutdown",
             ClosedState::NoRespondersRequiresHeaders => "No Responders Requires Headers",
+            ClosedState::MaxAccountConnectionsExceeded => "Maximum Account Connections Exceeded",
+            ClosedState::MaxSubscriptionsExceeded => "Maximum Subscriptions Exceeded",
+            ClosedState::AuthenticationExpired => "Authentication Expired",
         }
     }
 
@@ -82,6 +90,8 @@ pub enum Pause {
     Barrier(u64),
     /// The mesh to some shard is backed up.
     Mesh,
+    /// Waiting for the authenticator's verdict on CONNECT.
+    Auth,
 }
 
 /// A local subscription.
@@ -136,6 +146,24 @@ pub struct Client {
     pub out_bytes: u64,
     /// Trace prefix `ip:port - cid:N`.
     pub label: String,
+    /// The nonce sent in INFO (empty when none was).
+    pub nonce: String,
+    /// Who the connection authenticated as (set once CONNECT is accepted).
+    pub identity: Option<Box<Identity>>,
+    /// Counted in its account's connections (undone on close).
+    pub account_bound: bool,
+    /// Publish/subscribe permissions, if restricted.
+    pub perms: Option<Box<Perms>>,
+    /// The user's and account's limits (negative: none); the server's own limits are
+    /// applied on top where they are used.
+    pub max_payload: i64,
+    pub max_subs: i64,
+    /// Closed with `User Authentication Expired` at this moment.
+    pub expires_at: Option<Instant>,
+    /// The pending verdict is for the first CONNECT.
+    pub auth_first: bool,
+    /// A server-side client without a socket (system services, JetStream, ...).
+    pub internal: bool,
 }
 
 impl Client {
@@ -171,6 +199,15 @@ impl Client {
             out_msgs: 0,
             out_bytes: 0,
             label: format_label(peer, cid),
+            nonce: String::new(),
+            identity: None,
+            account_bound: false,
+            perms: None,
+            max_payload: -1,
+            max_subs: -1,
+            expires_at: None,
+            auth_first: true,
+            internal: false,
         }
     }
 
@@ -179,6 +216,9 @@ impl Client {
         let mut t = self.ping_at;
         if let Some(a) = self.auth_deadline {
             t = t.min(a);
+        }
+        if let Some(e) = self.expires_at {
+            t = t.min(e);
         }
         if let Some(s) = self.out.stalled_since() {
             t = t.min(s + write_deadline);

@@ -2,10 +2,13 @@
 //! `now`, and returns bytes to write, records for other shards, and deadlines.
 
 pub mod accounts;
+pub mod auth;
 pub mod client;
 pub mod config;
 pub mod mesh_codec;
 pub mod outbuf;
+pub mod perms;
+pub mod post;
 pub mod remote;
 pub mod shard;
 pub mod stats;

@@ -96,6 +96,29 @@ pub fn matches(pattern: &[u8], subject: &[u8]) -> bool {
     }
 }
 
+/// Can some literal subject match both `a` and `b` (each a subject or a pattern)?
+/// nats-server's `SubjectsCollide`: used to decide whether a wildcard subscription can
+/// see subjects a deny entry covers.
+pub fn subjects_collide(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let mut ta = a.split('.');
+    let mut tb = b.split('.');
+    loop {
+        match (ta.next(), tb.next()) {
+            (None, None) => return true,
+            (Some(">"), Some(_)) | (Some(_), Some(">")) => return true,
+            (Some(x), Some(y)) => {
+                if x != "*" && y != "*" && x != y {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+    }
+}
+
 /// Number of tokens.
 pub fn num_tokens(s: &[u8]) -> usize {
     if s.is_empty() {
@@ -108,6 +131,26 @@ pub fn num_tokens(s: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn collisions() {
+        for (a, b, want) in [
+            ("foo.bar", "foo.bar", true),
+            ("foo.bar", "foo.baz", false),
+            ("foo.*", "foo.bar", true),
+            ("foo.*", "*.bar", true),
+            ("foo.*", "foo.bar.baz", false),
+            ("foo.>", "foo.bar.baz", true),
+            ("foo.>", "foo", false),
+            ("*.>", "a.b", true),
+            (">", "a", true),
+            ("a.*.c", "a.b.d", false),
+            ("a.*", "b.>", false),
+        ] {
+            assert_eq!(subjects_collide(a, b), want, "{a} vs {b}");
+            assert_eq!(subjects_collide(b, a), want, "{b} vs {a}");
+        }
+    }
 
     #[test]
     fn valid_subjects() {

@@ -6,11 +6,13 @@
 
 use super::{Accepted, Control, Controls, MeshAdapter, Running, RuntimeConfig, Stop, MESH_RING_CAPACITY};
 use crate::core::client::{ClosedState, ConnKey};
+use crate::core::post::Post;
 use crate::core::shard::{ConnStatus, ShardCore};
 use shards::mesh::Notify;
 use slab::Slab;
 use std::io::{self, Read, Write};
 use std::sync::mpsc::Receiver;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Reads per connection per loop turn before others get a go.
@@ -64,24 +66,27 @@ pub(super) fn start<P: Poller>(
         .ok_or_else(|| io::Error::other("no shards"))?;
     let stop = Stop::default();
     let (txs, rxs) = super::control_queues(n);
+    let controls = Controls::new(txs, wakers);
+    let post: Arc<dyn Post> = Arc::new(controls.clone());
     let mut threads = Vec::with_capacity(n);
     for (i, ((poller, ep), rx)) in pollers.into_iter().zip(eps).zip(rxs).enumerate() {
         let cfg = cfg.clone();
         let stop = stop.clone();
+        let post = post.clone();
         let cpu = (!cfg.cpus.is_empty()).then(|| cfg.cpus[i % cfg.cpus.len()]);
         let h = shards::cpus::spawn_pinned(format!("rnats-shard-{i}"), cpu, move || {
-            let core = ShardCore::new(
+            let mut core = ShardCore::new(
                 i,
                 cfg.nshards,
                 cfg.core.clone(),
                 cfg.shared.clone(),
                 Box::new(MeshAdapter(ep)),
             );
+            core.set_post(post);
             EventLoop::new(core, poller, rx, stop, cfg.spin_us).run();
         })?;
         threads.push(h);
     }
-    let controls = Controls::new(txs, wakers);
     let acceptor = Running::accepting(listener, &controls)?;
     Ok(Running {
         stop,
@@ -177,6 +182,7 @@ impl<P: Poller> EventLoop<P> {
                     Control::CloseClients(n) => {
                         self.core.close_clients(n, now);
                     }
+                    Control::Run(job) => job(&mut self.core, now),
                 }
                 worked = true;
             }

@@ -14,6 +14,7 @@ pub mod mio;
 pub mod uring;
 
 use crate::core::config::CoreConfig;
+use crate::core::post::{Job, Post};
 use crate::core::shard::MeshPort;
 use crate::core::stats::Shared;
 use shards::mesh::Endpoint;
@@ -41,6 +42,8 @@ pub enum Control {
     LameDuck,
     /// Lame duck mode: close this many clients now.
     CloseClients(usize),
+    /// Run a job on the shard (see `core::post`).
+    Run(Job),
 }
 
 /// The per-shard control queues, and the wake-up that goes with them.
@@ -77,6 +80,23 @@ impl Controls {
 
     pub fn is_empty(&self) -> bool {
         self.txs.is_empty()
+    }
+}
+
+impl Post for Controls {
+    fn post(&self, shard: usize, job: Job) -> bool {
+        match self.txs.get(shard) {
+            Some(tx) => {
+                let sent = tx.send(Control::Run(job)).is_ok();
+                self.wakers.wake(shard);
+                sent
+            }
+            None => false,
+        }
+    }
+
+    fn shards(&self) -> usize {
+        self.txs.len()
     }
 }
 

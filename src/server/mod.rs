@@ -61,7 +61,7 @@ const MAX_PAYLOAD_MAX_SIZE: i64 = 8 * 1024 * 1024;
 
 /// nats-server's `checkAuthforWarnings`.
 fn check_auth_for_warnings(o: &Options) {
-    let plain = |p: &str| !crate::core::config::is_bcrypt(p);
+    let plain = |p: &str| !crate::auth::secret::is_bcrypt(p);
     if (!o.password.is_empty() && plain(&o.password)) || o.users.iter().any(|u| plain(&u.pass)) {
         tracing::warn!("Plaintext passwords detected, use nkeys or bcrypt");
     }
@@ -228,7 +228,7 @@ impl Server {
             host: opts.host.clone(),
             port: bound.port(),
             headers: !opts.no_header_support,
-            auth_required: core.auth.required(),
+            auth_required: core.authenticator.required(),
             max_payload: opts.max_payload.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
             api_lvl: API_LEVEL,
             xkey,
@@ -409,7 +409,7 @@ impl Server {
         }
         self.info.max_payload = self.opts.max_payload.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
         let mut core = self.opts.core_config();
-        self.info.auth_required = core.auth.required();
+        self.info.auth_required = core.authenticator.required();
         core.info = self.info.clone();
         if let Some(r) = &self.running {
             r.reconfigure(Arc::new(core));

@@ -247,7 +247,9 @@ impl Options {
         } else {
             Auth::None
         };
+        let authenticator = std::sync::Arc::new(crate::auth::users::ConfigAuthenticator::new(legacy_directory(&auth)));
         CoreConfig {
+            authenticator,
             max_control_line: self.max_control_line.max(1) as usize,
             max_payload: self.max_payload,
             max_pending: self.max_pending.max(1) as usize,
@@ -258,7 +260,6 @@ impl Options {
             ping_interval: self.ping_interval,
             ping_max: self.ping_max.max(0) as u32,
             write_deadline: self.write_deadline,
-            auth,
             auth_timeout: self.auth_timeout_duration(),
             headers: !self.no_header_support,
             sublist_cache: !self.no_sublist_cache,
@@ -268,6 +269,33 @@ impl Options {
             info: Default::default(),
         }
     }
+}
+
+/// The user directory of a token, single user or users list.
+fn legacy_directory(auth: &Auth) -> crate::auth::users::UserDirectory {
+    use crate::auth::users::{PasswordUser, UserDirectory};
+    let mut dir = UserDirectory::default();
+    match auth {
+        Auth::None => {}
+        Auth::Token(t) => dir.token = Some(t.clone()),
+        Auth::User { user, pass } => dir.single = Some((user.clone(), pass.clone())),
+        Auth::Users(list) => {
+            dir.listed = true;
+            for u in list {
+                dir.users.insert(
+                    u.user.clone(),
+                    PasswordUser {
+                        name: u.user.clone(),
+                        password: u.pass.clone(),
+                        account: crate::core::accounts::GLOBAL,
+                        permissions: None,
+                        conn_types: Vec::new(),
+                    },
+                );
+            }
+        }
+    }
+    dir
 }
 
 /// A duration as Go prints it (`2m0s`, `1.5s`).

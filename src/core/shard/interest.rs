@@ -14,24 +14,43 @@ const SYS_QUEUE: &[u8] = b"_sys_";
 
 impl ShardCore {
     pub(super) fn on_sub(&mut self, key: ConnKey, subject: &[u8], queue: Option<&[u8]>, sid: &[u8], now: Instant) {
-        let max_subs = self.cfg.max_subscriptions;
+        let server_subs = if self.cfg.max_subscriptions == 0 {
+            -1
+        } else {
+            self.cfg.max_subscriptions as i64
+        };
         let max_tokens = self.cfg.max_sub_tokens;
         let Some(c) = self.client_mut(key) else { return };
         c.interest_changed = true;
         let verbose = c.opts.verbose;
         let account = c.account;
-        if queue == Some(SYS_QUEUE) {
+        let max_subs = super::connect::min_limit(c.max_subs, server_subs);
+        let denied = c.perms.as_mut().is_some_and(|p| !p.can_subscribe(subject, queue));
+        if denied || queue == Some(SYS_QUEUE) {
             let label = c.label.clone();
-            tracing::error!(
-                "{label} - Subscription Violation - Subject {}, Queue: {}, SID {}",
-                reply::go_quote(subject),
-                reply::go_quote(SYS_QUEUE),
-                String::from_utf8_lossy(sid)
-            );
+            match queue {
+                Some(q) => tracing::error!(
+                    "{label} - Subscription Violation - Subject {}, Queue: {}, SID {}",
+                    reply::go_quote(subject),
+                    reply::go_quote(q),
+                    String::from_utf8_lossy(sid)
+                ),
+                None => tracing::error!(
+                    "{label} - Subscription Violation - Subject {}, SID {}",
+                    reply::go_quote(subject),
+                    String::from_utf8_lossy(sid)
+                ),
+            }
             self.send_err(key, &reply::sub_violation(subject, queue), now);
             return;
         }
         if max_tokens > 0 && num_tokens(subject) > max_tokens {
+            let label = c.label.clone();
+            tracing::error!(
+                "{label} - Subscription Violation Too Many Tokens - Subject {}, SID {}",
+                reply::go_quote(subject),
+                String::from_utf8_lossy(sid)
+            );
             let text = format!(
                 "Permissions Violation for Subscription to {}, too many tokens",
                 reply::go_quote(subject)
@@ -39,7 +58,7 @@ impl ShardCore {
             self.send_err(key, &text, now);
             return;
         }
-        if max_subs > 0 && c.subs.len() >= max_subs {
+        if max_subs >= 0 && c.subs.len() as i64 >= max_subs {
             let label = c.label.clone();
             tracing::error!("{label} - {}", reply::ERR_MAX_SUBS);
             self.send_err(key, reply::ERR_MAX_SUBS, now);
@@ -107,7 +126,9 @@ impl ShardCore {
         let Some(sub) = self.subs.try_remove(id as usize) else {
             return;
         };
-        self.acct(sub.account).sublist.remove(&sub.subject, sub.queue.as_deref(), id);
+        self.acct(sub.account)
+            .sublist
+            .remove(&sub.subject, sub.queue.as_deref(), id);
         self.interest_delta(sub.account, &sub.subject, sub.queue.as_deref(), -1);
     }
 

@@ -17,6 +17,7 @@
 //! (the shard's view of the account table), `timers`.
 
 mod accounts;
+mod connect;
 mod interest;
 mod ops;
 mod route;
@@ -27,6 +28,7 @@ use super::accounts::AccountTable;
 use super::client::{Client, ClosedState, ConnKey, Pause, SubId, Subscription};
 use super::config::CoreConfig;
 use super::mesh_codec;
+use super::post::Post;
 use super::stats::{Counters, Shared};
 use super::FastMap;
 use slab::Slab;
@@ -120,6 +122,8 @@ pub struct ShardCore {
     wakeups: Vec<ConnKey>,
     counters: Counters,
     rng: u64,
+    /// Posts jobs to shards (set by the runtime; `None` in a bare core).
+    post: Option<Arc<dyn Post>>,
 }
 
 impl ShardCore {
@@ -146,9 +150,26 @@ impl ShardCore {
             wakeups: Vec::new(),
             counters: Counters::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((idx as u64 + 1) << 32) ^ u64::from(std::process::id()),
+            post: None,
         };
         core.apply_table();
         core
+    }
+
+    /// Attach the runtime's job poster: verdicts that arrive later, and work other shards
+    /// or threads ask of this one, come through it.
+    pub fn set_post(&mut self, post: Arc<dyn Post>) {
+        self.post = Some(post);
+    }
+
+    /// The job poster, if a runtime attached one.
+    pub fn post(&self) -> Option<&Arc<dyn Post>> {
+        self.post.as_ref()
+    }
+
+    /// Number of shards.
+    pub fn shards(&self) -> usize {
+        self.nshards
     }
 
     /// This shard's index.
@@ -165,7 +186,7 @@ impl ShardCore {
     /// next operation of every connection; when authentication changed, connected clients
     /// are checked against it at once (see `recheck_auth`).
     pub fn reconfigure(&mut self, cfg: Arc<CoreConfig>, now: Instant) {
-        let auth_changed = cfg.auth != self.cfg.auth;
+        let auth_changed = !Arc::ptr_eq(&cfg.authenticator, &self.cfg.authenticator);
         self.cfg = cfg;
         if auth_changed {
             self.recheck_auth(now);
@@ -191,12 +212,17 @@ impl ShardCore {
             .open_conns
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             + 1;
+        let auth = self.cfg.authenticator.clone();
         let mut info = self.cfg.info.clone();
         info.client_id = cid;
         info.client_ip = peer.ip().to_string();
-        info.auth_required = self.cfg.auth.required();
+        info.auth_required = auth.required();
+        if auth.nonce_required() {
+            c.nonce = new_nonce(&mut self.rng);
+            info.nonce = c.nonce.clone();
+        }
         info.write_line(&mut c.out.writer(now));
-        if self.cfg.auth.required() {
+        if auth.required() {
             c.awaiting_auth = true;
             c.auth_deadline = Some(now + self.cfg.auth_timeout);
         }
@@ -316,7 +342,7 @@ impl ShardCore {
             })
             .collect();
         let mut info = self.cfg.info.clone();
-        info.auth_required = self.cfg.auth.required();
+        info.auth_required = self.cfg.authenticator.required();
         info.ldm = true;
         for k in keys {
             let Some(c) = self.client_mut(k) else { continue };
@@ -528,6 +554,7 @@ impl ShardCore {
         for s in sids {
             self.remove_sub(s);
         }
+        self.unbind_account(key);
         if let Pause::Barrier(id) = pause {
             self.barriers.remove(&id);
         }
@@ -595,6 +622,32 @@ impl ShardCore {
             }
         }
     }
+}
+
+/// A connection's nonce as nats-server makes them: 11 random bytes, base64url without
+/// padding (15 characters).
+fn new_nonce(rng: &mut u64) -> String {
+    use rand::RngCore;
+    let mut raw = [0u8; 11];
+    rand::thread_rng().fill_bytes(&mut raw);
+    // Mix in the shard's own generator so two shards never share a stream by accident.
+    *rng ^= u64::from_le_bytes([raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7]]);
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(15);
+    let mut bits = 0u32;
+    let mut nbits = 0;
+    for b in raw {
+        bits = (bits << 8) | u32::from(b);
+        nbits += 8;
+        while nbits >= 6 {
+            nbits -= 6;
+            out.push(char::from(ALPHABET[((bits >> nbits) & 63) as usize]));
+        }
+    }
+    if nbits > 0 {
+        out.push(char::from(ALPHABET[((bits << (6 - nbits)) & 63) as usize]));
+    }
+    out
 }
 
 #[cfg(test)]

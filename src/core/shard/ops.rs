@@ -3,21 +3,17 @@
 
 use super::ShardCore;
 use crate::core::client::{ClosedState, ConnKey, Pause};
-use crate::core::config::{Credentials, Recheck};
 use crate::core::mesh_codec;
 use crate::proto::parser::{Event, Limits, ParseError};
 use crate::proto::reply;
 use std::time::{Duration, Instant};
-
-/// The first server PING goes out this long after CONNECT (plus up to 20%).
-const FIRST_PING: Duration = Duration::from_secs(2);
 
 impl ShardCore {
     fn limits(&self, key: ConnKey) -> Option<Limits> {
         let c = self.client(key)?;
         Some(Limits {
             max_control_line: self.cfg.max_control_line,
-            max_payload: self.cfg.max_payload,
+            max_payload: super::connect::min_limit(c.max_payload, self.cfg.max_payload),
             headers: c.headers,
             awaiting_auth: c.awaiting_auth,
             pedantic: c.opts.pedantic,
@@ -104,55 +100,6 @@ impl ShardCore {
             ParseError::Silent(why) => {
                 tracing::error!("{label} - {why}");
                 self.close(key, ClosedState::ProtocolViolation);
-            }
-        }
-    }
-
-    fn auth_violation(&mut self, key: ConnKey, now: Instant) {
-        let label = self.label(key);
-        let (user, token) = self
-            .client(key)
-            .map(|c| (c.opts.user.clone(), !c.opts.auth_token.is_empty()))
-            .unwrap_or_default();
-        if !user.is_empty() {
-            tracing::error!("{label} - authentication error - User {user:?}");
-        } else if token {
-            tracing::error!("{label} - authentication error - Token \"[REDACTED]\"");
-        } else {
-            tracing::error!("{label} - authentication error");
-        }
-        self.send_err(key, reply::ERR_AUTH_VIOLATION, now);
-        self.close(key, ClosedState::AuthenticationViolation);
-    }
-
-    /// After a reload: check every authenticated client against the new authentication
-    /// configuration, as nats-server's `reloadAuthorization` does. A client whose user was
-    /// removed is closed quietly; one whose credentials no longer match gets
-    /// `-ERR 'Authorization Violation'` and is closed.
-    pub(super) fn recheck_auth(&mut self, now: Instant) {
-        let cfg = self.cfg.clone();
-        let verdicts: Vec<(ConnKey, Recheck)> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| c.closing.is_none() && c.connect_received && !c.awaiting_auth)
-            .map(|(i, c)| {
-                let key = ConnKey {
-                    idx: i as u32,
-                    gen: c.gen,
-                };
-                let v = cfg.auth.recheck(Credentials {
-                    user: &c.opts.user,
-                    pass: &c.opts.pass,
-                    token: &c.opts.auth_token,
-                });
-                (key, v)
-            })
-            .collect();
-        for (key, v) in verdicts {
-            match v {
-                Recheck::Keep => {}
-                Recheck::Violation => self.auth_violation(key, now),
-                Recheck::Removed => self.close(key, ClosedState::ClientClosed),
             }
         }
     }
@@ -265,83 +212,6 @@ impl ShardCore {
                 self.on_msg(key, &m, now);
             }
         }
-    }
-
-    fn on_connect(&mut self, key: ConnKey, arg: &[u8], now: Instant) {
-        let cfg = self.cfg.clone();
-        let mut jitter = self.next_rand();
-        let Some(c) = self.client_mut(key) else { return };
-        c.auth_deadline = None;
-        c.rtt = Some(now.saturating_duration_since(c.start).max(Duration::from_nanos(1)));
-        let first_ping = cfg.ping_interval.min(FIRST_PING);
-        let fifth = (first_ping.as_nanos() / 5) as u64;
-        if fifth > 0 {
-            jitter %= fifth;
-        } else {
-            jitter = 0;
-        }
-        c.ping_at = now + first_ping + Duration::from_nanos(jitter);
-        let first = !c.connect_received;
-        c.connect_received = true;
-        if let Err(e) = c.opts.apply_json(arg) {
-            let label = c.label.clone();
-            tracing::error!("{label} - {e}");
-            self.close(key, ClosedState::ProtocolViolation);
-            return;
-        }
-        c.headers = cfg.headers && c.opts.headers;
-        let opts = c.opts.clone();
-        if !first {
-            // A second CONNECT drops the connection's subscriptions, as in nats-server.
-            let sids: Vec<_> = c.subs.drain().map(|(_, s)| s).collect();
-            for s in sids {
-                self.remove_sub(s);
-            }
-        }
-        let ok = cfg.auth.check(Credentials {
-            user: &opts.user,
-            pass: &opts.pass,
-            token: &opts.auth_token,
-        });
-        if !ok || !opts.account.is_empty() || opts.new_account {
-            self.auth_violation(key, now);
-            return;
-        }
-        if let Some(c) = self.client_mut(key) {
-            c.awaiting_auth = false;
-            if first && cfg.debug {
-                let mut ncs = String::new();
-                if !opts.version.is_empty() {
-                    ncs = format!("v{}", opts.version);
-                }
-                for part in [&opts.lang, &opts.name] {
-                    if !part.is_empty() {
-                        if !ncs.is_empty() {
-                            ncs.push(':');
-                        }
-                        ncs.push_str(part);
-                    }
-                }
-                if !ncs.is_empty() {
-                    c.label = format!("{} - {:?}", c.label, ncs);
-                }
-            }
-        }
-        if !(0..=1).contains(&opts.protocol) {
-            self.send_err(key, reply::ERR_BAD_PROTOCOL, now);
-            self.close(key, ClosedState::BadClientProtocolVersion);
-            return;
-        }
-        let headers = self.client(key).is_some_and(|c| c.headers);
-        if opts.no_responders && !headers {
-            self.send_err(key, reply::ERR_NO_RESPONDERS_HEADERS, now);
-            self.close(key, ClosedState::NoRespondersRequiresHeaders);
-            return;
-        }
-        if opts.verbose {
-            self.send_bytes(key, reply::OK, now);
-        }
-        self.schedule(key);
     }
 
     fn on_ping(&mut self, key: ConnKey, now: Instant) {

@@ -2,9 +2,9 @@
 //! and stage one envelope per interested shard (ARCHITECTURE.md, invariants 5 to 7).
 
 use super::ShardCore;
+use crate::core::accounts::AccountId;
 use crate::core::client::{ClosedState, ConnKey, SubId};
 use crate::core::mesh_codec::{self, flags, MsgRecord};
-use crate::core::accounts::AccountId;
 use crate::core::remote::{REntry, RKey};
 use crate::core::sublist::Matches;
 use crate::proto::reply;
@@ -77,13 +77,19 @@ fn is_reserved_reply(r: &[u8]) -> bool {
 impl ShardCore {
     pub(super) fn on_msg(&mut self, key: ConnKey, m: &Msg<'_>, now: Instant) {
         let (subject, reply, data) = (m.subject, m.reply, m.data);
+        let system = self.table.system();
         let Some(c) = self.client_mut(key) else { return };
         c.in_msgs += 1;
         c.in_bytes += data.len() as u64;
-        let (verbose, no_responders) = (c.opts.verbose, c.opts.no_responders);
+        let (verbose, no_responders, account) = (c.opts.verbose, c.opts.no_responders, c.account);
+        let allowed = match c.perms.as_mut() {
+            Some(p) => p.can_publish(subject, now),
+            None => true,
+        };
         self.counters.in_msgs += 1;
         self.counters.in_bytes += data.len() as u64;
-        if has_prefix(subject, b"_GR_.") || subject.starts_with(b"$NRG.") {
+        let nrg = subject.starts_with(b"$NRG.") && system != Some(account);
+        if has_prefix(subject, b"_GR_.") || !allowed || nrg {
             let label = self.label(key);
             tracing::error!("{label} - Publish Violation - Subject {}", reply::go_quote(subject));
             self.send_err(key, &reply::pub_violation(subject), now);
@@ -98,7 +104,6 @@ impl ShardCore {
         if verbose {
             self.send_bytes(key, reply::OK, now);
         }
-        let account = self.client(key).map_or(crate::core::accounts::GLOBAL, |c| c.account);
         let delivered = self.route(account, Some(key), m, now);
         if !delivered && !reply.is_empty() && no_responders {
             self.no_responders(key, m, now);
@@ -323,6 +328,11 @@ impl ShardCore {
         if c.closing.is_some() || (publisher == Some(conn) && !c.opts.echo) {
             return false;
         }
+        if let Some(p) = c.perms.as_mut() {
+            if p.filters_delivery() && p.delivery_denied(m.subject, sub.queue.as_deref().unwrap_or_default()) {
+                return false;
+            }
+        }
         sub.delivered += 1;
         let mut unsub_after = false;
         if sub.max > 0 {
@@ -378,6 +388,11 @@ impl ShardCore {
         }
         c.out_msgs += 1;
         c.out_bytes += data.len() as u64;
+        if !m.reply.is_empty() {
+            if let Some(p) = c.perms.as_mut() {
+                p.track_reply(m.reply, now);
+            }
+        }
         self.counters.out_msgs += 1;
         self.counters.out_bytes += data.len() as u64;
         if self.cfg.trace {

@@ -3,7 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 use super::*;
-use crate::core::config::{Auth, CoreConfig};
+use crate::auth::users::{ConfigAuthenticator, UserDirectory};
+use crate::core::config::CoreConfig;
 use crate::driver::MeshAdapter;
 use shards::mesh::Notify;
 use std::time::Duration;
@@ -454,7 +455,10 @@ fn pong_resets_the_stale_count() {
 #[test]
 fn auth_timeout_and_token() {
     let cfg = CoreConfig {
-        auth: Auth::Token("s3cret".into()),
+        authenticator: Arc::new(ConfigAuthenticator::new(UserDirectory {
+            token: Some("s3cret".into()),
+            ..Default::default()
+        })),
         ..CoreConfig::default()
     };
     let mut w = World::new(1, cfg);

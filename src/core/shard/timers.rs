@@ -67,6 +67,11 @@ impl ShardCore {
             self.close(key, ClosedState::AuthenticationTimeout);
             return;
         }
+        if c.expires_at.is_some_and(|e| e <= now) {
+            c.expires_at = None;
+            self.auth_expired(key, now);
+            return;
+        }
         if let Some(since) = c.out.stalled_since() {
             if now.saturating_duration_since(since) >= cfg.write_deadline {
                 tracing::info!(

@@ -76,7 +76,7 @@ fn authorization_blocks() {
     assert_eq!(o.users.len(), 2);
     assert_eq!((o.users[1].user.as_str(), o.users[1].pass.as_str()), ("b", "y"));
     let (o, _) = load("authorization { users = [] }").unwrap();
-    assert!(o.users.is_empty() && !o.core_config().auth.required());
+    assert!(o.users.is_empty() && !o.core_config().authenticator.required());
 }
 
 #[test]

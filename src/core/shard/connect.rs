@@ -1,0 +1,324 @@
+//! CONNECT and what follows it: asking the authenticator, binding the connection to its
+//! account and identity (limits, permissions, expiry), a verdict that arrives later, and
+//! re-checking connected clients after a reload (protocol.md §3; FEATURES.md §8).
+
+use super::ShardCore;
+use crate::core::auth::{AuthLater, AuthRequest, AuthVerdict, ConnType, Denied, Identity, Recheck};
+use crate::core::client::{ClosedState, ConnKey, Pause};
+use crate::core::perms::Perms;
+use crate::proto::reply;
+use std::time::{Duration, Instant, SystemTime};
+
+/// The first server PING goes out this long after CONNECT (plus up to 20%).
+const FIRST_PING: Duration = Duration::from_secs(2);
+
+pub const ERR_ACCOUNT_CONNECTIONS: &str = "maximum account active connections exceeded";
+pub const ERR_AUTH_EXPIRED: &str = "User Authentication Expired";
+
+/// The smaller of two limits where negative means unlimited.
+pub(super) fn min_limit(a: i64, b: i64) -> i64 {
+    match (a < 0, b < 0) {
+        (true, _) => b,
+        (_, true) => a,
+        _ => a.min(b),
+    }
+}
+
+impl ShardCore {
+    pub(super) fn on_connect(&mut self, key: ConnKey, arg: &[u8], now: Instant) {
+        let cfg = self.cfg.clone();
+        let mut jitter = self.next_rand();
+        let Some(c) = self.client_mut(key) else { return };
+        c.rtt = Some(now.saturating_duration_since(c.start).max(Duration::from_nanos(1)));
+        let first_ping = cfg.ping_interval.min(FIRST_PING);
+        let fifth = (first_ping.as_nanos() / 5) as u64;
+        if fifth > 0 {
+            jitter %= fifth;
+        } else {
+            jitter = 0;
+        }
+        c.ping_at = now + first_ping + Duration::from_nanos(jitter);
+        let first = !c.connect_received;
+        c.connect_received = true;
+        if let Err(e) = c.opts.apply_json(arg) {
+            let label = c.label.clone();
+            tracing::error!("{label} - {e}");
+            self.close(key, ClosedState::ProtocolViolation);
+            return;
+        }
+        c.headers = cfg.headers && c.opts.headers;
+        if !first {
+            // A second CONNECT drops the connection's subscriptions, as in nats-server.
+            let sids: Vec<_> = c.subs.drain().map(|(_, s)| s).collect();
+            for s in sids {
+                self.remove_sub(s);
+            }
+        }
+        let Some(c) = self.client(key) else { return };
+        let later = AuthLater::new(self.idx, key, self.post.clone());
+        let req = AuthRequest {
+            opts: &c.opts,
+            nonce: &c.nonce,
+            peer: c.peer,
+            conn_type: ConnType::Standard,
+            cid: c.cid,
+            shard: self.idx,
+            key,
+        };
+        match cfg.authenticator.authenticate(&req, later) {
+            AuthVerdict::Allow(id) => self.connect_authorized(key, *id, first, now),
+            AuthVerdict::Deny(d) => self.auth_denied(key, &d, now),
+            AuthVerdict::Pending => {
+                if let Some(c) = self.client_mut(key) {
+                    // Input that follows waits for the verdict (see `auth_completed`);
+                    // the authentication timeout keeps running.
+                    c.pause = Pause::Auth;
+                    c.auth_first = first;
+                }
+            }
+        }
+    }
+
+    /// A verdict that came later (posted by [`AuthLater::complete`]).
+    pub fn auth_completed(&mut self, key: ConnKey, verdict: AuthVerdict, now: Instant) {
+        self.sync_accounts();
+        let Some(c) = self.client_mut(key) else { return };
+        if c.pause != Pause::Auth || c.closing.is_some() {
+            return;
+        }
+        c.pause = Pause::Running;
+        let first = c.auth_first;
+        match verdict {
+            AuthVerdict::Allow(id) => {
+                self.connect_authorized(key, *id, first, now);
+                if self.client(key).is_some_and(|c| c.closing.is_none()) {
+                    self.resume(key, now);
+                }
+            }
+            AuthVerdict::Deny(d) => self.auth_denied(key, &d, now),
+            AuthVerdict::Pending => {
+                if let Some(c) = self.client_mut(key) {
+                    c.pause = Pause::Auth;
+                }
+            }
+        }
+        self.finish(now);
+    }
+
+    fn connect_authorized(&mut self, key: ConnKey, id: Identity, first: bool, now: Instant) {
+        let cfg = self.cfg.clone();
+        let Some(c) = self.client(key) else { return };
+        if !c.opts.account.is_empty() || c.opts.new_account {
+            self.auth_denied(key, &Denied::because(""), now);
+            return;
+        }
+        if !self.bind_identity(key, id, now) {
+            return;
+        }
+        let Some(c) = self.client_mut(key) else { return };
+        c.awaiting_auth = false;
+        c.auth_deadline = None;
+        let opts = &c.opts;
+        if first && cfg.debug {
+            let mut ncs = String::new();
+            if !opts.version.is_empty() {
+                ncs = format!("v{}", opts.version);
+            }
+            for part in [&opts.lang, &opts.name] {
+                if !part.is_empty() {
+                    if !ncs.is_empty() {
+                        ncs.push(':');
+                    }
+                    ncs.push_str(part);
+                }
+            }
+            if !ncs.is_empty() {
+                c.label = format!("{} - {:?}", c.label, ncs);
+            }
+        }
+        let (protocol, no_responders, verbose) = (opts.protocol, opts.no_responders, opts.verbose);
+        if !(0..=1).contains(&protocol) {
+            self.send_err(key, reply::ERR_BAD_PROTOCOL, now);
+            self.close(key, ClosedState::BadClientProtocolVersion);
+            return;
+        }
+        let headers = self.client(key).is_some_and(|c| c.headers);
+        if no_responders && !headers {
+            self.send_err(key, reply::ERR_NO_RESPONDERS_HEADERS, now);
+            self.close(key, ClosedState::NoRespondersRequiresHeaders);
+            return;
+        }
+        if verbose {
+            self.send_bytes(key, reply::OK, now);
+        }
+        self.schedule(key);
+    }
+
+    /// Bind the connection to `id`: its account (and that account's connection limit),
+    /// limits, permissions and expiry. False if the connection was refused.
+    fn bind_identity(&mut self, key: ConnKey, id: Identity, now: Instant) -> bool {
+        let Some(def) = self.table.get(id.account).cloned() else {
+            self.auth_denied(key, &Denied::because("Account not found"), now);
+            return false;
+        };
+        if def.disabled {
+            self.auth_denied(key, &Denied::because("Account disabled"), now);
+            return false;
+        }
+        self.unbind_account(key);
+        let n = def.conns.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1;
+        if def.limits.max_connections >= 0 && n > def.limits.max_connections {
+            def.conns.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            let label = self.label(key);
+            tracing::error!("{label} - {ERR_ACCOUNT_CONNECTIONS}");
+            self.send_err(key, ERR_ACCOUNT_CONNECTIONS, now);
+            self.close(key, ClosedState::MaxAccountConnectionsExceeded);
+            return false;
+        }
+        self.acct(id.account).conns += 1;
+        let Some(c) = self.client_mut(key) else { return false };
+        c.account = id.account;
+        c.account_bound = true;
+        // The server's own limits are applied where they are used (they may be reloaded).
+        c.max_payload = min_limit(id.limits.max_payload, def.limits.max_payload);
+        c.max_subs = min_limit(id.limits.max_subscriptions, def.limits.max_subscriptions);
+        c.perms = id.permissions.clone().map(|p| Box::new(Perms::new(p)));
+        c.expires_at = id.expires.map(|t| {
+            let left = t.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO);
+            now + left
+        });
+        c.identity = Some(Box::new(id));
+        self.schedule(key);
+        true
+    }
+
+    /// Undo [`Self::bind_identity`]'s accounting (close, or a second CONNECT).
+    pub(super) fn unbind_account(&mut self, key: ConnKey) {
+        let Some(c) = self.client_mut(key) else { return };
+        if !c.account_bound {
+            return;
+        }
+        c.account_bound = false;
+        let acc = c.account;
+        if let Some(def) = self.table.get(acc) {
+            def.conns.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        } else if let Some(def) = self.shared.accounts.snapshot().get(acc) {
+            def.conns.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
+        let st = self.acct(acc);
+        st.conns = st.conns.saturating_sub(1);
+    }
+
+    /// How nats-server names the credentials a client presented, in its logs.
+    fn auth_user_text(&self, key: ConnKey) -> String {
+        let Some(c) = self.client(key) else {
+            return String::new();
+        };
+        let o = &c.opts;
+        if !o.nkey.is_empty() {
+            format!("Nkey {:?}", o.nkey)
+        } else if !o.user.is_empty() {
+            format!("User {:?}", o.user)
+        } else if !o.jwt.is_empty() {
+            let pk = c.identity.as_ref().map(|i| i.user.clone()).unwrap_or_default();
+            format!("JWT User {pk:?}")
+        } else if !o.auth_token.is_empty() {
+            "Token \"[REDACTED]\"".to_string()
+        } else {
+            String::new()
+        }
+    }
+
+    fn auth_denied(&mut self, key: ConnKey, d: &Denied, now: Instant) {
+        if !d.detail.is_empty() && self.cfg.debug {
+            let label = self.label(key);
+            tracing::debug!("{label} - {}", d.detail);
+        }
+        if d.account_limit {
+            let label = self.label(key);
+            tracing::error!("{label} - {ERR_ACCOUNT_CONNECTIONS}");
+            self.send_err(key, ERR_ACCOUNT_CONNECTIONS, now);
+            self.close(key, ClosedState::MaxAccountConnectionsExceeded);
+            return;
+        }
+        self.auth_violation(key, now);
+    }
+
+    pub(super) fn auth_violation(&mut self, key: ConnKey, now: Instant) {
+        let label = self.label(key);
+        let who = self.auth_user_text(key);
+        if who.is_empty() {
+            tracing::error!("{label} - authentication error");
+        } else {
+            tracing::error!("{label} - authentication error - {who}");
+        }
+        self.send_err(key, reply::ERR_AUTH_VIOLATION, now);
+        self.close(key, ClosedState::AuthenticationViolation);
+    }
+
+    /// The user JWT of a connection expired.
+    pub(super) fn auth_expired(&mut self, key: ConnKey, now: Instant) {
+        if self.cfg.debug {
+            let label = self.label(key);
+            tracing::debug!("{label} - {ERR_AUTH_EXPIRED}");
+        }
+        self.send_err(key, ERR_AUTH_EXPIRED, now);
+        self.close(key, ClosedState::AuthenticationExpired);
+    }
+
+    /// After a reload or an account change: check every authenticated client again, as
+    /// nats-server's `reloadAuthorization` does. A client whose user was removed is closed
+    /// quietly; one whose credentials no longer match gets `-ERR 'Authorization
+    /// Violation'`; the others take their (possibly new) account, permissions and limits.
+    pub(super) fn recheck_auth(&mut self, now: Instant) {
+        let cfg = self.cfg.clone();
+        let verdicts: Vec<(ConnKey, Option<Recheck>)> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.closing.is_none() && c.connect_received && !c.awaiting_auth && !c.internal)
+            .map(|(i, c)| {
+                let key = ConnKey {
+                    idx: i as u32,
+                    gen: c.gen,
+                };
+                let v = c
+                    .identity
+                    .as_deref()
+                    .and_then(|id| cfg.authenticator.recheck(&c.opts, id));
+                (key, v)
+            })
+            .collect();
+        for (key, v) in verdicts {
+            match v {
+                None => {}
+                Some(Recheck::Violation) => self.auth_violation(key, now),
+                Some(Recheck::Removed) => self.close(key, ClosedState::ClientClosed),
+                Some(Recheck::Rebind(id)) => self.rebind(key, *id, now),
+            }
+        }
+    }
+
+    /// Apply a new identity to a connected client: a changed account drops its
+    /// subscriptions (they belong to the old account's subject space); permissions and
+    /// limits are replaced.
+    fn rebind(&mut self, key: ConnKey, id: Identity, now: Instant) {
+        let Some(c) = self.client(key) else { return };
+        let same_account = c.account == id.account;
+        let unchanged = c.identity.as_deref().is_some_and(|cur| {
+            same_account && cur.permissions == id.permissions && cur.limits == id.limits && cur.expires == id.expires
+        });
+        if unchanged {
+            return;
+        }
+        if !same_account {
+            let sids: Vec<_> = self
+                .client_mut(key)
+                .map(|c| c.subs.drain().map(|(_, s)| s).collect())
+                .unwrap_or_default();
+            for s in sids {
+                self.remove_sub(s);
+            }
+        }
+        self.bind_identity(key, id, now);
+    }
+}
