@@ -133,6 +133,8 @@ pub struct Client {
     pub woken: bool,
     pub pings_out: u32,
     pub start: Instant,
+    /// When the connection was accepted, by the wall clock (`/connz`, events).
+    pub started: std::time::SystemTime,
     pub last_in: Instant,
     pub rtt: Option<Duration>,
     pub rtt_start: Option<Instant>,
@@ -188,6 +190,7 @@ impl Client {
             woken: false,
             pings_out: 0,
             start: now,
+            started: std::time::SystemTime::now(),
             last_in: now,
             rtt: None,
             rtt_start: None,

@@ -22,6 +22,9 @@ pub mod flags {
     pub const QUEUE_ONLY: u8 = 1;
     /// The publisher's size texts follow the data (they were not plain decimals).
     pub const RAW_SIZES: u8 = 2;
+    /// A publish on a service response subject (`_R_.`) for the shard that owns its
+    /// response mapping; no plain delivery.
+    pub const RESPONSE: u8 = 4;
 }
 
 const TAG_MSG: u8 = 1;

@@ -86,6 +86,8 @@ pub struct Shared {
     pub open_conns: AtomicI64,
     /// Account ids and the current account table (read by shards when it changes).
     pub accounts: crate::core::accounts::AccountRegistry,
+    /// Random per server: seeds the account prefixes of service response subjects.
+    pub reply_seed: u64,
 }
 
 impl Shared {
@@ -95,6 +97,7 @@ impl Shared {
             next_cid: AtomicU64::new(1),
             open_conns: AtomicI64::new(0),
             accounts: crate::core::accounts::AccountRegistry::new(),
+            reply_seed: rand::random(),
         }
     }
 

@@ -308,20 +308,7 @@ fn varz(state: &ServerState, hits: BTreeMap<String, u64>, cpu: f64) -> Varz {
     }
 }
 
-/// Go's RFC3339Nano in UTC: trailing zeros of the fraction dropped.
-pub fn rfc3339_nano(t: SystemTime) -> String {
-    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let (y, mo, da, h, mi, s) = super::logging::civil_utc(d.as_secs() as i64);
-    let mut out = format!("{y:04}-{mo:02}-{da:02}T{h:02}:{mi:02}:{s:02}");
-    let nanos = d.subsec_nanos();
-    if nanos > 0 {
-        let frac = format!("{nanos:09}");
-        out.push('.');
-        out.push_str(frac.trim_end_matches('0'));
-    }
-    out.push('Z');
-    out
-}
+pub use crate::proto::gotime::rfc3339_nano;
 
 /// nats-server's uptime string: `6s`, `2m5s`, `1h2m3s`, `2d3h4m5s`, `1y2d3h4m5s`.
 pub fn uptime(d: Duration) -> String {

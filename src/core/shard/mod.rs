@@ -18,6 +18,7 @@
 
 mod accounts;
 mod connect;
+mod imports;
 mod interest;
 mod ops;
 mod route;
@@ -124,6 +125,8 @@ pub struct ShardCore {
     rng: u64,
     /// Posts jobs to shards (set by the runtime; `None` in a bare core).
     post: Option<Arc<dyn Post>>,
+    /// Next sweep of expired service response mappings.
+    resp_sweep_at: Option<Instant>,
 }
 
 impl ShardCore {
@@ -151,6 +154,7 @@ impl ShardCore {
             counters: Counters::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((idx as u64 + 1) << 32) ^ u64::from(std::process::id()),
             post: None,
+            resp_sweep_at: None,
         };
         core.apply_table();
         core

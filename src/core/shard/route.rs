@@ -12,6 +12,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 /// A message on its way to subscribers.
+#[derive(Clone, Copy)]
 pub(super) struct Msg<'a> {
     pub subject: &'a [u8],
     /// Empty: no reply subject.
@@ -26,7 +27,17 @@ pub(super) struct Msg<'a> {
 }
 
 impl<'a> Msg<'a> {
-    fn parts(&self) -> mesh_codec::MsgParts<'a> {
+    /// The header block, if the message has one.
+    pub fn header(&self) -> Option<&'a [u8]> {
+        self.header_len.and_then(|h| self.data.get(..h))
+    }
+
+    /// The payload without headers.
+    pub fn payload(&self) -> &'a [u8] {
+        self.data.get(self.header_len.unwrap_or(0)..).unwrap_or_default()
+    }
+
+    pub(super) fn parts(&self) -> mesh_codec::MsgParts<'a> {
         mesh_codec::MsgParts {
             subject: self.subject,
             reply: self.reply,
@@ -36,7 +47,7 @@ impl<'a> Msg<'a> {
     }
 
     /// The size texts, when they differ from the plain decimal numbers.
-    fn raw_sizes(&self) -> Option<(&[u8], &[u8])> {
+    pub(super) fn raw_sizes(&self) -> Option<(&[u8], &[u8])> {
         let mut b = itoa::Buffer::new();
         let size_plain = self.size_text == b.format(self.data.len()).as_bytes();
         let hdr_plain = match self.header_len {
@@ -110,9 +121,14 @@ impl ShardCore {
         }
     }
 
-    /// Deliver a message published on this shard. Returns whether anyone (here or on
-    /// another shard) was given it.
+    /// Deliver a message published on this shard in account `acc`, and wherever imports
+    /// take it. Returns whether anyone (here or on another shard) was given it.
     pub(super) fn route(&mut self, acc: AccountId, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
+        self.route_at(acc, publisher, m, now, 0)
+    }
+
+    /// Deliver to the subscribers of `acc` on every shard (no imports).
+    pub(super) fn deliver_in(&mut self, acc: AccountId, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
         let local = self.acct(acc).sublist.matches(m.subject);
         let mut delivered = false;
         for &sid in &local.psubs {
@@ -281,6 +297,10 @@ impl ShardCore {
             hdr_text,
         };
         let acc = rec.account;
+        if rec.flags & flags::RESPONSE != 0 {
+            self.route_response_here(acc, &m, now, rec.hops);
+            return;
+        }
         let local = self.acct(acc).sublist.matches(m.subject);
         if rec.flags & flags::QUEUE_ONLY == 0 {
             for &sid in &local.psubs {

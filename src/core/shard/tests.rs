@@ -14,21 +14,22 @@ impl Notify for Nop {
     fn notify(&self) {}
 }
 
-struct World {
-    shards: Vec<ShardCore>,
-    now: Instant,
+pub(super) struct World {
+    pub(super) shards: Vec<ShardCore>,
+    pub(super) now: Instant,
+    pub(super) shared: Arc<Shared>,
 }
 
-fn peer() -> SocketAddr {
+pub(super) fn peer() -> SocketAddr {
     "127.0.0.1:40000".parse().unwrap()
 }
 
 impl World {
-    fn new(n: usize, cfg: CoreConfig) -> World {
+    pub(super) fn new(n: usize, cfg: CoreConfig) -> World {
         Self::with_ring(n, cfg, 64)
     }
 
-    fn with_ring(n: usize, cfg: CoreConfig, ring: usize) -> World {
+    pub(super) fn with_ring(n: usize, cfg: CoreConfig, ring: usize) -> World {
         let cfg = Arc::new(cfg);
         let shared = Arc::new(Shared::new(n));
         let eps = shards::mesh::build::<Vec<u8>>((0..n).map(|_| Box::new(Nop) as Box<dyn Notify>).collect(), ring);
@@ -40,11 +41,12 @@ impl World {
         World {
             shards,
             now: Instant::now(),
+            shared,
         }
     }
 
     /// Run mesh traffic until every shard is quiet.
-    fn pump(&mut self) {
+    pub(super) fn pump(&mut self) {
         for _ in 0..1000 {
             let mut moved = 0;
             for s in &mut self.shards {
@@ -58,31 +60,31 @@ impl World {
         panic!("mesh did not settle");
     }
 
-    fn connect(&mut self, shard: usize, connect: &str) -> (usize, ConnKey) {
+    pub(super) fn connect(&mut self, shard: usize, connect: &str) -> (usize, ConnKey) {
         let k = self.shards[shard].accept(peer(), self.now);
         self.take(shard, k); // INFO
         self.send(shard, k, &format!("CONNECT {connect}\r\n"));
         (shard, k)
     }
 
-    fn send(&mut self, shard: usize, k: ConnKey, data: &str) {
+    pub(super) fn send(&mut self, shard: usize, k: ConnKey, data: &str) {
         self.send_bytes(shard, k, data.as_bytes());
     }
 
-    fn send_bytes(&mut self, shard: usize, k: ConnKey, data: &[u8]) {
+    pub(super) fn send_bytes(&mut self, shard: usize, k: ConnKey, data: &[u8]) {
         self.shards[shard].input(k, data, self.now);
         self.pump();
     }
 
     /// Everything queued for a connection, as text, marked written.
-    fn take(&mut self, shard: usize, k: ConnKey) -> String {
+    pub(super) fn take(&mut self, shard: usize, k: ConnKey) -> String {
         let out = String::from_utf8_lossy(self.shards[shard].output(k)).into_owned();
         let n = self.shards[shard].output(k).len();
         self.shards[shard].written(k, n, self.now);
         out
     }
 
-    fn advance(&mut self, d: Duration) {
+    pub(super) fn advance(&mut self, d: Duration) {
         self.now += d;
         for s in &mut self.shards {
             s.tick(self.now);
@@ -91,7 +93,7 @@ impl World {
     }
 }
 
-const QUIET: &str = r#"{"verbose":false,"pedantic":false}"#;
+pub(super) const QUIET: &str = r#"{"verbose":false,"pedantic":false}"#;
 
 #[test]
 fn local_pub_sub() {
@@ -647,3 +649,6 @@ fn input_of_a_connection_cut_off_by_pending_deliveries_is_ignored() {
     w.shards[s0].remove(victim, w.now);
     assert_eq!(w.shards[s0].subs.len(), 0, "no subscription left behind");
 }
+
+#[path = "tests_accounts.rs"]
+mod accounts;

@@ -31,7 +31,11 @@ impl ShardCore {
     pub fn next_deadline(&mut self) -> Option<Instant> {
         // Write deadlines start when output queues up, which does not touch the heap;
         // check the connections with pending output cheaply via their next deadline.
-        self.timers.peek().map(|Reverse((t, _))| *t)
+        let conn = self.timers.peek().map(|Reverse((t, _))| *t);
+        match (conn, self.resp_sweep_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Run every timer due at `now`.
@@ -50,6 +54,7 @@ impl ShardCore {
             self.client_timers(key, now);
             self.schedule(key);
         }
+        self.sweep_responses(now);
         self.finish(now);
     }
 

@@ -118,28 +118,7 @@ fn broken_down(secs: i64, _utc: bool) -> (i32, u32, u32, u32, u32, u32, i64) {
     (y, mo, d, h, mi, s, 0)
 }
 
-/// UTC calendar fields from Unix seconds (days-from-civil inverse).
-pub fn civil_utc(secs: i64) -> (i32, u32, u32, u32, u32, u32) {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = (yoe + era * 400 + i64::from(m <= 2)) as i32;
-    (
-        y,
-        m,
-        d,
-        (rem / 3600) as u32,
-        ((rem % 3600) / 60) as u32,
-        (rem % 60) as u32,
-    )
-}
+pub use crate::proto::gotime::civil_utc;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,394 @@
+//! Messages crossing accounts (FEATURES.md §7): a publish that a service import matches
+//! goes to the exporting account with a fresh `_R_.` reply; a response on such a reply
+//! goes back to the requester; a publish that a stream export feeds is delivered in every
+//! importing account too.
+//!
+//! All of this happens on the publisher's shard, which then routes in the other account
+//! like any publish there (its local subscribers, envelopes to other shards). The one
+//! exception is a response: its mapping lives on the shard that routed the request, whose
+//! index the `_R_.` subject carries, so a response published elsewhere is forwarded there
+//! first (mesh flag `RESPONSE`).
+
+use super::route::Msg;
+use super::ShardCore;
+use crate::core::accounts::links::{ResponseType, ServiceImport};
+use crate::core::accounts::state::ResponseMap;
+use crate::core::accounts::AccountId;
+use crate::core::client::ConnKey;
+use crate::core::mesh_codec::{self, flags};
+use crate::proto::client_info::ClientInfo;
+use crate::proto::{gotime, headers};
+use std::time::{Duration, Instant};
+
+/// How many account crossings one message may make (imports can chain).
+const MAX_IMPORT_DEPTH: u8 = 8;
+/// The header a service import stamps on requests.
+pub const REQUEST_INFO_HDR: &str = "Nats-Request-Info";
+/// Response mappings are swept for expiry this often.
+const RESPONSE_SWEEP: Duration = Duration::from_secs(1);
+
+const B62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+/// `_R_.` + account prefix (6) + `.` + shard (2) + random (6).
+const PREFIX_LEN: usize = 4 + 6 + 1;
+const REPLY_LEN: usize = PREFIX_LEN + 2 + 6;
+
+/// A service reply subject (`_R_.` prefix), as nats-server tests for one.
+pub fn is_service_reply(s: &[u8]) -> bool {
+    s.len() > 3 && s.starts_with(b"_R_.")
+}
+
+fn push_b62(out: &mut Vec<u8>, mut v: u64, n: usize) {
+    for _ in 0..n {
+        out.push(B62[(v % 62) as usize]);
+        v /= 62;
+    }
+}
+
+/// An owned copy of a message with a new subject, reply and/or header block.
+struct Rewritten {
+    subject: Vec<u8>,
+    reply: Vec<u8>,
+    header_len: Option<usize>,
+    data: Vec<u8>,
+    size_text: String,
+    hdr_text: String,
+}
+
+impl Rewritten {
+    fn new(subject: Vec<u8>, reply: Vec<u8>, header: Option<Vec<u8>>, payload: &[u8]) -> Rewritten {
+        let header_len = header.as_ref().map(Vec::len);
+        let mut data = header.unwrap_or_default();
+        data.extend_from_slice(payload);
+        Rewritten {
+            size_text: data.len().to_string(),
+            hdr_text: header_len.map(|h| h.to_string()).unwrap_or_default(),
+            subject,
+            reply,
+            header_len,
+            data,
+        }
+    }
+
+    fn msg(&self) -> Msg<'_> {
+        Msg {
+            subject: &self.subject,
+            reply: &self.reply,
+            header_len: self.header_len,
+            data: &self.data,
+            size_text: self.size_text.as_bytes(),
+            hdr_text: self.hdr_text.as_bytes(),
+        }
+    }
+}
+
+impl ShardCore {
+    /// Deliver in `acc` and follow imports, `depth` crossings deep.
+    pub(super) fn route_at(
+        &mut self,
+        acc: AccountId,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        now: Instant,
+        depth: u8,
+    ) -> bool {
+        let mut delivered = self.deliver_in(acc, publisher, m, now);
+        if depth >= MAX_IMPORT_DEPTH {
+            return delivered;
+        }
+        let st = self.acct(acc);
+        let (services, streams) = (st.has_service_imports(), st.has_stream_links());
+        if is_service_reply(m.subject) {
+            delivered |= self.route_response(acc, publisher, m, now, depth);
+        }
+        if services {
+            delivered |= self.via_service_imports(acc, publisher, m, now, depth);
+        }
+        if streams {
+            delivered |= self.via_stream_links(acc, publisher, m, now, depth);
+        }
+        delivered
+    }
+
+    /// Stream exports of `acc` that other accounts import: deliver there too.
+    fn via_stream_links(
+        &mut self,
+        acc: AccountId,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        now: Instant,
+        depth: u8,
+    ) -> bool {
+        let st = self.acct(acc);
+        let found = st.stream_out.matches(m.subject);
+        let Some(def) = st.def.clone() else { return false };
+        let mut delivered = false;
+        let mut buf = Vec::new();
+        for &i in &found.psubs {
+            let Some(link) = def.stream_links.get(i as usize) else {
+                continue;
+            };
+            let subject = link.rewrite.apply(m.subject, &mut buf).to_vec();
+            let moved = Msg {
+                subject: &subject,
+                ..*m
+            };
+            delivered |= self.route_at(link.importer, publisher, &moved, now, depth + 1);
+        }
+        delivered
+    }
+
+    /// Service imports of `acc` matching the subject: the request goes to the exporter.
+    fn via_service_imports(
+        &mut self,
+        acc: AccountId,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        now: Instant,
+        depth: u8,
+    ) -> bool {
+        let st = self.acct(acc);
+        let found = st.service_in.matches(m.subject);
+        let Some(def) = st.def.clone() else { return false };
+        let mut delivered = false;
+        for &i in &found.psubs {
+            let Some(si) = def.service_imports.get(i as usize) else {
+                continue;
+            };
+            delivered |= self.request_through(acc, si, i, publisher, m, now, depth);
+        }
+        delivered
+    }
+
+    /// Route one request through service import `si` (index `idx` of `acc`'s imports).
+    #[allow(clippy::too_many_arguments)]
+    fn request_through(
+        &mut self,
+        acc: AccountId,
+        si: &ServiceImport,
+        idx: u32,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        now: Instant,
+        depth: u8,
+    ) -> bool {
+        let mut buf = Vec::new();
+        let subject = si.rewrite.apply(m.subject, &mut buf).to_vec();
+        let reply = if m.reply.is_empty() {
+            Vec::new()
+        } else {
+            self.new_response(si.exporter, acc, m.reply, si.response, si.threshold, idx, now)
+        };
+        let header = match self.request_info(acc, si, publisher, m, depth) {
+            Some(info) => Some(headers::with(m.header(), REQUEST_INFO_HDR, &info)),
+            None => m.header().map(<[u8]>::to_vec),
+        };
+        let out = Rewritten::new(subject, reply, header, m.payload());
+        let delivered = self.route_at(si.exporter, publisher, &out.msg(), now, depth + 1);
+        if !delivered && !out.reply.is_empty() {
+            self.acct(si.exporter).responses.remove(&out.reply[..]);
+        }
+        delivered
+    }
+
+    /// The `Nats-Request-Info` a service import stamps: the requester's account and RTT,
+    /// and with `share` its details and this server. Along a chain of imports the first
+    /// one's info is kept, naming the account it passes through.
+    fn request_info(
+        &self,
+        acc: AccountId,
+        si: &ServiceImport,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        depth: u8,
+    ) -> Option<String> {
+        if depth > 0 {
+            if let Some(prev) = m.header().and_then(|h| headers::get(h, REQUEST_INFO_HDR)) {
+                let mut v: serde_json::Value = serde_json::from_slice(prev).ok()?;
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("svc".into(), self.table.name(acc).into());
+                }
+                return Some(String::from_utf8(crate::proto::gojson::to_vec(&v)).unwrap_or_default());
+            }
+        }
+        let c = self.client(publisher?)?;
+        if c.internal {
+            return None;
+        }
+        let mut ci = ClientInfo {
+            account: self.table.name(c.account).to_string(),
+            rtt: c.rtt.map(gotime::duration_nanos).unwrap_or(0),
+            ..Default::default()
+        };
+        let to_system = self.table.system() == Some(si.exporter);
+        if si.share {
+            ci.start = Some(gotime::rfc3339_nano(c.started));
+            ci.host = c.peer.ip().to_string();
+            ci.id = c.cid;
+            ci.name = c.opts.name.clone();
+            ci.user = c
+                .identity
+                .as_ref()
+                .map(|i| i.user.clone())
+                .unwrap_or_else(|| c.opts.user.clone());
+            ci.lang = c.opts.lang.clone();
+            ci.version = c.opts.version.clone();
+            ci.jwt = c.opts.jwt.clone();
+            if let Some(id) = &c.identity {
+                ci.issuer_key = id.issuer_key.clone();
+                ci.name_tag = id.name_tag.clone();
+                ci.tags = id.tags.clone();
+            }
+            ci.kind = "Client".into();
+            ci.client_type = "nats".into();
+        }
+        if si.share || to_system {
+            ci.server = self.cfg.info.server_name.clone();
+        }
+        Some(ci.to_json())
+    }
+
+    /// The account prefix of response subjects: `_R_.XXXXXX.`, the same on every shard.
+    fn response_prefix(&self, acc: AccountId) -> Vec<u8> {
+        let mut out = Vec::with_capacity(REPLY_LEN);
+        out.extend_from_slice(b"_R_.");
+        let mixed = (self.shared.reply_seed ^ u64::from(acc).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+            .wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        push_b62(&mut out, mixed >> 8, 6);
+        out.push(b'.');
+        out
+    }
+
+    /// Make a response mapping in `exporter` back to `requester`'s `reply`; returns the
+    /// `_R_.` subject the exporter's responders will see.
+    #[allow(clippy::too_many_arguments)]
+    fn new_response(
+        &mut self,
+        exporter: AccountId,
+        requester: AccountId,
+        reply: &[u8],
+        kind: ResponseType,
+        threshold: Duration,
+        import: u32,
+        now: Instant,
+    ) -> Vec<u8> {
+        let mut subject = self.response_prefix(exporter);
+        push_b62(&mut subject, self.idx as u64, 2);
+        let r = self.next_rand();
+        push_b62(&mut subject, r, 6);
+        let map = ResponseMap {
+            requester,
+            reply: reply.into(),
+            kind,
+            expires: now + threshold,
+            import,
+            started: now,
+            tracked: false,
+        };
+        self.acct(exporter)
+            .responses
+            .insert(subject.clone().into_boxed_slice(), map);
+        if self.resp_sweep_at.is_none() {
+            self.resp_sweep_at = Some(now + RESPONSE_SWEEP);
+        }
+        subject
+    }
+
+    /// A publish on an `_R_.` subject in `acc`: send it to the shard owning the mapping,
+    /// or follow the mapping here.
+    fn route_response(
+        &mut self,
+        acc: AccountId,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        now: Instant,
+        depth: u8,
+    ) -> bool {
+        let Some(owner) = self.response_owner(acc, m.subject) else {
+            return false;
+        };
+        if owner == self.idx {
+            return self.follow_response(acc, publisher, m, now, depth);
+        }
+        let raw = m.raw_sizes();
+        mesh_codec::put_msg(self.stage(owner), flags::RESPONSE, depth, acc, &m.parts(), raw, &[]);
+        self.maybe_flush_early(owner, now);
+        true
+    }
+
+    /// A response forwarded by another shard.
+    pub(super) fn route_response_here(&mut self, acc: AccountId, m: &Msg<'_>, now: Instant, depth: u8) {
+        self.follow_response(acc, None, m, now, depth);
+    }
+
+    /// The shard that made this `_R_.` subject in `acc`, if it is one of ours.
+    fn response_owner(&self, acc: AccountId, subject: &[u8]) -> Option<usize> {
+        if subject.len() != REPLY_LEN || subject.get(..PREFIX_LEN)? != self.response_prefix(acc).as_slice() {
+            return None;
+        }
+        let digits = subject.get(PREFIX_LEN..PREFIX_LEN + 2)?;
+        let mut shard = 0usize;
+        for (i, d) in digits.iter().enumerate() {
+            let v = B62.iter().position(|b| b == d)?;
+            shard += v * if i == 0 { 1 } else { 62 };
+        }
+        (shard < self.nshards).then_some(shard)
+    }
+
+    fn follow_response(
+        &mut self,
+        acc: AccountId,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        now: Instant,
+        depth: u8,
+    ) -> bool {
+        let Some(map) = self.acct(acc).responses.get(m.subject).cloned() else {
+            return false;
+        };
+        if map.expires <= now {
+            self.acct(acc).responses.remove(m.subject);
+            return false;
+        }
+        let reply = if m.reply.is_empty() {
+            Vec::new()
+        } else {
+            // A response that itself expects an answer: map it the other way.
+            self.new_response(
+                map.requester,
+                acc,
+                m.reply,
+                ResponseType::Singleton,
+                map.expires - now,
+                map.import,
+                now,
+            )
+        };
+        let out = Rewritten::new(map.reply.to_vec(), reply, m.header().map(<[u8]>::to_vec), m.payload());
+        let delivered = self.route_at(map.requester, publisher, &out.msg(), now, depth.saturating_add(1));
+        let end_of_stream = m.data.is_empty();
+        let st = self.acct(acc);
+        if !delivered || map.kind == ResponseType::Singleton || end_of_stream {
+            st.responses.remove(m.subject);
+        } else if let Some(e) = st.responses.get_mut(m.subject) {
+            // Streamed and chunked responses keep the mapping alive while they flow.
+            e.expires = now + (map.expires - map.started);
+            e.started = now;
+        }
+        delivered
+    }
+
+    /// Drop response mappings whose threshold passed.
+    pub(super) fn sweep_responses(&mut self, now: Instant) {
+        if self.resp_sweep_at.is_none_or(|t| t > now) {
+            return;
+        }
+        let mut left = 0;
+        for st in &mut self.accts {
+            if !st.responses.is_empty() {
+                st.responses.retain(|_, r| r.expires > now);
+                left += st.responses.len();
+            }
+        }
+        self.resp_sweep_at = (left > 0).then_some(now + RESPONSE_SWEEP);
+    }
+}

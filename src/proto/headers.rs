@@ -1,0 +1,106 @@
+//! NATS message headers (`NATS/1.0\r\nKey: value\r\n...\r\n\r\n`): finding a value and
+//! setting one the way nats-server does when it stamps a message (service imports'
+//! `Nats-Request-Info`, later JetStream's headers).
+
+/// The status line of a header block without a status.
+pub const HDR_LINE: &[u8] = b"NATS/1.0\r\n";
+
+/// Where `key` starts in `hdr`: at a line start (after `\r\n`) and followed by `:`.
+/// Keys match exactly (nats-server's lookups are case sensitive).
+fn key_index(key: &[u8], hdr: &[u8]) -> Option<usize> {
+    if key.is_empty() {
+        return None;
+    }
+    let mut offset = 0;
+    while offset < hdr.len() {
+        let found = memchr::memmem::find(hdr.get(offset..)?, key)? + offset;
+        let after = found + key.len();
+        let at_line_start = found >= 2 && hdr.get(found - 2..found) == Some(b"\r\n");
+        if at_line_start && hdr.get(after) == Some(&b':') {
+            return Some(found);
+        }
+        offset = after;
+    }
+    None
+}
+
+/// The value of `key` in the header block `hdr` (leading spaces skipped), if present.
+pub fn get<'a>(hdr: &'a [u8], key: &str) -> Option<&'a [u8]> {
+    let start = key_index(key.as_bytes(), hdr)? + key.len() + 1;
+    let rest = hdr.get(start..)?;
+    let skip = rest.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+    let rest = rest.get(skip..)?;
+    let end = memchr::memchr(b'\r', rest).unwrap_or(rest.len());
+    rest.get(..end)
+}
+
+/// Remove every `key: ...\r\n` line of `hdr` (a block ending in the blank line).
+fn without(hdr: &[u8], key: &[u8]) -> Vec<u8> {
+    let mut out = hdr.to_vec();
+    while let Some(start) = key_index(key, &out) {
+        let Some(len) = out.get(start..).and_then(|r| memchr::memmem::find(r, b"\r\n")) else {
+            break;
+        };
+        out.drain(start..start + len + 2);
+    }
+    out
+}
+
+/// A value as Go's `http.Header.Write` writes it: newlines become spaces, surrounding
+/// spaces are trimmed.
+fn clean_value(v: &str) -> String {
+    v.replace(['\r', '\n'], " ")
+        .trim_matches(|c| c == ' ' || c == '\t')
+        .to_string()
+}
+
+/// A new header block: `hdr` (a full block, or `None`) with `key` set to `value`
+/// (an existing `key` line is dropped and the new one goes last).
+pub fn with(hdr: Option<&[u8]>, key: &str, value: &str) -> Vec<u8> {
+    let mut out = match hdr {
+        Some(h) if h.len() > 2 => {
+            let body = h.get(..h.len() - 2).unwrap_or_default();
+            let stripped = without(body, key.as_bytes());
+            if stripped.len() < HDR_LINE.len() {
+                HDR_LINE.to_vec()
+            } else {
+                stripped
+            }
+        }
+        _ => HDR_LINE.to_vec(),
+    };
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(clean_value(value).as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn get_values() {
+        let h = b"NATS/1.0\r\nA: 1\r\nXA: 2\r\nB:3\r\n\r\n";
+        assert_eq!(get(h, "A"), Some(&b"1"[..]));
+        assert_eq!(get(h, "B"), Some(&b"3"[..]));
+        assert_eq!(get(h, "XA"), Some(&b"2"[..]));
+        assert_eq!(get(h, "C"), None);
+        assert_eq!(get(h, "a"), None, "case sensitive");
+        assert_eq!(get(b"", "A"), None);
+        assert_eq!(get(b"NATS/1.0\r\nA:", "A"), Some(&b""[..]));
+    }
+
+    #[test]
+    fn set_a_value() {
+        assert_eq!(with(None, "K", "v"), b"NATS/1.0\r\nK: v\r\n\r\n");
+        let h = b"NATS/1.0\r\nK: old\r\nX: y\r\n\r\n";
+        assert_eq!(
+            with(Some(h), "K", "new\nline"),
+            b"NATS/1.0\r\nX: y\r\nK: new line\r\n\r\n"
+        );
+        let h = b"NATS/1.0 503\r\n\r\n";
+        assert_eq!(with(Some(h), "K", "v"), b"NATS/1.0 503\r\nK: v\r\n\r\n");
+    }
+}
