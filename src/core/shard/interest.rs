@@ -145,7 +145,7 @@ impl ShardCore {
     /// Replicate a local interest change: plain interest on its 0<->1 transitions, queue
     /// interest on every change (other shards weigh queue groups by member count). The
     /// local count is read from the sublist, which already holds it.
-    fn interest_delta(&mut self, account: AccountId, subject: &[u8], queue: Option<&[u8]>, delta: i32) {
+    pub(super) fn interest_delta(&mut self, account: AccountId, subject: &[u8], queue: Option<&[u8]>, delta: i32) {
         if self.nshards < 2 {
             return;
         }

@@ -20,6 +20,7 @@ mod accounts;
 mod connect;
 mod imports;
 mod interest;
+pub mod internal;
 mod ops;
 mod route;
 mod timers;
@@ -127,6 +128,10 @@ pub struct ShardCore {
     post: Option<Arc<dyn Post>>,
     /// Next sweep of expired service response mappings.
     resp_sweep_at: Option<Instant>,
+    /// Internal clients, their subscriptions' handlers and pending requests.
+    internals: internal::Internals,
+    /// Set while delivering a message another shard routed here.
+    delivering_remote: bool,
 }
 
 impl ShardCore {
@@ -155,6 +160,8 @@ impl ShardCore {
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((idx as u64 + 1) << 32) ^ u64::from(std::process::id()),
             post: None,
             resp_sweep_at: None,
+            internals: internal::Internals::default(),
+            delivering_remote: false,
         };
         core.apply_table();
         core
@@ -198,9 +205,9 @@ impl ShardCore {
         self.finish(now);
     }
 
-    /// Number of open connections on this shard.
+    /// Number of open connections on this shard (internal clients not counted).
     pub fn connections(&self) -> usize {
-        self.clients.len()
+        self.clients.len() - self.internals.client_count()
     }
 
     /// A new connection from `peer`. Queues the INFO (and, past `max_connections`, the
@@ -363,7 +370,7 @@ impl ShardCore {
         let mut open: Vec<(u64, ConnKey)> = self
             .clients
             .iter()
-            .filter(|(_, c)| c.closing.is_none())
+            .filter(|(_, c)| c.closing.is_none() && !c.internal)
             .map(|(i, c)| {
                 (
                     c.cid,
@@ -420,9 +427,10 @@ impl ShardCore {
         }
     }
 
-    /// True if some connection awaits the driver's attention.
+    /// True if some connection awaits the driver's attention, or internal work is
+    /// left for the next step.
     pub fn has_wakeups(&self) -> bool {
-        !self.wakeups.is_empty()
+        !self.wakeups.is_empty() || self.internals.busy()
     }
 
     /// Process batches from other shards. Returns how many were taken.
@@ -494,8 +502,14 @@ impl ShardCore {
         self.staging.iter().any(|s| s.len() > MESH_BACKLOG_LIMIT)
     }
 
-    /// End of a processing step: push staged records, publish statistics.
+    /// End of a processing step: run internal handlers, push staged records, publish
+    /// statistics.
     fn finish(&mut self, now: Instant) {
+        if self.internals.busy() && !self.internals.running {
+            self.internals.running = true;
+            self.run_internal(now);
+            self.internals.running = false;
+        }
         if self.nshards > 1 {
             self.flush_mesh(now);
         }
@@ -520,7 +534,7 @@ impl ShardCore {
     /// Ask the driver to look at `key`.
     fn wake(&mut self, key: ConnKey) {
         if let Some(c) = self.clients.get_mut(key.idx as usize) {
-            if c.gen == key.gen && !c.woken {
+            if c.gen == key.gen && !c.woken && !c.internal {
                 c.woken = true;
                 self.wakeups.push(key);
             }

@@ -301,6 +301,13 @@ impl ShardCore {
             self.route_response_here(acc, &m, now, rec.hops);
             return;
         }
+        self.delivering_remote = true;
+        self.deliver_remote_in(src, acc, rec, &m, now);
+        self.delivering_remote = false;
+    }
+
+    fn deliver_remote_in(&mut self, src: usize, acc: AccountId, rec: &MsgRecord<'_>, m: &Msg<'_>, now: Instant) {
+        let m = *m;
         let local = self.acct(acc).sublist.matches(m.subject);
         if rec.flags & flags::QUEUE_ONLY == 0 {
             for &sid in &local.psubs {
@@ -345,6 +352,10 @@ impl ShardCore {
         let Some(c) = self.clients.get_mut(conn.idx as usize).filter(|c| c.gen == conn.gen) else {
             return false;
         };
+        if c.internal {
+            let remote = self.delivering_remote;
+            return self.deliver_internal(id, publisher, m, remote);
+        }
         if c.closing.is_some() || (publisher == Some(conn) && !c.opts.echo) {
             return false;
         }

@@ -652,3 +652,6 @@ fn input_of_a_connection_cut_off_by_pending_deliveries_is_ignored() {
 
 #[path = "tests_accounts.rs"]
 mod accounts;
+
+#[path = "tests_internal.rs"]
+mod internal;

@@ -32,10 +32,10 @@ impl ShardCore {
         // Write deadlines start when output queues up, which does not touch the heap;
         // check the connections with pending output cheaply via their next deadline.
         let conn = self.timers.peek().map(|Reverse((t, _))| *t);
-        match (conn, self.resp_sweep_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [conn, self.resp_sweep_at, self.internals.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Run every timer due at `now`.
@@ -55,6 +55,7 @@ impl ShardCore {
             self.schedule(key);
         }
         self.sweep_responses(now);
+        self.expire_requests(now);
         self.finish(now);
     }
 

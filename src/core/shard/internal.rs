@@ -1,0 +1,362 @@
+//! Internal clients (ARCHITECTURE.md, invariant 14): server-side subscribers and
+//! publishers without a socket, one per account on each shard, reached like any other
+//! subscriber so that accounts, imports and permissions apply to them unchanged.
+//!
+//! - [`ShardCore::subscribe_internal`]: a subscription whose messages go to a handler
+//!   running on this shard (after the step that delivered them, never re-entrantly);
+//!   `local` ones see only messages published on this shard (per-connection services
+//!   such as `$SYS.REQ.USER.INFO` answer where the requester is), the others get their
+//!   interest replicated like a client's (one shard hosts the service for the server).
+//! - [`ShardCore::publish_internal`]: publish into an account from this shard.
+//! - [`ShardCore::request_internal`]: publish with a private inbox and get the first reply
+//!   (or nothing by a deadline).
+//! - [`ShardCore::gather`]: run a function on every shard and combine the parts here.
+
+use super::route::Msg;
+use super::ShardCore;
+use crate::core::accounts::AccountId;
+use crate::core::client::{Client, ConnKey, SubId, Subscription};
+use crate::core::post::Job;
+use crate::core::FastMap;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Internal deliveries handled per step before yielding to sockets.
+const INTERNAL_BUDGET: usize = 4096;
+
+/// A message for an internal subscription (an owned copy).
+#[derive(Clone, Debug)]
+pub struct InternalMsg {
+    pub account: AccountId,
+    pub subject: Vec<u8>,
+    pub reply: Vec<u8>,
+    /// The header block (`NATS/1.0\r\n...\r\n\r\n`), if any.
+    pub header: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+    /// The publishing connection when it is on this shard.
+    pub sender: Option<ConnKey>,
+}
+
+/// What an internal subscription does with a message. Runs on the owning shard.
+pub type Handler = Box<dyn FnMut(&mut ShardCore, InternalMsg, Instant)>;
+
+/// A shard's part of a [`ShardCore::gather`].
+pub type PartFn<T> = Arc<dyn Fn(&mut ShardCore, Instant) -> T + Send + Sync>;
+/// What combines the parts of a [`ShardCore::gather`], on the shard that asked.
+pub type DoneFn<T> = Box<dyn FnOnce(&mut ShardCore, Vec<T>, Instant) + Send>;
+/// The parts collected so far, how many are missing, and the combiner.
+type Gathering<T> = Arc<Mutex<(Vec<Option<T>>, usize, Option<DoneFn<T>>)>>;
+
+/// What a request's caller gets: the reply, or `None` at the deadline.
+pub type ReplyHandler = Box<dyn FnOnce(&mut ShardCore, Option<InternalMsg>, Instant)>;
+
+/// The internal side of one shard.
+#[derive(Default)]
+pub(crate) struct Internals {
+    /// The internal client of each account on this shard.
+    clients: FastMap<AccountId, ConnKey>,
+    /// Handlers by subscription.
+    handlers: FastMap<SubId, Option<Handler>>,
+    /// Subscriptions that see only local publishes.
+    local: FastMap<SubId, ()>,
+    queue: VecDeque<(SubId, InternalMsg)>,
+    /// Pending requests by inbox subject.
+    requests: FastMap<Vec<u8>, (Instant, Option<ReplyHandler>)>,
+    /// The inbox subscription of each account for requests.
+    inboxes: FastMap<AccountId, SubId>,
+    next_request: u64,
+    next_sid: u64,
+    /// Handlers are running (no nested run).
+    pub(crate) running: bool,
+}
+
+impl Internals {
+    /// True if internal deliveries wait to be handled.
+    pub(crate) fn busy(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Internal clients on this shard.
+    pub(crate) fn client_count(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// The earliest request deadline.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.requests.values().map(|(t, _)| *t).min()
+    }
+}
+
+impl ShardCore {
+    /// The internal client of `acc` on this shard (created on first use).
+    fn internal_client(&mut self, acc: AccountId, now: Instant) -> ConnKey {
+        if let Some(&k) = self.internals.clients.get(&acc) {
+            if self.client(k).is_some() {
+                return k;
+            }
+        }
+        let gen = self.next_gen;
+        self.next_gen = self.next_gen.wrapping_add(1).max(1);
+        let peer = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+        let mut c = Client::new(0, gen, peer, now, Duration::from_secs(3600 * 24 * 365));
+        c.internal = true;
+        c.account = acc;
+        c.connect_received = true;
+        c.headers = true;
+        c.opts.verbose = false;
+        c.opts.pedantic = false;
+        c.opts.headers = true;
+        c.label = format!("ACCOUNT - {}", self.table.name(acc));
+        let idx = self.clients.insert(c) as u32;
+        let key = ConnKey { idx, gen };
+        self.internals.clients.insert(acc, key);
+        key
+    }
+
+    /// Subscribe `handler` to `subject` in `acc` (see the module documentation for
+    /// `local`). Returns the subscription, or `None` for an invalid subject.
+    pub fn subscribe_internal(
+        &mut self,
+        acc: AccountId,
+        subject: &str,
+        queue: Option<&str>,
+        local: bool,
+        handler: Handler,
+        now: Instant,
+    ) -> Option<SubId> {
+        let key = self.internal_client(acc, now);
+        self.internals.next_sid += 1;
+        let sid = self.internals.next_sid.to_string();
+        let sub = Subscription {
+            conn: key,
+            account: acc,
+            subject: subject.as_bytes().into(),
+            queue: queue.map(|q| q.as_bytes().into()),
+            sid: sid.as_bytes().into(),
+            max: 0,
+            delivered: 0,
+        };
+        let id = self.subs.insert(sub) as SubId;
+        if self
+            .acct(acc)
+            .sublist
+            .insert(subject.as_bytes(), queue.map(str::as_bytes), id)
+            .is_err()
+        {
+            self.subs.remove(id as usize);
+            return None;
+        }
+        let sid_key: Box<[u8]> = self.subs.get(id as usize).map(|s| s.sid.clone()).unwrap_or_default();
+        if let Some(c) = self.client_mut(key) {
+            c.subs.insert(sid_key, id);
+        }
+        self.internals.handlers.insert(id, Some(handler));
+        if local {
+            self.internals.local.insert(id, ());
+        } else {
+            self.interest_delta(acc, subject.as_bytes(), queue.map(str::as_bytes), 1);
+        }
+        Some(id)
+    }
+
+    /// Remove an internal subscription.
+    pub fn unsubscribe_internal(&mut self, id: SubId) {
+        let Some(sub) = self.subs.get(id as usize) else { return };
+        let (conn, sid) = (sub.conn, sub.sid.clone());
+        if let Some(c) = self.client_mut(conn) {
+            c.subs.remove(&sid);
+        }
+        self.internals.handlers.remove(&id);
+        if self.internals.local.remove(&id).is_some() {
+            if let Some(sub) = self.subs.try_remove(id as usize) {
+                self.acct(sub.account)
+                    .sublist
+                    .remove(&sub.subject, sub.queue.as_deref(), id);
+            }
+        } else {
+            self.remove_sub(id);
+        }
+    }
+
+    /// Publish into `acc` from this shard's internal client. Returns whether anyone took
+    /// it.
+    pub fn publish_internal(
+        &mut self,
+        acc: AccountId,
+        subject: &[u8],
+        reply: &[u8],
+        header: Option<&[u8]>,
+        payload: &[u8],
+        now: Instant,
+    ) -> bool {
+        let key = self.internal_client(acc, now);
+        let mut data = header.map(<[u8]>::to_vec).unwrap_or_default();
+        data.extend_from_slice(payload);
+        let size = data.len().to_string();
+        let hdr = header.map(|h| h.len().to_string()).unwrap_or_default();
+        let m = Msg {
+            subject,
+            reply,
+            header_len: header.map(<[u8]>::len),
+            data: &data,
+            size_text: size.as_bytes(),
+            hdr_text: hdr.as_bytes(),
+        };
+        self.counters.in_msgs += 1;
+        self.counters.in_bytes += data.len() as u64;
+        let delivered = self.route(acc, Some(key), &m, now);
+        self.finish(now);
+        delivered
+    }
+
+    /// Publish a request in `acc` with a private reply subject; `on_reply` gets the
+    /// first reply, or `None` after `timeout`. Returns false if nobody took the request
+    /// (then `on_reply` has been called with `None`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn request_internal(
+        &mut self,
+        acc: AccountId,
+        subject: &[u8],
+        header: Option<&[u8]>,
+        payload: &[u8],
+        timeout: Duration,
+        on_reply: ReplyHandler,
+        now: Instant,
+    ) -> bool {
+        let prefix = self.inbox_prefix(acc);
+        if !self.internals.inboxes.contains_key(&acc) {
+            let pattern = format!("{prefix}>");
+            let h: Handler = Box::new(|core: &mut ShardCore, m: InternalMsg, now: Instant| {
+                if let Some((_, Some(f))) = core.internals.requests.remove(&m.subject) {
+                    f(core, Some(m), now);
+                }
+            });
+            if let Some(id) = self.subscribe_internal(acc, &pattern, None, false, h, now) {
+                self.internals.inboxes.insert(acc, id);
+            }
+        }
+        self.internals.next_request += 1;
+        let inbox = format!("{prefix}{}", self.internals.next_request).into_bytes();
+        self.internals
+            .requests
+            .insert(inbox.clone(), (now + timeout, Some(on_reply)));
+        let taken = self.publish_internal(acc, subject, &inbox, header, payload, now);
+        if !taken {
+            if let Some((_, Some(f))) = self.internals.requests.remove(&inbox) {
+                f(self, None, now);
+            }
+        }
+        taken
+    }
+
+    /// `$SYS._INBOX.<server><shard>.` — this shard's private reply space.
+    fn inbox_prefix(&self, _acc: AccountId) -> String {
+        let id = &self.cfg.info.server_id;
+        let short = id.get(id.len().saturating_sub(8)..).unwrap_or(id);
+        format!("$SYS._INBOX.{short}{}.", self.idx)
+    }
+
+    /// Deliver to an internal subscription: queue a copy for its handler.
+    pub(super) fn deliver_internal(
+        &mut self,
+        id: SubId,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        remote: bool,
+    ) -> bool {
+        if remote && self.internals.local.contains_key(&id) {
+            return false;
+        }
+        let Some(sub) = self.subs.get(id as usize) else {
+            return false;
+        };
+        let msg = InternalMsg {
+            account: sub.account,
+            subject: m.subject.to_vec(),
+            reply: m.reply.to_vec(),
+            header: m.header().map(<[u8]>::to_vec),
+            payload: m.payload().to_vec(),
+            sender: publisher.filter(|k| self.client(*k).is_some_and(|c| !c.internal)),
+        };
+        self.internals.queue.push_back((id, msg));
+        true
+    }
+
+    /// Run the handlers of queued internal deliveries (bounded per call).
+    pub(super) fn run_internal(&mut self, now: Instant) {
+        let mut budget = INTERNAL_BUDGET;
+        while budget > 0 {
+            let Some((id, msg)) = self.internals.queue.pop_front() else {
+                break;
+            };
+            budget -= 1;
+            let Some(slot) = self.internals.handlers.get_mut(&id) else {
+                continue;
+            };
+            let Some(mut h) = slot.take() else { continue };
+            h(self, msg, now);
+            if let Some(slot) = self.internals.handlers.get_mut(&id) {
+                if slot.is_none() {
+                    *slot = Some(h);
+                }
+            }
+        }
+    }
+
+    /// Requests whose deadline passed get `None`.
+    pub(super) fn expire_requests(&mut self, now: Instant) {
+        if self.internals.requests.is_empty() {
+            return;
+        }
+        let due: Vec<Vec<u8>> = self
+            .internals
+            .requests
+            .iter()
+            .filter(|(_, (t, _))| *t <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in due {
+            if let Some((_, Some(f))) = self.internals.requests.remove(&k) {
+                f(self, None, now);
+            }
+        }
+    }
+
+    /// Run `part` on every shard (this one included) and hand the parts, in shard order,
+    /// to `done` here. Without a runtime, only this shard's part is taken.
+    pub fn gather<T: Send + 'static>(&mut self, part: PartFn<T>, done: DoneFn<T>, now: Instant) {
+        let Some(post) = self.post.clone().filter(|_| self.nshards > 1) else {
+            let mine = part(self, now);
+            done(self, vec![mine], now);
+            return;
+        };
+        let n = self.nshards;
+        let origin = self.idx;
+        let slots: Gathering<T> = Arc::new(Mutex::new(((0..n).map(|_| None).collect(), n, Some(done))));
+        for s in 0..n {
+            let part = part.clone();
+            let slots = slots.clone();
+            let post2 = post.clone();
+            let job: Job = Box::new(move |core: &mut ShardCore, now: Instant| {
+                let v = part(core, now);
+                let mut g = slots.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(slot) = g.0.get_mut(core.idx) {
+                    *slot = Some(v);
+                }
+                g.1 -= 1;
+                if g.1 == 0 {
+                    let parts: Vec<T> = g.0.drain(..).flatten().collect();
+                    let Some(done) = g.2.take() else { return };
+                    drop(g);
+                    let finish: Job = Box::new(move |core: &mut ShardCore, now: Instant| {
+                        done(core, parts, now);
+                        core.finish(now);
+                    });
+                    post2.post(origin, finish);
+                }
+            });
+            post.post(s, job);
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! Internal clients: services answering clients, requests answered by clients, local
+//! and replicated subscriptions (ARCHITECTURE.md, invariant 14).
+
+use super::*;
+use crate::core::accounts::GLOBAL;
+use crate::core::shard::internal::{Handler, InternalMsg, ReplyHandler};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+fn echo_service() -> Handler {
+    Box::new(|core: &mut ShardCore, m: InternalMsg, now: Instant| {
+        let mut body = b"echo:".to_vec();
+        body.extend_from_slice(&m.payload);
+        core.publish_internal(m.account, &m.reply, b"", None, &body, now);
+    })
+}
+
+#[test]
+fn a_service_on_one_shard_answers_clients_on_every_shard() {
+    let mut w = World::new(3, CoreConfig::default());
+    let now = w.now;
+    assert!(w.shards[0]
+        .subscribe_internal(GLOBAL, "svc.echo", None, false, echo_service(), now)
+        .is_some());
+    w.pump();
+    for s in 0..3 {
+        let (_, c) = w.connect(s, QUIET);
+        w.send(s, c, "SUB inbox 1\r\nPUB svc.echo inbox 2\r\nhi\r\n");
+        w.pump();
+        w.shards[0].tick(w.now);
+        w.pump();
+        assert_eq!(w.take(s, c), "MSG inbox 1 7\r\necho:hi\r\n", "client on shard {s}");
+    }
+    assert_eq!(w.shards[0].connections(), 1, "the internal client is not a connection");
+}
+
+#[test]
+fn local_internal_subscriptions_see_only_local_publishes() {
+    let mut w = World::new(2, CoreConfig::default());
+    let now = w.now;
+    let seen: Rc<RefCell<Vec<Option<ConnKey>>>> = Rc::default();
+    for s in 0..2 {
+        let seen = seen.clone();
+        let h: Handler = Box::new(move |_core: &mut ShardCore, m: InternalMsg, _now: Instant| {
+            seen.borrow_mut().push(m.sender);
+        });
+        w.shards[s].subscribe_internal(GLOBAL, "who", None, true, h, now);
+    }
+    w.pump();
+    let (_, c) = w.connect(1, QUIET);
+    w.send(1, c, "PUB who 0\r\n\r\n");
+    w.pump();
+    assert_eq!(*seen.borrow(), vec![Some(c)], "exactly one, with the sender");
+}
+
+#[test]
+fn internal_requests_get_the_first_reply_or_none() {
+    let mut w = World::new(2, CoreConfig::default());
+    let (_, c) = w.connect(1, QUIET);
+    w.send(1, c, "SUB ask 1\r\nPING\r\n");
+    w.take(1, c);
+    let got: Rc<RefCell<Vec<Option<Vec<u8>>>>> = Rc::default();
+    let g = got.clone();
+    let on_reply: ReplyHandler = Box::new(move |_c: &mut ShardCore, m: Option<InternalMsg>, _n: Instant| {
+        g.borrow_mut().push(m.map(|m| m.payload));
+    });
+    let now = w.now;
+    assert!(w.shards[0].request_internal(GLOBAL, b"ask", None, b"q", Duration::from_secs(1), on_reply, now));
+    w.pump();
+    let req = w.take(1, c);
+    let inbox = req.split(' ').nth(3).unwrap().to_string();
+    assert!(inbox.starts_with("$SYS._INBOX."), "{req}");
+    w.send(1, c, &format!("PUB {inbox} 1\r\na\r\nPUB {inbox} 1\r\nb\r\n"));
+    w.pump();
+    w.shards[0].tick(w.now);
+    assert_eq!(*got.borrow(), vec![Some(b"a".to_vec())]);
+    // A request nobody serves is answered with None at once; one that is ignored, at
+    // its deadline.
+    let g = got.clone();
+    let none: ReplyHandler = Box::new(move |_c: &mut ShardCore, m: Option<InternalMsg>, _n: Instant| {
+        g.borrow_mut().push(m.map(|m| m.payload));
+    });
+    assert!(!w.shards[0].request_internal(GLOBAL, b"nobody", None, b"", Duration::from_secs(1), none, now));
+    let g = got.clone();
+    let late: ReplyHandler = Box::new(move |_c: &mut ShardCore, m: Option<InternalMsg>, _n: Instant| {
+        g.borrow_mut().push(m.map(|m| m.payload));
+    });
+    assert!(w.shards[0].request_internal(GLOBAL, b"ask", None, b"", Duration::from_secs(1), late, now));
+    w.pump();
+    assert_eq!(got.borrow().len(), 2);
+    w.advance(Duration::from_secs(2));
+    assert_eq!(*got.borrow(), vec![Some(b"a".to_vec()), None, None]);
+}
