@@ -10,6 +10,7 @@
 //!   feature, Linux) or the portable mio reactor (one shared event loop), plus the
 //!   acceptor thread.
 //! - [`auth`]: authentication and authorization: users, nkeys, JWT claims, permissions.
+//! - [`system`]: the system account's services and events (internal clients).
 //! - [`server`]: options, command line, logging, monitoring, startup and shutdown.
 //!
 //! The core never imports `driver`; `driver` never decides protocol behaviour.
@@ -19,3 +20,4 @@ pub mod core;
 pub mod driver;
 pub mod proto;
 pub mod server;
+pub mod system;

@@ -18,6 +18,16 @@ impl ShardCore {
         &mut self.accts[i]
     }
 
+    /// The account table this shard uses.
+    pub fn account_table(&self) -> &std::sync::Arc<crate::core::accounts::AccountTable> {
+        &self.table
+    }
+
+    /// A connection of this shard (internal ones included).
+    pub fn client_ref(&self, key: crate::core::client::ConnKey) -> Option<&crate::core::client::Client> {
+        self.client(key)
+    }
+
     /// Remote-interest entries over all accounts (what other shards told this one).
     pub fn remote_entries(&self) -> usize {
         self.accts.iter().map(|a| a.remote.len()).sum()
