@@ -45,6 +45,7 @@ enum Value<'a> {
 struct Parsed {
     opts: Options,
     help: bool,
+    help_tls: bool,
     version: bool,
     signal: String,
 }
@@ -290,6 +291,134 @@ const FLAGS: &[Flag] = &[
         },
     },
     Flag {
+        names: &["ms", "https_port"],
+        kind: Kind::Int,
+        set: |p, v| {
+            p.opts.flags_not_yet.https_port = i(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["profile"],
+        kind: Kind::Int,
+        set: |p, v| {
+            p.opts.flags_not_yet.prof_port = i(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["routes"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.routes = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["cluster", "cluster_listen"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.cluster_listen = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["cluster_advertise"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.cluster_advertise = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["no_advertise"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.flags_not_yet.no_advertise = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["connect_retries"],
+        kind: Kind::Int,
+        set: |p, v| {
+            p.opts.flags_not_yet.connect_retries = i(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["cluster_name"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.cluster_name = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["help_tls"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.help_tls = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["tls"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.flags_not_yet.tls = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["tlsverify"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.flags_not_yet.tls_verify = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["tlscert"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.tls_cert = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["tlskey"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.tls_key = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["tlscacert"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.tls_ca_cert = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["js", "jetstream"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.flags_not_yet.jetstream = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["sd", "store_dir"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.store_dir = s(v);
+            Ok(())
+        },
+    },
+    Flag {
         names: &["shards"],
         kind: Kind::Int,
         set: |p, v| {
@@ -471,6 +600,13 @@ pub fn parse_onto(args: &[String], base: Options) -> Command {
     if p.help {
         return Command::Help;
     }
+    if p.help_tls {
+        return Command::Fail {
+            message: "nats-server: TLS is not supported by rnats yet".into(),
+            usage: false,
+            code: 1,
+        };
+    }
     if let Some(arg) = args.get(k) {
         return match arg.to_lowercase().as_str() {
             "version" => Command::Version,
@@ -519,10 +655,20 @@ Logging Options:
         --log_size_limit <limit>     Logfile size limit (default: auto)
         --max_traced_msg_len <len>   Maximum printable length for traced messages (default: unlimited)
 
+JetStream Options:
+    -js, --jetstream                 Enable JetStream functionality (not supported by rnats yet)
+    -sd, --store_dir <dir>           Set the storage directory (no effect without JetStream)
+
 Authorization Options:
         --user <user>                User required for connections
         --pass <password>            Password required for connections
         --auth <token>               Authorization token required for connections
+
+Accepted, not supported by rnats yet (refused at startup):
+        --tls, --tlscert, --tlskey, --tlsverify, --tlscacert, --help_tls
+        --routes, --cluster, --cluster_listen (--cluster_name, --cluster_advertise,
+        --no_advertise, --connect_retries have no effect without a cluster)
+    -ms, --https_port <port>, --profile <port>
 
 rnats Options:
         --shards <n>                 Number of shards (default: one per usable CPU)
