@@ -3,6 +3,8 @@
 //! `parseAccounts` and the per-account parsers), then the checks across accounts in
 //! `links`.
 
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
 use super::exports::{exports, imports, PendingExport, PendingImport};
 use super::mappings::mappings;
 use super::users::is_public_key;

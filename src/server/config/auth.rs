@@ -2,6 +2,8 @@
 //! merges it with the users of `accounts` (duplicates, a single user or a token next to
 //! a users list).
 
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
 use super::{go_value, permissions, users, Cx};
 use crate::auth::config::{AuthCallout, NkeyUser, Permissions, User};
 use crate::server::options::Options;
@@ -22,16 +24,24 @@ struct Parsed {
     proxy_required: bool,
 }
 
-/// The block's own keys. `None` when the reference gives up on it (a failed type
-/// assertion, recorded in `cx`).
-fn parse(cx: &mut Cx, e: &Entry) -> Option<Parsed> {
-    let map = cx.map(e)?;
+/// Why the block was not parsed.
+enum Stop {
+    /// An error the reference returns (recorded in `cx`).
+    Error,
+    /// A failed type assertion (recorded in `cx`): the reference then goes on with a
+    /// block it does not have.
+    Panic,
+}
+
+/// The block's own keys.
+fn parse(cx: &mut Cx, e: &Entry) -> Result<Parsed, Stop> {
+    let map = cx.map(e).ok_or(Stop::Panic)?;
     let mut a = Parsed::default();
     for (key, entry) in map.iter() {
         match key.to_ascii_lowercase().as_str() {
-            "user" | "username" => a.user = cx.string(entry)?.into(),
-            "pass" | "password" => a.pass = cx.string(entry)?.into(),
-            "token" => a.token = cx.string(entry)?.into(),
+            "user" | "username" => a.user = cx.string(entry).ok_or(Stop::Panic)?.into(),
+            "pass" | "password" => a.pass = cx.string(entry).ok_or(Stop::Panic)?.into(),
+            "token" => a.token = cx.string(entry).ok_or(Stop::Panic)?.into(),
             "timeout" => {
                 let secs = match &entry.value.kind {
                     ValueKind::Integer(n) => *n as f64,
@@ -43,7 +53,7 @@ fn parse(cx: &mut Cx, e: &Entry) -> Option<Parsed> {
                                 &entry.key_pos,
                                 format!("error parsing authorization config, 'timeout' {err}"),
                             );
-                            return None;
+                            return Err(Stop::Error);
                         }
                     },
                     _ => {
@@ -51,7 +61,7 @@ fn parse(cx: &mut Cx, e: &Entry) -> Option<Parsed> {
                             &entry.key_pos,
                             "error parsing authorization config, 'timeout' wrong type",
                         );
-                        return None;
+                        return Err(Stop::Error);
                     }
                 };
                 if secs > 60.0 {
@@ -83,7 +93,7 @@ fn parse(cx: &mut Cx, e: &Entry) -> Option<Parsed> {
                 Ok(ac) => a.callout = ac,
                 Err(msg) => cx.errors.push(msg),
             },
-            "proxy_required" => a.proxy_required = cx.bool(entry)?,
+            "proxy_required" => a.proxy_required = cx.bool(entry).ok_or(Stop::Panic)?,
             _ => cx.unknown(key, entry),
         }
     }
@@ -95,7 +105,7 @@ fn parse(cx: &mut Cx, e: &Entry) -> Option<Parsed> {
             u.permissions.get_or_insert_with(|| p.clone());
         }
     }
-    Some(a)
+    Ok(a)
 }
 
 /// The names and nkeys already taken (by accounts parsed before this block).
@@ -110,13 +120,14 @@ pub(super) fn taken(o: &Options) -> HashSet<String> {
 
 /// The top-level `authorization` key.
 pub(super) fn authorization(cx: &mut Cx, o: &mut Options, e: &Entry) {
-    let Some(a) = parse(cx, e) else {
-        // The reference then dereferences the block it did not get.
-        cx.error(
-            &e.key_pos,
-            "runtime error: invalid memory address or nil pointer dereference",
-        );
-        return;
+    let a = match parse(cx, e) {
+        Ok(a) => a,
+        Err(Stop::Error) => return,
+        Err(Stop::Panic) => {
+            // The reference then dereferences the block it did not get.
+            cx.error(&e.key_pos, "runtime error: invalid memory address or nil pointer dereference");
+            return;
+        }
     };
     let sec = &mut o.security;
     sec.authorization_block = true;

@@ -4,6 +4,8 @@
 //! `parseAccountExports`/`Imports`, `parseExportStreamOrService`,
 //! `parseImportStreamOrService`, `parseServiceLatency`).
 
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
 use super::accounts::atoi;
 use super::Cx;
 use crate::auth::config::{

@@ -3,6 +3,8 @@
 //! `resolver_preload` value must be an account JWT. Error texts are the JWT library's
 //! for the structural failures.
 
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
 use crate::auth::config::OperatorJwt;
 use serde_json::Value as Json;
 
@@ -167,6 +169,7 @@ pub(super) fn is_account_jwt(token: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 pub(crate) mod tests {
     use super::*;
 

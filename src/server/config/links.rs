@@ -3,6 +3,8 @@
 //! authorization, prefixes, cycles, duplicates). Errors are placed at the `accounts` key,
 //! as the reference places them.
 
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
 use super::exports::{PendingExport, PendingImport};
 use super::subjects::{
     check_mapping, has_wildcard, is_subset_match, is_valid_publish_subject, is_valid_subject, subjects_collide,

@@ -2,6 +2,8 @@
 //! of the top level (nats-server's `parseAccountMappings`, `parseAccountMapDest` and the
 //! checks of `AddWeightedMappings`).
 
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
 use super::accounts::atoi;
 use super::subjects::{check_mapping, is_valid_subject};
 use super::Cx;

@@ -2,6 +2,8 @@
 //! authorization block (nats-server's `parseUserPermissions` and the helpers it calls):
 //! the old style (a subject or a list) and the new style (`{ allow, deny }`).
 
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
 use super::subjects::is_valid_subject;
 use super::{go_value, Cx};
 use crate::auth::config::{Permissions, ResponsePermission, SubjectPermission};

@@ -2,6 +2,8 @@
 //! `IsValidPublishSubject`, `subjectIsLiteral`, `SubjectsCollide`, `subjectIsSubsetMatch`)
 //! and [`check_mapping`], the one place where mapping destinations are validated.
 
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
 use crate::core::subject;
 
 pub(crate) fn is_valid_subject(s: &str) -> bool {
@@ -134,6 +136,7 @@ pub(crate) fn check_mapping(source: &str, destination: &str) -> Result<(), Strin
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -2,6 +2,8 @@
 //! `resolver_tls`, `resolver_preload`, `resolver_pinned_accounts` (nats-server's
 //! `processConfigFileLine` cases for them).
 
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
 use super::users::is_public_key;
 use super::{jwt, Cx};
 use crate::auth::config::{DeleteMode, DirResolver, ResolverConfig};

@@ -2,6 +2,8 @@
 //! `parseUsers`, `parseAllowedConnectionTypes`), and `auth_callout { ... }`
 //! (`parseAuthCallout`).
 
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
 use super::{go_value, permissions, Cx};
 use crate::auth::config::{AuthCallout, NkeyUser, User, GLOBAL_ACCOUNT};
 use conf::{Entry, ValueKind};

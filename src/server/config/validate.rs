@@ -2,6 +2,8 @@
 //! `validateOptions` (not with `-t`): operators against accounts, users, trusted keys,
 //! the system account and the asserted server version; `no_auth_user` against the users.
 
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
 use super::accounts::atoi;
 use super::users::is_public_key;
 use crate::auth::config::{ResolverConfig, SecurityConfig};
@@ -136,6 +138,7 @@ pub fn validate_security(s: &SecurityConfig) -> Result<(), String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::auth::config::{OperatorJwt, User};
