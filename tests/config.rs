@@ -380,7 +380,10 @@ fn security_settings_at_startup() {
         let (code, _, err) = run(bin(), &["-c", &f, "-p", "-1"]);
         assert_eq!(
             (code, err.as_str()),
-            (1, format!("nats-server: {feature} is not supported by rnats yet\n").as_str()),
+            (
+                1,
+                format!("nats-server: {feature} is not supported by rnats yet\n").as_str()
+            ),
             "{text}"
         );
         // `-t` accepts them, as the reference does.

@@ -105,16 +105,22 @@ fn account(
                 ),
             },
             "imports" => match imports(cx, entry) {
-                Ok(list) => pending_imports.extend(list.into_iter().map(|import| PendingImport {
-                    account: name.to_string(),
-                    import,
+                Ok(list) => pending_imports.extend(list.into_iter().map(|import| {
+                    acc.imports.push(import.clone());
+                    PendingImport {
+                        account: name.to_string(),
+                        import,
+                    }
                 })),
                 Err(msg) => cx.errors.push(msg),
             },
             "exports" => match exports(cx, entry) {
-                Ok(list) => pending_exports.extend(list.into_iter().map(|export| PendingExport {
-                    account: name.to_string(),
-                    export,
+                Ok(list) => pending_exports.extend(list.into_iter().map(|export| {
+                    acc.exports.push(export.clone());
+                    PendingExport {
+                        account: name.to_string(),
+                        export,
+                    }
                 })),
                 Err(msg) => cx.errors.push(msg),
             },

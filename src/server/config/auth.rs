@@ -125,7 +125,10 @@ pub(super) fn authorization(cx: &mut Cx, o: &mut Options, e: &Entry) {
         Err(Stop::Error) => return,
         Err(Stop::Panic) => {
             // The reference then dereferences the block it did not get.
-            cx.error(&e.key_pos, "runtime error: invalid memory address or nil pointer dereference");
+            cx.error(
+                &e.key_pos,
+                "runtime error: invalid memory address or nil pointer dereference",
+            );
             return;
         }
     };
