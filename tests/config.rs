@@ -359,6 +359,11 @@ fn security_settings_at_startup() {
         "default_sentinel: abc\n",
         "operator: {OPFILE}\nresolver: MEMORY\naccounts: [B]\n",
         "operator: {OPFILE}\nresolver: MEMORY\nsystem_account: {U}\n",
+        "operator: {OPFILE}\nresolver: MEMORY\ndefault_sentinel: abc\n",
+        "operator: {OPFILE}\nresolver: MEMORY\ntrusted: {O}\n",
+        "operator: {OPFILE}\nresolver: MEMORY\nno_auth_user: x\n",
+        "operator: {OPFILE}\nresolver { type: full, dir: \"{DIR}/full\" }\nsystem_account: {U}\n",
+        "authorization { users: [ {user: a} ] }\nno_auth_user: b\n",
     ];
     for text in startup_errors {
         let f = write(&fx.dir, "s.conf", &fx.fill(text));

@@ -801,6 +801,97 @@ mod tests {
     }
 
     #[test]
+    fn reference_flags_of_missing_features_are_accepted_and_kept() {
+        let o = opts(&[
+            "-sd",
+            "/tmp/js",
+            "--cluster_name",
+            "c1",
+            "--cluster_advertise=h:1",
+            "--no_advertise",
+            "--connect_retries",
+            "3",
+        ]);
+        assert_eq!(o.store_dir, "/tmp/js");
+        let f = &o.flags_not_yet;
+        assert_eq!(
+            (
+                f.cluster_name.as_str(),
+                f.cluster_advertise.as_str(),
+                f.no_advertise,
+                f.connect_retries
+            ),
+            ("c1", "h:1", true, 3)
+        );
+        // Tuning a cluster that is not there, or naming a store without JetStream, turns
+        // nothing on: accepted as the reference accepts them.
+        assert_eq!(f.feature(), None);
+        assert_eq!(o.refuse_missing_features(), Ok(()));
+        assert_eq!(opts(&["--store_dir=/x"]).store_dir, "/x");
+        let refused = [
+            (&["-js"][..], "JetStream (-js/--jetstream)"),
+            (&["--jetstream=true"][..], "JetStream (-js/--jetstream)"),
+            (
+                &["--cluster", "nats://127.0.0.1:6222"][..],
+                "clustering (--cluster, --cluster_listen, --routes)",
+            ),
+            (
+                &["--cluster_listen=nats://127.0.0.1:6222", "--routes", "nats://h:1"][..],
+                "clustering (--cluster, --cluster_listen, --routes)",
+            ),
+            (
+                &["--tls"][..],
+                "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
+            ),
+            (
+                &["--tlscert", "c.pem", "--tlskey", "k.pem"][..],
+                "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
+            ),
+            (
+                &["--tlsverify", "--tlscacert=ca.pem"][..],
+                "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
+            ),
+            (&["-ms", "8443"][..], "HTTPS monitoring (-ms/--https_port)"),
+            (&["--profile", "6060"][..], "profiling (--profile)"),
+        ];
+        for (args, feature) in refused {
+            let o = opts(args);
+            assert_eq!(
+                o.refuse_missing_features(),
+                Err(crate::server::options::OptionsError::NotYet(feature.to_string())),
+                "{args:?}"
+            );
+        }
+        assert!(!opts(&["-js=false"]).flags_not_yet.jetstream);
+        assert_eq!(
+            opts(&["--routes", "nats://h:1"]).validate().unwrap_err().to_string(),
+            "solicited routes require cluster capabilities, e.g. --cluster"
+        );
+    }
+
+    #[test]
+    fn reference_flag_value_types() {
+        let msg = |c: Command| match c {
+            Command::Fail { message, .. } => message,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            msg(run(&["--connect_retries", "x"])),
+            "invalid value \"x\" for flag -connect_retries: parse error"
+        );
+        assert_eq!(msg(run(&["-ms", "x"])), "invalid value \"x\" for flag -ms: parse error");
+        assert_eq!(msg(run(&["-sd"])), "flag needs an argument: -sd");
+        assert_eq!(
+            msg(run(&["--no_advertise=x"])),
+            "invalid boolean value \"x\" for -no_advertise: parse error"
+        );
+        assert_eq!(
+            msg(run(&["--help_tls"])),
+            "nats-server: TLS is not supported by rnats yet"
+        );
+    }
+
+    #[test]
     fn ints_like_strconv() {
         assert_eq!(parse_int("010"), Ok(8));
         assert_eq!(parse_int("0b101"), Ok(5));

@@ -35,6 +35,9 @@ fn trusted_operators(s: &SecurityConfig) -> Result<(), String> {
         }
         return Ok(());
     }
+    if !s.default_sentinel.is_empty() {
+        default_sentinel(&s.default_sentinel)?;
+    }
     let Some(resolver) = &s.resolver else {
         return Err("operators require an account resolver to be configured".into());
     };
@@ -106,6 +109,39 @@ fn trusted_operators(s: &SecurityConfig) -> Result<(), String> {
                 "trusted Keys {key:?} are required to be a valid public operator nkey"
             ));
         }
+    }
+    Ok(())
+}
+
+/// The default sentinel must be a bearer user JWT (or look like a scoped user: an
+/// issuer account and no permissions of its own).
+fn default_sentinel(token: &str) -> Result<(), String> {
+    let claims = super::jwt::decode(token)
+        .ok()
+        .filter(|c| c.kind == "user")
+        .ok_or("default sentinel JWT not valid")?;
+    let nats = claims.json.get("nats");
+    let field = |k: &str| nats.and_then(|n| n.get(k));
+    let bearer = field("bearer_token")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    let issuer_account = field("issuer_account")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    let empty = |k: &str| {
+        field(k).is_none_or(|p| {
+            ["allow", "deny"].iter().all(|a| {
+                p.get(a)
+                    .and_then(serde_json::Value::as_array)
+                    .is_none_or(|v| v.is_empty())
+            })
+        })
+    };
+    let no_perms = empty("pub") && empty("sub") && field("resp").is_none_or(serde_json::Value::is_null);
+    // A scoped user is resolved (and checked) at run time.
+    let scoped = !issuer_account.is_empty() && no_perms;
+    if !bearer && !scoped {
+        return Err("default sentinel must be a bearer token".into());
     }
     Ok(())
 }
