@@ -23,11 +23,11 @@ pub(super) fn permissions(cx: &mut Cx, e: &Entry) -> Result<Permissions, String>
     let mut p = Permissions::default();
     for (key, entry) in map.iter() {
         match key.to_ascii_lowercase().as_str() {
-            "pub" | "publish" | "import" => match variable(cx, entry, false) {
+            "pub" | "publish" | "import" => match variable(cx, entry) {
                 Ok(sp) => p.publish = sp,
                 Err(msg) => cx.errors.push(msg),
             },
-            "sub" | "subscribe" | "export" => match variable(cx, entry, true) {
+            "sub" | "subscribe" | "export" => match variable(cx, entry) {
                 Ok(sp) => p.subscribe = sp,
                 Err(msg) => cx.errors.push(msg),
             },
@@ -55,7 +55,7 @@ pub(super) fn permissions(cx: &mut Cx, e: &Entry) -> Result<Permissions, String>
 
 /// A publish or subscribe permission: `{ allow, deny }` or, in the old style, the allowed
 /// subjects. `Ok(None)` for an empty map.
-fn variable(cx: &mut Cx, e: &Entry, allow_queue: bool) -> Result<Option<SubjectPermission>, String> {
+fn variable(cx: &mut Cx, e: &Entry) -> Result<Option<SubjectPermission>, String> {
     match &e.value.kind {
         ValueKind::Map(m) => {
             if m.is_empty() {
@@ -64,11 +64,11 @@ fn variable(cx: &mut Cx, e: &Entry, allow_queue: bool) -> Result<Option<SubjectP
             let mut sp = SubjectPermission::default();
             for (key, entry) in m.iter() {
                 match key.to_ascii_lowercase().as_str() {
-                    "allow" => match subjects(&entry.value, Some(&entry.key_pos), allow_queue) {
+                    "allow" => match subjects(&entry.value, Some(&entry.key_pos)) {
                         Ok(s) => sp.allow = Some(s),
                         Err(msg) => cx.errors.push(msg),
                     },
-                    "deny" => match subjects(&entry.value, Some(&entry.key_pos), allow_queue) {
+                    "deny" => match subjects(&entry.value, Some(&entry.key_pos)) {
                         Ok(s) => sp.deny = Some(s),
                         Err(msg) => cx.errors.push(msg),
                     },
@@ -88,7 +88,7 @@ fn variable(cx: &mut Cx, e: &Entry, allow_queue: bool) -> Result<Option<SubjectP
         }
         // The old style: the reference passes the bare value on, so its errors have no
         // position (except those about an array item).
-        _ => subjects(&e.value, None, allow_queue).map(|allow| {
+        _ => subjects(&e.value, None).map(|allow| {
             Some(SubjectPermission {
                 allow: Some(allow),
                 deny: None,
@@ -105,7 +105,7 @@ fn at(pos: Option<&Position>, msg: String) -> String {
 }
 
 /// A subject or a list of subjects, validated (`parsePermSubjects`).
-fn subjects(v: &Value, pos: Option<&Position>, allow_queue: bool) -> Result<Vec<String>, String> {
+fn subjects(v: &Value, pos: Option<&Position>) -> Result<Vec<String>, String> {
     let list = match &v.kind {
         ValueKind::String(s) => vec![s.clone()],
         ValueKind::Array(items) => {
@@ -133,29 +133,23 @@ fn subjects(v: &Value, pos: Option<&Position>, allow_queue: bool) -> Result<Vec<
             ))
         }
     };
-    check_subjects(&list, allow_queue).map_err(|msg| at(pos, msg))?;
+    check_subjects(&list).map_err(|msg| at(pos, msg))?;
     Ok(list)
 }
 
-/// nats-server's `checkPermSubjectArray`: subjects, or for subscribe `"subject queue"`.
-pub(crate) fn check_subjects(list: &[String], allow_queue: bool) -> Result<(), String> {
+/// nats-server 2.14.0's `checkPermSubjectArray`: valid subjects, or `"subject queue"`
+/// (accepted for publish too, and the queue name is not checked).
+pub(crate) fn check_subjects(list: &[String]) -> Result<(), String> {
     for s in list {
         if is_valid_subject(s) {
             continue;
         }
-        let bad = || format!("subject {s:?} is not a valid subject");
-        if !allow_queue {
-            return Err(bad());
-        }
         let parts: Vec<&str> = s.split_ascii_whitespace().collect();
-        let [subject, queue] = parts.as_slice() else {
-            return Err(bad());
+        let [subject, _queue] = parts.as_slice() else {
+            return Err(format!("subject {s:?} is not a valid subject"));
         };
         if !is_valid_subject(subject) {
             return Err(format!("subject {subject:?} is not a valid subject"));
-        }
-        if !is_valid_subject(queue) {
-            return Err(format!("queue {queue:?} is not a valid queue"));
         }
     }
     Ok(())
