@@ -181,7 +181,7 @@ fn export(cx: &mut Cx, item: &Value) -> Result<Option<Export>, String> {
                 };
                 for a in list {
                     let Some(s) = a.as_str() else {
-                        cx.conversion_at(pos, a, "string");
+                        cx.conversion_at(&a.pos, a, "string");
                         return Ok(None);
                     };
                     accounts.push(s.to_string());
