@@ -1,9 +1,11 @@
 //! Keys that nats-server 2.14 accepts but rnats does not implement yet.
 //!
-//! Keys whose absence would change what the server does for clients (TLS, accounts,
-//! permissions, clustering, JetStream, ...) are errors: running without them would
-//! silently weaken or change the service. Keys that only tune features rnats does not
-//! have, or that change nothing observable yet, are accepted with a logged note.
+//! Keys whose absence would change what the server does for clients (TLS, clustering,
+//! JetStream, websocket, ...) are errors: running without them would silently weaken or
+//! change the service. Keys that only tune features rnats does not have, or that change
+//! nothing observable yet, are accepted with a logged note. (The security keys are all
+//! parsed; those the core does not enforce yet are refused at startup by
+//! `Options::refuse_missing_features`.)
 
 use super::Cx;
 use conf::Entry;
