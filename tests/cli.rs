@@ -230,3 +230,70 @@ both_reactors!(logging_flags, |r| {
     assert!(text.contains("Client connection closed: Client Closed"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 });
+
+/// Flags of the reference's list whose feature rnats lacks: parsed with the reference's
+/// types and messages, then refused at startup by name; `--routes` without a cluster
+/// fails as in the reference.
+#[test]
+fn reference_flags_of_missing_features() {
+    let reference = common::reference_server();
+    let on = |p: &str, args: &[&str]| {
+        let out = Command::new(p).args(args).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for args in [
+        &["--connect_retries", "x"][..],
+        &["-ms", "x"][..],
+        &["--profile=x"][..],
+        &["-sd"][..],
+        &["--no_advertise=x"][..],
+        &["--routes", "nats://127.0.0.1:1"][..],
+        &["-p", "-1", "--routes", "nats://127.0.0.1:1"][..],
+    ] {
+        assert_eq!(on(bin(), args), on(&reference, args), "{args:?}");
+    }
+    for (args, feature) in [
+        (&["-js"][..], "JetStream (-js/--jetstream)"),
+        (
+            &["--tls", "--tlscert", "c.pem"][..],
+            "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
+        ),
+        (
+            &["--cluster", "nats://127.0.0.1:-1"][..],
+            "clustering (--cluster, --cluster_listen, --routes)",
+        ),
+    ] {
+        let (code, err) = on(bin(), &[&["-p", "-1"][..], args].concat());
+        assert_eq!(
+            (code, err.as_str()),
+            (
+                1,
+                format!("nats-server: {feature} is not supported by rnats yet\n").as_str()
+            ),
+            "{args:?}"
+        );
+    }
+}
+
+both_reactors!(store_dir_and_cluster_tuning_flags_are_accepted, |r| {
+    let dir = common::scratch_dir();
+    let s = Server::start(
+        r,
+        &[
+            "-sd",
+            dir.to_str().unwrap(),
+            "--cluster_name",
+            "c1",
+            "--no_advertise",
+            "-js=false",
+        ],
+    );
+    let mut c = s.raw();
+    c.send_str("PING\r\n");
+    c.expect("PONG\r\n");
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+});

@@ -111,10 +111,19 @@ fn documentation_examples() {
                 .unwrap();
             assert_eq!(err, String::from_utf8_lossy(&want.stderr), "{name}");
         } else {
+            // Each line names a key rnats does not support yet, or is one of the
+            // reference's own errors for the file.
+            let want = Command::new(&reference)
+                .args(["-t", "-c", &name])
+                .current_dir(&docs)
+                .output()
+                .unwrap();
+            let want = String::from_utf8_lossy(&want.stderr).into_owned();
             let body = err.strip_prefix("nats-server: ").unwrap_or(&err);
             for line in body.lines().filter(|l| !l.is_empty()) {
                 assert!(
-                    line.starts_with(&format!("{name}:")) && line.ends_with("is not supported by rnats yet"),
+                    (line.starts_with(&format!("{name}:")) && line.ends_with("is not supported by rnats yet"))
+                        || want.contains(line),
                     "{name}: {line}"
                 );
             }
@@ -223,3 +232,168 @@ both_reactors!(bcrypt_users_from_the_file, |r| {
     assert_eq!(got, "-ERR 'Authentication Timeout'\r\n");
     let _ = std::fs::remove_dir_all(&dir);
 });
+
+/// Keys and JWTs for the security fixtures' placeholders (see
+/// conf/tests/fixtures/security/README.md).
+struct SecurityFixtures {
+    dir: std::path::PathBuf,
+    vars: Vec<(&'static str, String)>,
+}
+
+fn b64url(data: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, b)| acc | u32::from(*b) << (16 - 8 * i));
+        for i in 0..=chunk.len() {
+            out.push(char::from(A[((n >> (18 - 6 * i)) & 63) as usize]));
+        }
+    }
+    out
+}
+
+/// A NATS v2 JWT of `claims`, issued and signed by `kp`.
+fn sign_jwt(kp: &nkeys::KeyPair, mut claims: serde_json::Value) -> String {
+    claims["iss"] = serde_json::Value::String(kp.public_key());
+    let input = format!(
+        "{}.{}",
+        b64url(br#"{"typ":"JWT","alg":"ed25519-nkey"}"#),
+        b64url(claims.to_string().as_bytes())
+    );
+    let sig = kp.sign(input.as_bytes()).unwrap();
+    format!("{input}.{}", b64url(&sig))
+}
+
+impl SecurityFixtures {
+    fn new() -> SecurityFixtures {
+        let dir = scratch_dir();
+        let op = nkeys::KeyPair::new_operator();
+        let acc = nkeys::KeyPair::new_account();
+        let op_jwt = sign_jwt(
+            &op,
+            serde_json::json!({
+                "jti": "OPERATOR1", "iat": 1_700_000_000, "name": "test-operator", "sub": op.public_key(),
+                "nats": {"type": "operator", "version": 2, "system_account": acc.public_key()}
+            }),
+        );
+        let acc_jwt = sign_jwt(
+            &op,
+            serde_json::json!({
+                "jti": "ACCOUNT1", "iat": 1_700_000_000, "name": "SYS", "sub": acc.public_key(),
+                "nats": {"type": "account", "version": 2, "limits": {"conn": -1, "subs": -1, "payload": -1}}
+            }),
+        );
+        let op_file = dir.join("op.jwt");
+        std::fs::write(
+            &op_file,
+            format!("-----BEGIN TEST OPERATOR JWT-----\n{op_jwt}\n------END TEST OPERATOR JWT------\n"),
+        )
+        .unwrap();
+        let vars = vec![
+            ("{U}", nkeys::KeyPair::new_user().public_key()),
+            ("{A}", acc.public_key()),
+            ("{O}", op.public_key()),
+            ("{X}", nkeys::XKey::new().public_key()),
+            ("{OPJWT}", op_jwt),
+            ("{OPFILE}", op_file.to_str().unwrap().to_string()),
+            ("{ACCJWT}", acc_jwt),
+            ("{DIR}", dir.to_str().unwrap().to_string()),
+        ];
+        SecurityFixtures { dir, vars }
+    }
+
+    fn fill(&self, text: &str) -> String {
+        self.vars.iter().fold(text.to_string(), |t, (k, v)| t.replace(k, v))
+    }
+}
+
+/// The security keys (users, nkeys, permissions, auth callout, accounts with their
+/// exports, imports, mappings and limits, operators, resolvers): `-t` on rnats and on the
+/// reference agree on the exit code and on every error and warning line, positions
+/// included, for the fixture configs and for each small case.
+#[test]
+fn security_configs_match_the_reference() {
+    let reference = reference_server();
+    let fx = SecurityFixtures::new();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/tests/fixtures/security");
+    let mut texts: Vec<(String, String)> = Vec::new();
+    let mut names: Vec<_> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+        .collect();
+    names.sort();
+    for p in names {
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        texts.push((name, std::fs::read_to_string(&p).unwrap()));
+    }
+    let cases = std::fs::read_to_string(src.join("reference_cases.txt")).unwrap();
+    for (i, case) in cases.split("\n====\n").enumerate() {
+        texts.push((format!("case{i}.conf"), case.to_string()));
+    }
+    let mut valid = 0;
+    for (name, text) in &texts {
+        let f = write(&fx.dir, name, &fx.fill(text));
+        let want = unordered(run(&reference, &["-t", "-c", &f]));
+        let got = unordered(run(bin(), &["-t", "-c", &f]));
+        assert_eq!(got, want, "{name}:\n{text}");
+        valid += usize::from(want.0 == 0);
+    }
+    // Both kinds are exercised.
+    assert!(valid > 20 && texts.len() - valid > 80, "{valid} of {}", texts.len());
+    let _ = std::fs::remove_dir_all(&fx.dir);
+}
+
+/// Startup refuses the security settings whose runtime rnats lacks, after the checks
+/// the reference makes at startup (same messages as the reference for those).
+#[test]
+fn security_settings_at_startup() {
+    let reference = reference_server();
+    let fx = SecurityFixtures::new();
+    let startup_errors = [
+        "accounts { A { users: [ {user: a} ] } }\nno_auth_user: b\n",
+        "no_auth_user: b\n",
+        "default_sentinel: abc\n",
+        "operator: {OPFILE}\nresolver: MEMORY\naccounts: [B]\n",
+        "operator: {OPFILE}\nresolver: MEMORY\nsystem_account: {U}\n",
+        "operator: {OPFILE}\nresolver: MEMORY\ndefault_sentinel: abc\n",
+        "operator: {OPFILE}\nresolver: MEMORY\ntrusted: {O}\n",
+        "operator: {OPFILE}\nresolver: MEMORY\nno_auth_user: x\n",
+        "operator: {OPFILE}\nresolver { type: full, dir: \"{DIR}/full\" }\nsystem_account: {U}\n",
+        "authorization { users: [ {user: a} ] }\nno_auth_user: b\n",
+    ];
+    for text in startup_errors {
+        let f = write(&fx.dir, "s.conf", &fx.fill(text));
+        let want = run(&reference, &["-c", &f, "-p", "-1"]);
+        let got = run(bin(), &["-c", &f, "-p", "-1"]);
+        assert_eq!((got.0, &got.2), (want.0, &want.2), "{text}");
+    }
+    for (text, feature) in [
+        ("accounts { A { users: [ {user: a, password: b} ] } }\n", "accounts"),
+        ("authorization { users: [ {nkey: {U}} ] }\n", "nkey users"),
+        (
+            "authorization { users: [ {user: a, permissions: { publish: x }} ] }\n",
+            "user permissions, connection types and proxy_required",
+        ),
+        ("mappings { a: b }\n", "mappings"),
+        ("operator: {OPFILE}\nresolver: MEMORY\n", "operator"),
+    ] {
+        let f = write(&fx.dir, "n.conf", &fx.fill(text));
+        let (code, _, err) = run(bin(), &["-c", &f, "-p", "-1"]);
+        assert_eq!(
+            (code, err.as_str()),
+            (
+                1,
+                format!("nats-server: {feature} is not supported by rnats yet\n").as_str()
+            ),
+            "{text}"
+        );
+        // `-t` accepts them, as the reference does.
+        let (code, _, _) = run(bin(), &["-t", "-c", &f]);
+        assert_eq!(code, 0, "{text}");
+    }
+    let _ = std::fs::remove_dir_all(&fx.dir);
+}

@@ -45,6 +45,7 @@ enum Value<'a> {
 struct Parsed {
     opts: Options,
     help: bool,
+    help_tls: bool,
     version: bool,
     signal: String,
 }
@@ -290,6 +291,134 @@ const FLAGS: &[Flag] = &[
         },
     },
     Flag {
+        names: &["ms", "https_port"],
+        kind: Kind::Int,
+        set: |p, v| {
+            p.opts.flags_not_yet.https_port = i(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["profile"],
+        kind: Kind::Int,
+        set: |p, v| {
+            p.opts.flags_not_yet.prof_port = i(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["routes"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.routes = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["cluster", "cluster_listen"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.cluster_listen = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["cluster_advertise"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.cluster_advertise = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["no_advertise"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.flags_not_yet.no_advertise = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["connect_retries"],
+        kind: Kind::Int,
+        set: |p, v| {
+            p.opts.flags_not_yet.connect_retries = i(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["cluster_name"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.cluster_name = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["help_tls"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.help_tls = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["tls"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.flags_not_yet.tls = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["tlsverify"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.flags_not_yet.tls_verify = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["tlscert"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.tls_cert = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["tlskey"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.tls_key = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["tlscacert"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.flags_not_yet.tls_ca_cert = s(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["js", "jetstream"],
+        kind: Kind::Bool,
+        set: |p, v| {
+            p.opts.flags_not_yet.jetstream = b(v);
+            Ok(())
+        },
+    },
+    Flag {
+        names: &["sd", "store_dir"],
+        kind: Kind::Str,
+        set: |p, v| {
+            p.opts.store_dir = s(v);
+            Ok(())
+        },
+    },
+    Flag {
         names: &["shards"],
         kind: Kind::Int,
         set: |p, v| {
@@ -471,6 +600,13 @@ pub fn parse_onto(args: &[String], base: Options) -> Command {
     if p.help {
         return Command::Help;
     }
+    if p.help_tls {
+        return Command::Fail {
+            message: "nats-server: TLS is not supported by rnats yet".into(),
+            usage: false,
+            code: 1,
+        };
+    }
     if let Some(arg) = args.get(k) {
         return match arg.to_lowercase().as_str() {
             "version" => Command::Version,
@@ -519,10 +655,20 @@ Logging Options:
         --log_size_limit <limit>     Logfile size limit (default: auto)
         --max_traced_msg_len <len>   Maximum printable length for traced messages (default: unlimited)
 
+JetStream Options:
+    -js, --jetstream                 Enable JetStream functionality (not supported by rnats yet)
+    -sd, --store_dir <dir>           Set the storage directory (no effect without JetStream)
+
 Authorization Options:
         --user <user>                User required for connections
         --pass <password>            Password required for connections
         --auth <token>               Authorization token required for connections
+
+Accepted, not supported by rnats yet (refused at startup):
+        --tls, --tlscert, --tlskey, --tlsverify, --tlscacert, --help_tls
+        --routes, --cluster, --cluster_listen (--cluster_name, --cluster_advertise,
+        --no_advertise, --connect_retries have no effect without a cluster)
+    -ms, --https_port <port>, --profile <port>
 
 rnats Options:
         --shards <n>                 Number of shards (default: one per usable CPU)
@@ -652,6 +798,97 @@ mod tests {
             Command::Run(o) => assert_eq!((o.port, o.max_payload, o.debug), (5, 7, true)),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn reference_flags_of_missing_features_are_accepted_and_kept() {
+        let o = opts(&[
+            "-sd",
+            "/tmp/js",
+            "--cluster_name",
+            "c1",
+            "--cluster_advertise=h:1",
+            "--no_advertise",
+            "--connect_retries",
+            "3",
+        ]);
+        assert_eq!(o.store_dir, "/tmp/js");
+        let f = &o.flags_not_yet;
+        assert_eq!(
+            (
+                f.cluster_name.as_str(),
+                f.cluster_advertise.as_str(),
+                f.no_advertise,
+                f.connect_retries
+            ),
+            ("c1", "h:1", true, 3)
+        );
+        // Tuning a cluster that is not there, or naming a store without JetStream, turns
+        // nothing on: accepted as the reference accepts them.
+        assert_eq!(f.feature(), None);
+        assert_eq!(o.refuse_missing_features(), Ok(()));
+        assert_eq!(opts(&["--store_dir=/x"]).store_dir, "/x");
+        let refused = [
+            (&["-js"][..], "JetStream (-js/--jetstream)"),
+            (&["--jetstream=true"][..], "JetStream (-js/--jetstream)"),
+            (
+                &["--cluster", "nats://127.0.0.1:6222"][..],
+                "clustering (--cluster, --cluster_listen, --routes)",
+            ),
+            (
+                &["--cluster_listen=nats://127.0.0.1:6222", "--routes", "nats://h:1"][..],
+                "clustering (--cluster, --cluster_listen, --routes)",
+            ),
+            (
+                &["--tls"][..],
+                "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
+            ),
+            (
+                &["--tlscert", "c.pem", "--tlskey", "k.pem"][..],
+                "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
+            ),
+            (
+                &["--tlsverify", "--tlscacert=ca.pem"][..],
+                "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
+            ),
+            (&["-ms", "8443"][..], "HTTPS monitoring (-ms/--https_port)"),
+            (&["--profile", "6060"][..], "profiling (--profile)"),
+        ];
+        for (args, feature) in refused {
+            let o = opts(args);
+            assert_eq!(
+                o.refuse_missing_features(),
+                Err(crate::server::options::OptionsError::NotYet(feature.to_string())),
+                "{args:?}"
+            );
+        }
+        assert!(!opts(&["-js=false"]).flags_not_yet.jetstream);
+        assert_eq!(
+            opts(&["--routes", "nats://h:1"]).validate().unwrap_err().to_string(),
+            "solicited routes require cluster capabilities, e.g. --cluster"
+        );
+    }
+
+    #[test]
+    fn reference_flag_value_types() {
+        let msg = |c: Command| match c {
+            Command::Fail { message, .. } => message,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            msg(run(&["--connect_retries", "x"])),
+            "invalid value \"x\" for flag -connect_retries: parse error"
+        );
+        assert_eq!(msg(run(&["-ms", "x"])), "invalid value \"x\" for flag -ms: parse error");
+        assert_eq!(msg(run(&["-sd"])), "flag needs an argument: -sd");
+        assert_eq!(
+            msg(run(&["--no_advertise=x"])),
+            "invalid boolean value \"x\" for -no_advertise: parse error"
+        );
+        assert_eq!(
+            msg(run(&["--help_tls"])),
+            "nats-server: TLS is not supported by rnats yet"
+        );
     }
 
     #[test]

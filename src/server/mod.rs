@@ -62,7 +62,7 @@ const MAX_PAYLOAD_MAX_SIZE: i64 = 8 * 1024 * 1024;
 /// nats-server's `checkAuthforWarnings`.
 fn check_auth_for_warnings(o: &Options) {
     let plain = |p: &str| !crate::auth::secret::is_bcrypt(p);
-    if (!o.password.is_empty() && plain(&o.password)) || o.users.iter().any(|u| plain(&u.pass)) {
+    if (!o.password.is_empty() && plain(&o.password)) || o.security.users.iter().any(|u| plain(&u.password)) {
         tracing::warn!("Plaintext passwords detected, use nkeys or bcrypt");
     }
 }

@@ -1,6 +1,7 @@
 //! Server options: nats-server's names and defaults, filled from the config file and the
 //! command line (flags override the file), then turned into the core's configuration.
 
+use crate::auth::config::SecurityConfig;
 use crate::core::config::{Auth, CoreConfig, UserEntry};
 use std::time::Duration;
 
@@ -12,6 +13,66 @@ pub enum ReactorChoice {
     Auto,
     Uring,
     Mio,
+}
+
+/// Values of reference flags whose feature rnats lacks (nats-server's names). They are
+/// accepted by the command line so that the error names the feature.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlagsNotYet {
+    /// `-js`/`--jetstream`.
+    pub jetstream: bool,
+    /// `--routes`.
+    pub routes: String,
+    /// `--cluster`/`--cluster_listen`.
+    pub cluster_listen: String,
+    /// `--cluster_name`.
+    pub cluster_name: String,
+    /// `--cluster_advertise`.
+    pub cluster_advertise: String,
+    /// `--no_advertise`.
+    pub no_advertise: bool,
+    /// `--connect_retries`.
+    pub connect_retries: i64,
+    /// `--tls`, `--tlsverify`.
+    pub tls: bool,
+    pub tls_verify: bool,
+    /// `--tlscert`, `--tlskey`, `--tlscacert`.
+    pub tls_cert: String,
+    pub tls_key: String,
+    pub tls_ca_cert: String,
+    /// `-ms`/`--https_port`.
+    pub https_port: i64,
+    /// `--profile`.
+    pub prof_port: i64,
+}
+
+impl FlagsNotYet {
+    /// The first feature these flags turn on (as the error names it), if any. The
+    /// cluster's tuning flags (`--cluster_name`, `--cluster_advertise`, `--no_advertise`,
+    /// `--connect_retries`) turn nothing on by themselves.
+    pub fn feature(&self) -> Option<&'static str> {
+        if self.jetstream {
+            return Some("JetStream (-js/--jetstream)");
+        }
+        if !self.cluster_listen.is_empty() || !self.routes.is_empty() {
+            return Some("clustering (--cluster, --cluster_listen, --routes)");
+        }
+        if self.tls
+            || self.tls_verify
+            || !self.tls_cert.is_empty()
+            || !self.tls_key.is_empty()
+            || !self.tls_ca_cert.is_empty()
+        {
+            return Some("TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)");
+        }
+        if self.https_port != 0 {
+            return Some("HTTPS monitoring (-ms/--https_port)");
+        }
+        if self.prof_port != 0 {
+            return Some("profiling (--profile)");
+        }
+        None
+    }
 }
 
 /// All options. Field names follow nats-server's.
@@ -42,8 +103,15 @@ pub struct Options {
     pub username: String,
     pub password: String,
     pub authorization: String,
-    /// `authorization { users = [...] }`.
-    pub users: Vec<UserEntry>,
+    /// Users, nkeys, accounts, operators, resolver... (the config file's security
+    /// settings; `username`/`password`/`authorization` above hold the single user and
+    /// the token, which flags can also set).
+    pub security: SecurityConfig,
+    /// `-sd`/`--store_dir`, `store_dir`: JetStream's storage directory (no effect while
+    /// JetStream is off, as in nats-server).
+    pub store_dir: String,
+    /// Flags of features rnats does not have yet, kept to refuse them at startup by name.
+    pub flags_not_yet: FlagsNotYet,
     pub http_host: String,
     /// 0: monitoring off; -1: random port.
     pub http_port: i64,
@@ -105,7 +173,9 @@ impl Default for Options {
             username: String::new(),
             password: String::new(),
             authorization: String::new(),
-            users: Vec::new(),
+            security: SecurityConfig::default(),
+            store_dir: String::new(),
+            flags_not_yet: FlagsNotYet::default(),
             http_host: String::new(),
             http_port: 0,
             max_control_line: 4096,
@@ -146,6 +216,14 @@ pub enum OptionsError {
     LameDuckGrace { grace: String, duration: String },
     #[error("server name cannot contain spaces")]
     ServerNameSpaces,
+    /// A cross-check of the security settings (nats-server's `validateOptions`).
+    #[error("{0}")]
+    Security(String),
+    #[error("solicited routes require cluster capabilities, e.g. --cluster")]
+    RoutesWithoutCluster,
+    /// A setting whose feature rnats does not implement yet.
+    #[error("{0} is not supported by rnats yet")]
+    NotYet(String),
 }
 
 impl Options {
@@ -217,7 +295,49 @@ impl Options {
         if self.server_name.contains(' ') {
             return Err(OptionsError::ServerNameSpaces);
         }
+        crate::server::config::validate_security(&self.security).map_err(OptionsError::Security)?;
+        self.refuse_missing_features()?;
         self.bind_port().map(|_| ())
+    }
+
+    /// Settings the file or the flags accept (as nats-server does) whose feature the
+    /// server does not implement yet: refused at startup, so that a server never runs
+    /// with less protection or a different behaviour than configured. The lead removes
+    /// entries here as the features land.
+    pub fn refuse_missing_features(&self) -> Result<(), OptionsError> {
+        let flags = &self.flags_not_yet;
+        if !flags.routes.is_empty() && flags.cluster_listen.is_empty() {
+            return Err(OptionsError::RoutesWithoutCluster);
+        }
+        if let Some(f) = self.flags_not_yet.feature() {
+            return Err(OptionsError::NotYet(f.to_string()));
+        }
+        let s = &self.security;
+        let user_extras = s
+            .users
+            .iter()
+            .any(|u| u.permissions.is_some() || u.allowed_connection_types.is_some() || u.proxy_required);
+        let missing = [
+            (!s.accounts.is_empty(), "accounts"),
+            (!s.global_mappings.is_empty(), "mappings"),
+            (!s.nkeys.is_empty(), "nkey users"),
+            (user_extras, "user permissions, connection types and proxy_required"),
+            (s.default_permissions.is_some(), "default_permissions"),
+            (s.proxy_required, "proxy_required"),
+            (s.auth_callout.is_some(), "auth_callout"),
+            (!s.no_auth_user.is_empty(), "no_auth_user"),
+            (!s.operators.is_empty(), "operator"),
+            (!s.trusted_keys.is_empty(), "trusted keys"),
+            (s.resolver.is_some(), "resolver"),
+            (s.resolver_tls.is_some(), "resolver_tls"),
+            (!s.resolver_preload.is_empty(), "resolver_preload"),
+            (!s.resolver_pinned_accounts.is_empty(), "resolver_pinned_accounts"),
+            (!s.default_sentinel.is_empty(), "default_sentinel"),
+        ];
+        match missing.iter().find(|(on, _)| *on) {
+            Some((_, what)) => Err(OptionsError::NotYet(what.to_string())),
+            None => Ok(()),
+        }
     }
 
     /// The authorization timeout in force (nats-server's default: 2 s without TLS).
@@ -235,8 +355,20 @@ impl Options {
 
     /// The core's view of these options (without the INFO template).
     pub fn core_config(&self) -> CoreConfig {
-        let auth = if !self.users.is_empty() {
-            Auth::Users(self.users.clone())
+        // The users of the authorization block; nkeys, permissions and accounts are not
+        // used by the core yet (see `refuse_missing_features`).
+        let users: Vec<UserEntry> = self
+            .security
+            .users
+            .iter()
+            .filter(|u| u.account.is_none())
+            .map(|u| UserEntry {
+                user: u.username.clone(),
+                pass: u.password.clone(),
+            })
+            .collect();
+        let auth = if !users.is_empty() {
+            Auth::Users(users)
         } else if !self.authorization.is_empty() {
             Auth::Token(self.authorization.clone())
         } else if !self.username.is_empty() {

@@ -1,11 +1,14 @@
-//! `authorization { user, password, token, timeout, users = [...] }` (nats-server's
-//! `parseAuthorization` and `parseUsers`), for what rnats implements: a single user, a
-//! token, or a list of users with (optionally bcrypt-hashed) passwords.
+//! `authorization { ... }` (nats-server's `parseAuthorization`) and how the top level
+//! merges it with the users of `accounts` (duplicates, a single user or a token next to
+//! a users list).
 
-use super::{go_value, unsupported, Cx};
-use crate::core::config::UserEntry;
+#![deny(clippy::indexing_slicing, clippy::unwrap_used)]
+
+use super::{go_value, permissions, users, Cx};
+use crate::auth::config::{AuthCallout, NkeyUser, Permissions, User};
 use crate::server::options::Options;
 use conf::{Entry, ValueKind};
+use std::collections::HashSet;
 
 #[derive(Default)]
 struct Parsed {
@@ -13,31 +16,32 @@ struct Parsed {
     pass: String,
     token: String,
     timeout: f64,
-    /// `Some` as soon as a `users` key is present, even empty.
-    users: Option<Vec<UserEntry>>,
+    /// `Some` as soon as a `users` list parsed, even empty or with nkeys only.
+    users: Option<Vec<User>>,
+    nkeys: Vec<NkeyUser>,
+    default_permissions: Option<Permissions>,
+    callout: Option<AuthCallout>,
+    proxy_required: bool,
 }
 
-pub(super) fn authorization(cx: &mut Cx, o: &mut Options, e: &Entry) {
-    let Some(map) = cx.map(e) else { return };
+/// Why the block was not parsed.
+enum Stop {
+    /// An error the reference returns (recorded in `cx`).
+    Error,
+    /// A failed type assertion (recorded in `cx`): the reference then goes on with a
+    /// block it does not have.
+    Panic,
+}
+
+/// The block's own keys.
+fn parse(cx: &mut Cx, e: &Entry) -> Result<Parsed, Stop> {
+    let map = cx.map(e).ok_or(Stop::Panic)?;
     let mut a = Parsed::default();
     for (key, entry) in map.iter() {
-        let lower = key.to_ascii_lowercase();
-        match lower.as_str() {
-            "user" | "username" => {
-                if let Some(v) = cx.string(entry) {
-                    a.user = v.into();
-                }
-            }
-            "pass" | "password" => {
-                if let Some(v) = cx.string(entry) {
-                    a.pass = v.into();
-                }
-            }
-            "token" => {
-                if let Some(v) = cx.string(entry) {
-                    a.token = v.into();
-                }
-            }
+        match key.to_ascii_lowercase().as_str() {
+            "user" | "username" => a.user = cx.string(entry).ok_or(Stop::Panic)?.into(),
+            "pass" | "password" => a.pass = cx.string(entry).ok_or(Stop::Panic)?.into(),
+            "token" => a.token = cx.string(entry).ok_or(Stop::Panic)?.into(),
             "timeout" => {
                 let secs = match &entry.value.kind {
                     ValueKind::Integer(n) => *n as f64,
@@ -49,7 +53,7 @@ pub(super) fn authorization(cx: &mut Cx, o: &mut Options, e: &Entry) {
                                 &entry.key_pos,
                                 format!("error parsing authorization config, 'timeout' {err}"),
                             );
-                            return;
+                            return Err(Stop::Error);
                         }
                     },
                     _ => {
@@ -57,7 +61,7 @@ pub(super) fn authorization(cx: &mut Cx, o: &mut Options, e: &Entry) {
                             &entry.key_pos,
                             "error parsing authorization config, 'timeout' wrong type",
                         );
-                        return;
+                        return Err(Stop::Error);
                     }
                 };
                 if secs > 60.0 {
@@ -70,29 +74,79 @@ pub(super) fn authorization(cx: &mut Cx, o: &mut Options, e: &Entry) {
                 }
                 a.timeout = secs;
             }
-            "users" => {
-                if let Some(users) = users(cx, entry) {
-                    a.users = Some(users);
+            "users" => match users::users(cx, entry, true) {
+                Ok(Some((nkeys, named))) => {
+                    a.users = Some(named);
+                    a.nkeys = nkeys;
                 }
-            }
-            "default_permission"
-            | "default_permissions"
-            | "permissions"
-            | "auth_callout"
-            | "auth_hook"
-            | "proxy_required" => unsupported::not_yet(cx, key, entry),
+                Ok(None) => {
+                    a.users = None;
+                    a.nkeys = Vec::new();
+                }
+                Err(msg) => cx.errors.push(msg),
+            },
+            "default_permission" | "default_permissions" | "permissions" => match permissions::permissions(cx, entry) {
+                Ok(p) => a.default_permissions = Some(p),
+                Err(msg) => cx.errors.push(msg),
+            },
+            "auth_callout" | "auth_hook" => match users::auth_callout(cx, entry) {
+                Ok(ac) => a.callout = ac,
+                Err(msg) => cx.errors.push(msg),
+            },
+            "proxy_required" => a.proxy_required = cx.bool(entry).ok_or(Stop::Panic)?,
             _ => cx.unknown(key, entry),
         }
     }
+    if let Some(p) = &a.default_permissions {
+        for u in a.users.iter_mut().flatten() {
+            u.permissions.get_or_insert_with(|| p.clone());
+        }
+        for u in &mut a.nkeys {
+            u.permissions.get_or_insert_with(|| p.clone());
+        }
+    }
+    Ok(a)
+}
+
+/// The names and nkeys already taken (by accounts parsed before this block).
+pub(super) fn taken(o: &Options) -> HashSet<String> {
+    let s = &o.security;
+    s.users
+        .iter()
+        .map(|u| u.username.clone())
+        .chain(s.nkeys.iter().map(|u| u.nkey.clone()))
+        .collect()
+}
+
+/// The top-level `authorization` key.
+pub(super) fn authorization(cx: &mut Cx, o: &mut Options, e: &Entry) {
+    let a = match parse(cx, e) {
+        Ok(a) => a,
+        Err(Stop::Error) => return,
+        Err(Stop::Panic) => {
+            // The reference then dereferences the block it did not get.
+            cx.error(
+                &e.key_pos,
+                "runtime error: invalid memory address or nil pointer dereference",
+            );
+            return;
+        }
+    };
+    let sec = &mut o.security;
+    sec.authorization_block = true;
     o.username = a.user.clone();
     o.password = a.pass.clone();
+    sec.proxy_required = a.proxy_required;
     o.authorization = a.token.clone();
     o.auth_timeout = a.timeout;
+    sec.auth_callout = a.callout;
+    sec.default_permissions = a.default_permissions;
     if (!a.user.is_empty() || !a.pass.is_empty()) && !a.token.is_empty() {
         cx.error(&e.key_pos, "Cannot have a user/pass and token");
         return;
     }
-    if let Some(users) = a.users {
+    let mut names = taken(o);
+    if a.users.is_some() || !names.is_empty() {
         if !a.user.is_empty() {
             cx.error(&e.key_pos, "Can not have a single user/pass and a users array");
             return;
@@ -101,74 +155,20 @@ pub(super) fn authorization(cx: &mut Cx, o: &mut Options, e: &Entry) {
             cx.error(&e.key_pos, "Can not have a token and a users array");
             return;
         }
-        let mut seen = std::collections::HashSet::new();
+        let users = a.users.unwrap_or_default();
         for u in &users {
-            if !seen.insert(u.user.clone()) {
-                cx.error(&e.key_pos, format!("Duplicate user {:?} detected", u.user));
+            if !names.insert(u.username.clone()) {
+                cx.error(&e.key_pos, format!("Duplicate user {:?} detected", u.username));
                 return;
             }
         }
-        o.users = users;
+        o.security.users.extend(users);
     }
-}
-
-/// `users = [ {user, password}, ... ]`.
-fn users(cx: &mut Cx, e: &Entry) -> Option<Vec<UserEntry>> {
-    let Some(items) = e.value.as_array() else {
-        cx.error(
-            &e.key_pos,
-            format!("Expected users field to be an array, got {}", go_value(&e.value)),
-        );
-        return None;
-    };
-    let mut out = Vec::new();
-    for item in items {
-        let Some(map) = item.as_map() else {
-            cx.error(
-                &item.pos,
-                format!("Expected user entry to be a map/struct, got {}", go_value(item)),
-            );
-            continue;
-        };
-        let mut user = UserEntry {
-            user: String::new(),
-            pass: String::new(),
-        };
-        let mut nkey = false;
-        for (key, entry) in map.iter() {
-            let lower = key.to_ascii_lowercase();
-            nkey |= lower == "nkey";
-            match lower.as_str() {
-                "user" | "username" => {
-                    if let Some(v) = cx.string(entry) {
-                        user.user = v.into();
-                    }
-                }
-                "pass" | "password" => {
-                    if let Some(v) = cx.string(entry) {
-                        user.pass = v.into();
-                    }
-                }
-                "nkey"
-                | "permission"
-                | "permissions"
-                | "authorization"
-                | "allowed_connection_types"
-                | "connection_types"
-                | "clients"
-                | "proxy_required" => unsupported::not_yet(cx, key, entry),
-                _ => cx.unknown(key, entry),
-            }
-        }
-        if user.user.is_empty() && !nkey {
-            // The reference names the last field it looked at.
-            let pos = map.iter().last().map_or(&item.pos, |(_, e)| &e.key_pos);
-            cx.error(pos, "User entry requires a user");
-            return None;
-        }
-        if !nkey {
-            out.push(user);
+    for u in &a.nkeys {
+        if !names.insert(u.nkey.clone()) {
+            cx.error(&e.key_pos, format!("Duplicate nkey {:?} detected", u.nkey));
+            return;
         }
     }
-    Some(out)
+    o.security.nkeys.extend(a.nkeys);
 }

@@ -3,11 +3,31 @@
 //! and wording; like the reference, every problem in a file is reported, warnings first.
 //!
 //! - `mod.rs`: loading, the top-level keys and typed accessors.
-//! - `auth`: the `authorization { ... }` block.
+//! - `auth`: the `authorization { ... }` block; `users`: user lists and the auth
+//!   callout; `permissions`: user and default permissions.
+//! - `accounts`: `accounts { }`; `exports`: their exports and imports; `mappings`:
+//!   subject mappings (accounts and top level); `links`: the checks across accounts.
+//! - `trust`: operators, trusted keys and the account resolver; `jwt`: the JWT decoding
+//!   those need.
+//! - `subjects`: subject rules, and `check_mapping`, where mapping destinations are
+//!   validated.
+//! - `validate`: the startup checks of the security settings (not made by `-t`).
 //! - `unsupported`: reference keys that rnats does not implement yet.
 
+mod accounts;
 mod auth;
+mod exports;
+mod jwt;
+mod links;
+mod mappings;
+mod permissions;
+mod subjects;
+mod trust;
 mod unsupported;
+mod users;
+mod validate;
+
+pub use validate::validate_security;
 
 use super::options::Options;
 use conf::{Entry, Map, Position, Value, ValueKind};
@@ -61,8 +81,18 @@ pub fn apply_file(path: &str, opts: &mut Options) -> Result<Report, ConfigError>
     if map.is_empty() {
         cx.warnings.push(format!("{path}: config has no values or is empty"));
     }
+    system_account(&mut cx, opts, &map);
     for (key, entry) in map.iter() {
         top_level(&mut cx, opts, key, entry);
+    }
+    if let Some(ac) = &opts.security.auth_callout {
+        for a in &ac.allowed_accounts {
+            if !opts.security.accounts.iter().any(|x| &x.name == a) {
+                cx.error_bare(format!(
+                    "auth_callout allowed account {a:?} not found in configured accounts"
+                ));
+            }
+        }
     }
     if !cx.errors.is_empty() {
         return Err(ConfigError::Invalid {
@@ -82,6 +112,21 @@ pub(crate) struct Cx {
     pub errors: Vec<String>,
     pub warnings: Vec<String>,
     pub notes: Vec<String>,
+    /// A top-level `mappings` key made the reference define the global account among
+    /// the configured ones (imports can then name it).
+    pub global_account_defined: bool,
+}
+
+/// `system_account`/`system`, read before every other key as the reference does (by
+/// their exact names).
+fn system_account(cx: &mut Cx, o: &mut Options, map: &Map) {
+    let Some(e) = map.get_entry("system_account").or_else(|| map.get_entry("system")) else {
+        return;
+    };
+    match e.value.as_str() {
+        Some(s) => o.security.system_account = s.to_string(),
+        None => cx.error(&e.key_pos, "system account name must be a string"),
+    }
 }
 
 impl Cx {
@@ -102,13 +147,37 @@ impl Cx {
             .push(format!("{pos}: invalid use of field {field:?}: {reason}"));
     }
 
+    /// An error whose token the reference lost: the message alone, without a position.
+    pub fn error_bare(&mut self, msg: impl std::fmt::Display) {
+        self.errors.push(msg.to_string());
+    }
+
+    /// A warning at a position.
+    pub fn warning(&mut self, pos: &Position, msg: impl std::fmt::Display) {
+        self.warnings.push(format!("{pos}: {msg}"));
+    }
+
     /// The error nats-server's failed type assertions produce.
     fn conversion(&mut self, e: &Entry, want: &str) {
+        self.conversion_at(&e.key_pos, &e.value, want);
+    }
+
+    /// The failed type assertion of a value at `pos` (an array item, or an entry's key).
+    pub fn conversion_at(&mut self, pos: &Position, v: &Value, want: &str) {
         let msg = format!(
             "interface conversion: interface {{}} is {}, not {want}",
-            e.value.go_type_name()
+            v.go_type_name()
         );
-        self.error(&e.key_pos, msg);
+        self.error(pos, msg);
+    }
+
+    /// A string array item (the reference's type assertion on it).
+    pub fn item_string<'a>(&mut self, v: &'a Value) -> Option<&'a str> {
+        let s = v.as_str();
+        if s.is_none() {
+            self.conversion_at(&v.pos, v, "string");
+        }
+        s
     }
 
     pub fn string<'a>(&mut self, e: &'a Entry) -> Option<&'a str> {
@@ -263,6 +332,40 @@ fn top_level(cx: &mut Cx, o: &mut Options, key: &str, e: &Entry) {
         "logtime_utc" => set(cx.bool(e), |v| o.logtime_utc = v),
         "disable_sublist_cache" | "no_sublist_cache" => set(cx.bool(e), |v| o.no_sublist_cache = v),
         "authorization" => auth::authorization(cx, o, e),
+        "accounts" => accounts::accounts(cx, o, e),
+        "mappings" | "maps" => {
+            cx.global_account_defined = true;
+            if let Some(m) = mappings::mappings(cx, e) {
+                o.security.global_mappings.extend(m);
+            }
+        }
+        "default_sentinel" => set(cx.string(e), |v| o.security.default_sentinel = v.into()),
+        "no_auth_user" => set(cx.string(e), |v| o.security.no_auth_user = v.into()),
+        // Read first, by `system_account()`.
+        "system_account" | "system" => cx.notes.push(format!("{pos}: {key:?} has no effect in rnats yet")),
+        "no_system_account" | "no_system" | "no_sys_acc" => {
+            if let Some(v) = cx.bool(e) {
+                o.security.no_system_account = v;
+                cx.notes.push(format!("{pos}: {key:?} has no effect in rnats yet"));
+            }
+        }
+        "operator" | "operators" | "roots" | "root" | "root_operators" | "root_operator" => trust::operators(cx, o, e),
+        "resolver" | "account_resolver" | "accounts_resolver" => trust::resolver(cx, o, e),
+        "resolver_tls" => {
+            if cx.map(e).is_some() {
+                o.security.resolver_tls = Some(e.value.clone());
+            }
+        }
+        "resolver_preload" => trust::preload(cx, o, e),
+        "resolver_pinned_accounts" => trust::pinned(cx, o, e),
+        "trusted" | "trusted_keys" => trust::trusted(cx, o, e),
+        "store_dir" | "storedir" => {
+            if !o.store_dir.is_empty() {
+                cx.error(pos, "Duplicate 'store_dir' configuration");
+            } else {
+                set(cx.string(e), |v| o.store_dir = v.into());
+            }
+        }
         "http" => {
             if let Some((host, port)) = listen(cx, e) {
                 o.http_host = host.unwrap_or_default();

@@ -73,10 +73,12 @@ fn authorization_blocks() {
     let (o, _) = load("authorization { token: \"$2a$11$abc\" }").unwrap();
     assert_eq!(o.authorization, "$2a$11$abc");
     let (o, _) = load("authorization { users = [ {user: a, password: x}, {username: b, pass: y} ] }").unwrap();
-    assert_eq!(o.users.len(), 2);
-    assert_eq!((o.users[1].user.as_str(), o.users[1].pass.as_str()), ("b", "y"));
+    let users = &o.security.users;
+    assert_eq!(users.len(), 2);
+    assert_eq!((users[1].username.as_str(), users[1].password.as_str()), ("b", "y"));
+    assert!(o.core_config().authenticator.required());
     let (o, _) = load("authorization { users = [] }").unwrap();
-    assert!(o.users.is_empty() && !o.core_config().authenticator.required());
+    assert!(o.security.users.is_empty() && !o.core_config().authenticator.required());
 }
 
 #[test]
@@ -90,7 +92,8 @@ fn errors_as_the_reference_words_them() {
         ("debug: 1", "1:0: interface conversion: interface {} is int64, not bool"),
         (
             "authorization: 1",
-            "1:0: interface conversion: interface {} is int64, not map[string]interface {}",
+            "1:0: interface conversion: interface {} is int64, not map[string]interface {}\n\
+             1:0: runtime error: invalid memory address or nil pointer dereference",
         ),
         (
             "ping_interval: \"5x\"",
@@ -129,10 +132,6 @@ fn errors_as_the_reference_words_them() {
             "authorization { users: [ 5 ] }",
             "1:25: Expected user entry to be a map/struct, got 5",
         ),
-        (
-            "authorization { users: [ {user: a, permissions: {}} ] }",
-            "1:35: \"permissions\" is not supported by rnats yet",
-        ),
         ("tls { }", "1:0: \"tls\" is not supported by rnats yet"),
         ("authorization { x: 1 }", "1:16: unknown field \"x\""),
     ];
@@ -156,4 +155,246 @@ fn warnings_do_not_fail_a_load() {
 fn used_variables_are_not_unknown() {
     let (o, _) = load("p = 4333\nport: $p\n").unwrap();
     assert_eq!(o.port, 4333);
+}
+
+mod security {
+    use super::load;
+    use crate::auth::config::*;
+    use std::time::Duration;
+
+    #[test]
+    fn users_nkeys_and_permissions() {
+        let u = nkeys::KeyPair::new_user().public_key();
+        let text = format!(
+            "authorization {{\n default_permissions: {{ subscribe: {{ deny: \">\" }} }}\n users: [\n  \
+             {{user: a, password: pa, permissions: {{ publish: [\"x\", \"y.>\"], subscribe: {{ allow: \"q.* grp\" }}, \
+             allow_responses: {{ max: 5, expires: \"1s\" }} }}, allowed_connection_types: [websocket, STANDARD], proxy_required: true}}\n  \
+             {{user: b, password: pb}}\n  {{nkey: {u}}}\n ]\n timeout: 3\n}}\nno_auth_user: b\n"
+        );
+        let (o, _) = load(&text).unwrap();
+        let s = &o.security;
+        assert!(s.authorization_block);
+        assert_eq!(o.auth_timeout, 3.0);
+        let a = &s.users[0];
+        assert_eq!(
+            (a.username.as_str(), a.password.as_str(), a.proxy_required),
+            ("a", "pa", true)
+        );
+        assert_eq!(
+            a.allowed_connection_types,
+            Some(vec!["WEBSOCKET".to_string(), "STANDARD".to_string()])
+        );
+        let p = a.permissions.as_ref().unwrap();
+        assert_eq!(
+            p.publish,
+            Some(SubjectPermission {
+                allow: Some(vec!["x".into(), "y.>".into()]),
+                deny: None
+            })
+        );
+        assert_eq!(p.subscribe.as_ref().unwrap().allow, Some(vec!["q.* grp".to_string()]));
+        assert_eq!(
+            p.response,
+            Some(ResponsePermission {
+                max_msgs: 5,
+                expires_nanos: 1_000_000_000
+            })
+        );
+        // The block's default permissions go to the users without their own.
+        let deny_all = Some(SubjectPermission {
+            allow: None,
+            deny: Some(vec![">".into()]),
+        });
+        assert_eq!(s.users[1].permissions.as_ref().unwrap().subscribe, deny_all);
+        assert_eq!(s.nkeys[0].nkey, u);
+        assert_eq!(s.nkeys[0].permissions.as_ref().unwrap().subscribe, deny_all);
+        assert_eq!(s.no_auth_user, "b");
+        assert!(o.validate().is_err(), "permissions and nkeys are refused at startup");
+    }
+
+    #[test]
+    fn responses_only_turn_off_blanket_publish() {
+        let (o, _) = load("authorization { users: [ {user: a, permissions: { allow_responses: true }} ] }").unwrap();
+        let p = o.security.users[0].permissions.clone().unwrap();
+        assert_eq!(p.response, Some(ResponsePermission::default()));
+        assert_eq!(p.publish.unwrap().allow, Some(vec![]));
+    }
+
+    #[test]
+    fn accounts_exports_imports_mappings() {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/tests/fixtures/security/services.conf"),
+        )
+        .unwrap();
+        let (o, rep) = load(&text).unwrap();
+        assert!(rep.warnings.is_empty(), "{:?}", rep.warnings);
+        let s = &o.security;
+        let names: Vec<&str> = s.accounts.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["provider", "consumer"]);
+        let p = s.account("provider").unwrap();
+        assert_eq!(p.exports.len(), 5);
+        assert_eq!(
+            p.exports[1],
+            Export {
+                subject: "private.>".into(),
+                accounts: Some(vec!["consumer".into()]),
+                account_token_position: 0,
+                kind: ExportKind::Stream
+            }
+        );
+        let ExportKind::Service(api) = &p.exports[2].kind else {
+            panic!()
+        };
+        assert_eq!(api.response_type, ResponseType::Streamed);
+        assert_eq!(api.response_threshold, Some(Duration::from_secs(5)));
+        let ExportKind::Service(ping) = &p.exports[3].kind else {
+            panic!()
+        };
+        assert_eq!(
+            ping.latency,
+            Some(Latency {
+                sampling: LatencySampling::Percent(25),
+                subject: "latency.ping".into()
+            })
+        );
+        assert_eq!(p.exports[4].account_token_position, 2);
+        assert_eq!(p.mappings[0].destinations[0].subject, "orders");
+        assert_eq!(
+            p.mappings[1].destinations.iter().map(|d| d.weight).collect::<Vec<_>>(),
+            [30, 70]
+        );
+        assert_eq!(
+            p.limits,
+            AccountLimits {
+                max_connections: 100,
+                max_subscriptions: 1000,
+                max_payload: 65536,
+                max_leafnodes: -1
+            }
+        );
+        let c = s.account("consumer").unwrap();
+        assert_eq!(
+            c.imports[0],
+            Import::Stream(StreamImport {
+                account: "provider".into(),
+                subject: "metrics.>".into(),
+                prefix: "from.provider".into(),
+                to: String::new(),
+                allow_trace: false
+            })
+        );
+        assert_eq!(
+            c.imports[2],
+            Import::Service(ServiceImport {
+                account: "provider".into(),
+                subject: "api.x".into(),
+                to: "provider.api".into(),
+                share: false
+            })
+        );
+        assert!(matches!(&c.imports[3], Import::Service(i) if i.share && i.to == "ping"));
+        assert_eq!(
+            c.msg_trace,
+            Some(MsgTrace {
+                dest: "trace.consumer".into(),
+                sampling: 10
+            })
+        );
+        let cu: Vec<&User> = s.account_users("consumer").collect();
+        assert_eq!(cu.len(), 1);
+        // Account default permissions, with responses allowed.
+        let perms = cu[0].permissions.as_ref().unwrap();
+        assert!(perms.response.is_some());
+        assert_eq!(s.global_mappings[0].source, "legacy.>");
+        assert_eq!(
+            s.users.iter().map(|u| u.account.as_deref()).collect::<Vec<_>>(),
+            [Some("provider"), Some("consumer")]
+        );
+    }
+
+    #[test]
+    fn cross_account_errors() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "accounts { A { exports: [{stream: \"x.>\"}], imports: [ {stream: {account: B, subject: \"y.>\"}, to: \"x.>\"} ] }, \
+                 B { exports: [{stream: \"y.>\"}], imports: [ {stream: {account: A, subject: \"x.>\"}, to: \"y.>\"} ] } }",
+                "1:0: Error adding stream import \"x.>\": import forms a cycle",
+            ),
+            (
+                "accounts { A { exports: [{service: \"x\"}], imports: [ {service: {account: B, subject: \"y\"}, to: \"x\"} ] }, \
+                 B { exports: [{service: \"y\"}], imports: [ {service: {account: A, subject: \"x\"}, to: \"y\"} ] } }",
+                "1:0: Error adding service import \"x\": import forms a cycle",
+            ),
+            (
+                "no_system_account: true\naccounts { A { exports: [ {service: \"foo\", latency: \"lat\"} ] } }",
+                "2:1: Error adding service latency sampling for \"foo\": system account not setup",
+            ),
+            (
+                "accounts { A { users: [ {user: a, password: b} ] } }\nauthorization { user: x, password: y }",
+                "2:1: Can not have a single user/pass and a users array",
+            ),
+            (
+                "authorization { user: x, password: y }\naccounts { A { users: [ {user: a, password: b} ] } }",
+                "2:16: Can not have a single user/pass and accounts",
+            ),
+            (
+                "accounts { A { users: [ {user: a} ] }, B { users: [ {user: a} ] } }",
+                "1:43: Duplicate user \"a\" detected",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(load(text).unwrap_err(), *want, "{text}");
+        }
+    }
+
+    #[test]
+    fn operators_resolvers_and_store_dir() {
+        let op = nkeys::KeyPair::new_operator();
+        let sys = nkeys::KeyPair::new_account().public_key();
+        let jwt = crate::server::config::jwt::tests::sign(
+            &op,
+            serde_json::json!({"sub": op.public_key(), "name": "op",
+                "nats": {"type": "operator", "version": 2, "system_account": sys, "account_server_url": "http://h:1"}}),
+        );
+        let (o, _) = load(&format!("operator: {jwt}\nstore_dir: /tmp/js\n")).unwrap();
+        let s = &o.security;
+        assert_eq!(s.operators[0].subject, op.public_key());
+        assert_eq!(s.system_account, sys, "taken from the operator");
+        assert_eq!(s.resolver, Some(ResolverConfig::Url("http://h:1/accounts/".into())));
+        assert_eq!(o.store_dir, "/tmp/js");
+        let (o, _) = load(&format!("resolver: MEMORY\noperator: {jwt}\n")).unwrap();
+        assert_eq!(
+            o.security.resolver,
+            Some(ResolverConfig::Memory),
+            "an explicit resolver wins"
+        );
+        let dir = std::env::temp_dir().join(format!("rnats-resolver-{}", std::process::id()));
+        let text = format!(
+            "resolver {{ type: full, dir: \"{}\", allow_delete: true, interval: \"1m\", timeout: \"2s\" }}",
+            dir.display()
+        );
+        let (o, _) = load(&text).unwrap();
+        assert!(dir.is_dir(), "the directory is made, as the reference does");
+        assert_eq!(
+            o.security.resolver,
+            Some(ResolverConfig::Full(DirResolver {
+                dir: dir.display().to_string(),
+                interval: Duration::from_secs(60),
+                timeout: Some(Duration::from_secs(2)),
+                delete: DeleteMode::Rename,
+                ..DirResolver::default()
+            }))
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            load("store_dir: a\nstoredir: b").unwrap_err(),
+            "2:1: Duplicate 'store_dir' configuration"
+        );
+        let (o, _) = load("resolver_pinned_accounts: [b, a, b]\ntrusted: []").unwrap();
+        assert_eq!(o.security.resolver_pinned_accounts, ["b", "a"]);
+        assert_eq!(
+            load("jetstream { }").unwrap_err(),
+            "1:0: \"jetstream\" is not supported by rnats yet"
+        );
+    }
 }

@@ -1,9 +1,11 @@
 //! Keys that nats-server 2.14 accepts but rnats does not implement yet.
 //!
-//! Keys whose absence would change what the server does for clients (TLS, accounts,
-//! permissions, clustering, JetStream, ...) are errors: running without them would
-//! silently weaken or change the service. Keys that only tune features rnats does not
-//! have, or that change nothing observable yet, are accepted with a logged note.
+//! Keys whose absence would change what the server does for clients (TLS, clustering,
+//! JetStream, websocket, ...) are errors: running without them would silently weaken or
+//! change the service. Keys that only tune features rnats does not have, or that change
+//! nothing observable yet, are accepted with a logged note. (The security keys are all
+//! parsed; those the core does not enforce yet are refused at startup by
+//! `Options::refuse_missing_features`.)
 
 use super::Cx;
 use conf::Entry;
@@ -17,30 +19,9 @@ const NOT_YET: &[&str] = &[
     "leaf",
     "leafnodes",
     "jetstream",
-    "store_dir",
-    "storedir",
-    "accounts",
-    "mappings",
-    "maps",
     "websocket",
     "ws",
     "mqtt",
-    "operator",
-    "operators",
-    "root",
-    "roots",
-    "root_operator",
-    "root_operators",
-    "resolver",
-    "account_resolver",
-    "accounts_resolver",
-    "resolver_tls",
-    "resolver_preload",
-    "resolver_pinned_accounts",
-    "trusted",
-    "trusted_keys",
-    "no_auth_user",
-    "default_sentinel",
     "ocsp",
     "ocsp_cache",
     "https",
@@ -60,11 +41,6 @@ const NO_EFFECT: &[&str] = &[
     "no_fast_producer_stall",
     "prof_block_rate",
     "write_timeout",
-    "system_account",
-    "system",
-    "no_system_account",
-    "no_system",
-    "no_sys_acc",
 ];
 
 pub(super) fn top_level(cx: &mut Cx, key: &str, lower: &str, e: &Entry) {
