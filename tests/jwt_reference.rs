@@ -18,7 +18,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use nkeys::KeyPair;
 use rnats::auth::jwt::codec::b64_encode;
 use rnats::auth::jwt::{
-    decorate_jwt, AccountClaims, Encode, Export, ExportType, OperatorClaims, UserClaims, UserPermissionLimits, UserScope,
+    decorate_jwt, AccountClaims, Encode, Export, ExportType, OperatorClaims, UserClaims, UserPermissionLimits,
+    UserScope,
 };
 
 fn reference_server() -> Option<PathBuf> {
@@ -29,7 +30,10 @@ fn reference_server() -> Option<PathBuf> {
 }
 
 fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 struct Server {
@@ -133,7 +137,10 @@ impl Conn {
 fn connect(port: u16, jwt: &str, user: &KeyPair) -> (Vec<String>, Conn) {
     let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
-    let mut conn = Conn { reader: BufReader::new(stream.try_clone().expect("clone")), writer: stream };
+    let mut conn = Conn {
+        reader: BufReader::new(stream.try_clone().expect("clone")),
+        writer: stream,
+    };
     let info = conn.line();
     let json: serde_json::Value = serde_json::from_str(info.strip_prefix("INFO ").expect("INFO")).expect("INFO json");
     let nonce = json["nonce"].as_str().expect("nonce");
@@ -187,7 +194,12 @@ fn reference_server_accepts_tokens_made_here() {
 
     // The operator file is decorated, as nsc writes it.
     let op_file = decorate_jwt(&op_jwt).expect("decorate");
-    let server = start(&bin, &op_file, &sys.public_key(), &[(sys.public_key(), sys_jwt), (acc.public_key(), acc_jwt)]);
+    let server = start(
+        &bin,
+        &op_file,
+        &sys.public_key(),
+        &[(sys.public_key(), sys_jwt), (acc.public_key(), acc_jwt)],
+    );
 
     // A user signed by the account key.
     let u1 = KeyPair::new_user();
@@ -215,7 +227,10 @@ fn reference_server_accepts_tokens_made_here() {
     conn.send("PUB alice.x 0\r\n\r\nPUB eu.in 0\r\n\r\nPING\r\n");
     assert_eq!(conn.until_pong(), ["PONG"], "template subjects are allowed");
     conn.send("PUB bob.x 0\r\n\r\nPING\r\n");
-    assert_eq!(conn.until_pong(), ["-ERR 'Permissions Violation for Publish to \"bob.x\"'", "PONG"]);
+    assert_eq!(
+        conn.until_pong(),
+        ["-ERR 'Permissions Violation for Publish to \"bob.x\"'", "PONG"]
+    );
 
     // Refused: signed by an account key the account does not know.
     let stranger = KeyPair::new_account();
@@ -223,28 +238,47 @@ fn reference_server_accepts_tokens_made_here() {
     let mut c4 = UserClaims::new(u4.public_key());
     c4.nats.issuer_account = acc.public_key();
     let (resp, _c) = connect(server.port, &c4.encode(&stranger, t).expect("u4"), &u4);
-    assert_eq!(resp.first().map(String::as_str), Some(AUTH_VIOLATION), "unknown signing key: {resp:?}");
+    assert_eq!(
+        resp.first().map(String::as_str),
+        Some(AUTH_VIOLATION),
+        "unknown signing key: {resp:?}"
+    );
 
     // Refused: expired.
     let u5 = KeyPair::new_user();
     let mut c5 = UserClaims::new(u5.public_key());
     c5.claims.expires = (t - 10) as i64;
     let (resp, _c) = connect(server.port, &c5.encode(&acc, t - 100).expect("u5"), &u5);
-    assert_eq!(resp.first().map(String::as_str), Some(AUTH_VIOLATION), "expired: {resp:?}");
+    assert_eq!(
+        resp.first().map(String::as_str),
+        Some(AUTH_VIOLATION),
+        "expired: {resp:?}"
+    );
 
     // Refused: scoped key but the user carries its own permissions.
     let u6 = KeyPair::new_user();
     let mut c6 = UserClaims::new(u6.public_key());
     c6.nats.issuer_account = acc.public_key();
     let (resp, _c) = connect(server.port, &c6.encode(&scoped_sk, t).expect("u6"), &u6);
-    assert_eq!(resp.first().map(String::as_str), Some(AUTH_VIOLATION), "scoped with permissions: {resp:?}");
+    assert_eq!(
+        resp.first().map(String::as_str),
+        Some(AUTH_VIOLATION),
+        "scoped with permissions: {resp:?}"
+    );
 
     // Refused: the nonce signed by another key.
     let (resp, _c) = connect(server.port, &c1.encode(&acc, t).expect("u1"), &KeyPair::new_user());
-    assert_eq!(resp.first().map(String::as_str), Some(AUTH_VIOLATION), "bad nonce signature: {resp:?}");
+    assert_eq!(
+        resp.first().map(String::as_str),
+        Some(AUTH_VIOLATION),
+        "bad nonce signature: {resp:?}"
+    );
 
     // The preloaded accounts raised no validation findings.
     let log = server.log();
     assert!(log.contains("Server is ready"), "{log}");
-    assert!(!log.contains("validation issues") && !log.contains("not valid"), "{log}");
+    assert!(
+        !log.contains("validation issues") && !log.contains("not valid"),
+        "{log}"
+    );
 }

@@ -149,7 +149,10 @@ impl ExternalAuthorization {
         for a in &self.allowed_accounts {
             if a == ANY_ACCOUNT {
                 if self.allowed_accounts.len() > 1 {
-                    vr.add_error(format!("AllowedAccounts can only be a list of accounts or {}", go_quote(ANY_ACCOUNT)));
+                    vr.add_error(format!(
+                        "AllowedAccounts can only be a list of accounts or {}",
+                        go_quote(ANY_ACCOUNT)
+                    ));
                 }
             } else if !is_account_key(a) {
                 vr.add_error(format!("Account {} is not a valid account public key", go_quote(a)));
@@ -223,7 +226,10 @@ impl AccountClaims {
     /// Claims for the account key `subject` with jwt v2's starting limits: everything
     /// unlimited, wildcard exports allowed, JetStream disabled.
     pub fn new(subject: impl Into<String>) -> Self {
-        let mut c = AccountClaims { claims: ClaimsData::new(subject), ..Self::default() };
+        let mut c = AccountClaims {
+            claims: ClaimsData::new(subject),
+            ..Self::default()
+        };
         c.nats.limits.nats = NatsLimits::unlimited();
         c.nats.limits.account = AccountLimits {
             imports: NO_LIMIT,
@@ -252,7 +258,9 @@ impl AccountClaims {
 
     /// jwt v2's `IsClaimRevoked` for a user: revoked, or without subject or `iat`.
     pub fn is_user_revoked(&self, user: &super::UserClaims) -> bool {
-        user.claims.issued_at == 0 || user.claims.subject.is_empty() || self.is_revoked(&user.claims.subject, user.claims.issued_at)
+        user.claims.issued_at == 0
+            || user.claims.subject.is_empty()
+            || self.is_revoked(&user.claims.subject, user.claims.issued_at)
     }
 
     /// All findings (time checks included) for `now` (unix seconds).
@@ -315,7 +323,10 @@ impl AccountClaims {
         a.signing_keys.validate(&mut vr);
         a.info.validate(&mut vr);
         if !matches!(a.cluster_traffic.as_str(), "" | "system" | "owner") {
-            vr.add_error(format!("unknown cluster traffic option: {}", go_quote(&a.cluster_traffic)));
+            vr.add_error(format!(
+                "unknown cluster traffic option: {}",
+                go_quote(&a.cluster_traffic)
+            ));
         }
         if is_account_key(&self.claims.issuer) && !a.limits.is_empty() {
             vr.add_warning("self-signed account JWTs shouldn't contain operator limits");
@@ -337,7 +348,11 @@ fn validate_mappings(mappings: &BTreeMap<String, Vec<WeightedMapping>>, vr: &mut
         for e in dests {
             validate_subject(&e.subject, vr);
             if e.weight() > 100 {
-                vr.add_error(format!("Mapping {} has a weight {} that exceeds 100", go_quote(from), e.weight()));
+                vr.add_error(format!(
+                    "Mapping {} has a weight {} that exceeds 100",
+                    go_quote(from),
+                    e.weight()
+                ));
             }
             if e.cluster.is_empty() {
                 total += u32::from(e.weight());
@@ -354,7 +369,10 @@ fn validate_mappings(mappings: &BTreeMap<String, Vec<WeightedMapping>>, vr: &mut
             }
         }
         if total > 100 {
-            vr.add_error(format!("Mapping {} exceeds 100% among all of it's weighted to mappings", go_quote(from)));
+            vr.add_error(format!(
+                "Mapping {} exceeds 100% among all of it's weighted to mappings",
+                go_quote(from)
+            ));
         }
     }
 }

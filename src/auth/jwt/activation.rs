@@ -49,7 +49,10 @@ impl ClaimsCommon for ActivationClaims {
 impl ActivationClaims {
     /// Claims for the importing account `subject`.
     pub fn new(subject: impl Into<String>) -> Self {
-        ActivationClaims { claims: ClaimsData::new(subject), ..Self::default() }
+        ActivationClaims {
+            claims: ClaimsData::new(subject),
+            ..Self::default()
+        }
     }
 
     /// The checks without time checks (what an import's validation adds).

@@ -169,7 +169,10 @@ impl ClaimsCommon for AuthorizationResponseClaims {
 impl AuthorizationRequestClaims {
     /// A request about `subject` (the callout account or the configured issuer).
     pub fn new(subject: impl Into<String>) -> Self {
-        AuthorizationRequestClaims { claims: ClaimsData::new(subject), ..Self::default() }
+        AuthorizationRequestClaims {
+            claims: ClaimsData::new(subject),
+            ..Self::default()
+        }
     }
 
     /// All findings (time checks included) for `now` (unix seconds).
@@ -179,7 +182,10 @@ impl AuthorizationRequestClaims {
         if u.is_empty() {
             vr.add_error("User nkey is required");
         } else if !is_user_key(u) {
-            vr.add_error(format!("User nkey {} is not a valid user public key", super::json::go_quote(u)));
+            vr.add_error(format!(
+                "User nkey {} is not a valid user public key",
+                super::json::go_quote(u)
+            ));
         }
         self.claims.validate_times(now, &mut vr);
         vr
@@ -194,7 +200,10 @@ impl AuthorizationRequestClaims {
 impl AuthorizationResponseClaims {
     /// A response about the user key `subject` for the server `audience`.
     pub fn new(subject: impl Into<String>, audience: impl Into<String>) -> Self {
-        let mut c = AuthorizationResponseClaims { claims: ClaimsData::new(subject), ..Self::default() };
+        let mut c = AuthorizationResponseClaims {
+            claims: ClaimsData::new(subject),
+            ..Self::default()
+        };
         c.claims.audience = audience.into();
         c
     }

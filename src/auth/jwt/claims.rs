@@ -38,7 +38,10 @@ pub struct ClaimsData {
 impl ClaimsData {
     /// Claims about `subject`, everything else empty.
     pub fn new(subject: impl Into<String>) -> Self {
-        ClaimsData { subject: subject.into(), ..Self::default() }
+        ClaimsData {
+            subject: subject.into(),
+            ..Self::default()
+        }
     }
 
     /// The time checks of jwt v2 (no clock skew allowance): expired when `now > exp`, not
@@ -109,7 +112,7 @@ pub trait ClaimsCommon {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
@@ -133,7 +136,10 @@ mod tests {
         c.issued_at = 1_700_000_000;
         let id = c.compute_id().unwrap();
         // {"iat":1700000000,"iss":"ISS","sub":"SUBJ"}
-        let want = b32_encode(&Sha512_256::digest(br#"{"iat":1700000000,"iss":"ISS","sub":"SUBJ"}"#), false);
+        let want = b32_encode(
+            &Sha512_256::digest(br#"{"iat":1700000000,"iss":"ISS","sub":"SUBJ"}"#),
+            false,
+        );
         assert_eq!(id, want);
         assert_eq!(id.len(), 52);
         c.id = "something".into();

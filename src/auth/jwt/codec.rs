@@ -43,7 +43,10 @@ pub struct Header {
 impl Header {
     /// The v2 header every token this module encodes carries.
     pub fn v2() -> Header {
-        Header { typ: TOKEN_TYPE_JWT.to_string(), alg: ALGORITHM_V2.to_string() }
+        Header {
+            typ: TOKEN_TYPE_JWT.to_string(),
+            alg: ALGORITHM_V2.to_string(),
+        }
     }
 
     /// jwt v2's header check.
@@ -72,7 +75,10 @@ pub(crate) struct Chunks<'a> {
 /// Size check and split on `.`, exactly three chunks.
 pub(crate) fn split(token: &str) -> Result<Chunks<'_>, JwtError> {
     if token.len() > MAX_TOKEN_SIZE {
-        return Err(JwtError::TooLarge { size: token.len(), max: MAX_TOKEN_SIZE });
+        return Err(JwtError::TooLarge {
+            size: token.len(),
+            max: MAX_TOKEN_SIZE,
+        });
     }
     let mut parts = token.split('.');
     let (Some(header), Some(payload), Some(signature), None) = (parts.next(), parts.next(), parts.next(), parts.next())
@@ -80,7 +86,12 @@ pub(crate) fn split(token: &str) -> Result<Chunks<'_>, JwtError> {
         return Err(JwtError::Chunks);
     };
     let signed = token.get(..header.len() + 1 + payload.len()).ok_or(JwtError::Chunks)?;
-    Ok(Chunks { header, payload, signature, signed })
+    Ok(Chunks {
+        header,
+        payload,
+        signature,
+        signed,
+    })
 }
 
 /// Decodes and checks the header chunk.
@@ -99,12 +110,7 @@ pub(crate) fn verify(issuer: &str, data: &[u8], signature: &[u8]) -> bool {
     let readable = matches!(
         key_kind(issuer),
         Some(
-            KeyKind::Operator
-                | KeyKind::Account
-                | KeyKind::User
-                | KeyKind::Server
-                | KeyKind::Cluster
-                | KeyKind::Curve
+            KeyKind::Operator | KeyKind::Account | KeyKind::User | KeyKind::Server | KeyKind::Cluster | KeyKind::Curve
         )
     );
     readable && KeyPair::from_public_key(issuer).is_ok_and(|kp| kp.verify(data, signature).is_ok())
@@ -127,7 +133,8 @@ pub fn b64_encode(data: &[u8]) -> String {
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
         let b = [chunk.first().copied(), chunk.get(1).copied(), chunk.get(2).copied()];
-        let n = (u32::from(b[0].unwrap_or(0)) << 16) | (u32::from(b[1].unwrap_or(0)) << 8) | u32::from(b[2].unwrap_or(0));
+        let n =
+            (u32::from(b[0].unwrap_or(0)) << 16) | (u32::from(b[1].unwrap_or(0)) << 8) | u32::from(b[2].unwrap_or(0));
         let chars = 1 + chunk.len();
         for i in 0..chars {
             let idx = ((n >> (18 - 6 * i)) & 0x3f) as usize;
@@ -170,7 +177,11 @@ pub fn b64_decode(s: &str) -> Result<Vec<u8>, JwtError> {
     }
     match held {
         0 => {}
-        1 => return Err(JwtError::Base64 { offset: src.len().saturating_sub(1) }),
+        1 => {
+            return Err(JwtError::Base64 {
+                offset: src.len().saturating_sub(1),
+            })
+        }
         2 => out.push((acc >> 4) as u8),
         _ => out.extend_from_slice(&[(acc >> 10) as u8, (acc >> 2) as u8]),
     }
@@ -200,7 +211,7 @@ pub(crate) fn b32_encode(data: &[u8], pad: bool) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
@@ -228,8 +239,12 @@ mod tests {
 
     #[test]
     fn base32_matches_rfc4648_vectors() {
-        let cases: [(&[u8], &str, &str); 4] =
-            [(b"f", "MY", "MY======"), (b"fo", "MZXQ", "MZXQ===="), (b"foob", "MZXW6YQ", "MZXW6YQ="), (b"fooba", "MZXW6YTB", "MZXW6YTB")];
+        let cases: [(&[u8], &str, &str); 4] = [
+            (b"f", "MY", "MY======"),
+            (b"fo", "MZXQ", "MZXQ===="),
+            (b"foob", "MZXW6YQ", "MZXW6YQ="),
+            (b"fooba", "MZXW6YTB", "MZXW6YTB"),
+        ];
         for (input, raw, padded) in cases {
             assert_eq!(b32_encode(input, false), raw);
             assert_eq!(b32_encode(input, true), padded);
@@ -240,13 +255,30 @@ mod tests {
     fn header_rules() {
         let ok = [("JWT", "ed25519-nkey"), ("jwt", "ED25519-NKEY"), ("JWT", "ed25519")];
         for (typ, alg) in ok {
-            assert!(Header { typ: typ.into(), alg: alg.into() }.check().is_ok(), "{typ} {alg}");
+            assert!(
+                Header {
+                    typ: typ.into(),
+                    alg: alg.into()
+                }
+                .check()
+                .is_ok(),
+                "{typ} {alg}"
+            );
         }
-        let h = Header { typ: "JWS".into(), alg: ALGORITHM_V2.into() };
+        let h = Header {
+            typ: "JWS".into(),
+            alg: ALGORITHM_V2.into(),
+        };
         assert_eq!(h.check().unwrap_err().to_string(), r#"not supported type "JWS""#);
-        let h = Header { typ: "JWT".into(), alg: "HS256".into() };
+        let h = Header {
+            typ: "JWT".into(),
+            alg: "HS256".into(),
+        };
         assert_eq!(h.check().unwrap_err().to_string(), r#"unexpected "HS256" algorithm"#);
-        let h = Header { typ: "JWT".into(), alg: "ed25519-x".into() };
+        let h = Header {
+            typ: "JWT".into(),
+            alg: "ed25519-x".into(),
+        };
         assert!(h.check().is_err());
     }
 
@@ -255,8 +287,17 @@ mod tests {
         assert_eq!(split("a.b").unwrap_err(), JwtError::Chunks);
         assert_eq!(split("a.b.c.d").unwrap_err(), JwtError::Chunks);
         let c = split("aa.bbb.c").unwrap();
-        assert_eq!((c.header, c.payload, c.signature, c.signed), ("aa", "bbb", "c", "aa.bbb"));
+        assert_eq!(
+            (c.header, c.payload, c.signature, c.signed),
+            ("aa", "bbb", "c", "aa.bbb")
+        );
         let big = "a".repeat(MAX_TOKEN_SIZE + 1);
-        assert_eq!(split(&big).unwrap_err(), JwtError::TooLarge { size: MAX_TOKEN_SIZE + 1, max: MAX_TOKEN_SIZE });
+        assert_eq!(
+            split(&big).unwrap_err(),
+            JwtError::TooLarge {
+                size: MAX_TOKEN_SIZE + 1,
+                max: MAX_TOKEN_SIZE
+            }
+        );
     }
 }

@@ -46,7 +46,11 @@ fn is_header_line(line: &str) -> bool {
 /// A footer line: starts and ends with `---`, at least six bytes; a trailing `\r` is
 /// dropped first only when a `\n` follows (`(\r?\n|\z)`).
 fn is_footer_line(line: &str, newline_follows: bool) -> bool {
-    let a = if newline_follows { line.strip_suffix('\r').unwrap_or(line) } else { line };
+    let a = if newline_follows {
+        line.strip_suffix('\r').unwrap_or(line)
+    } else {
+        line
+    };
     a.len() >= 6 && a.starts_with("---") && a.ends_with("---")
 }
 

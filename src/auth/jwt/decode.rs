@@ -173,21 +173,43 @@ pub(crate) fn expected_signers(kind: &str) -> (&'static [KeyKind], &'static str)
 fn load(payload: &[u8]) -> Result<(i64, AnyClaims), JwtError> {
     let mut value: Value = serde_json::from_slice(payload)?;
     strip_nulls(&mut value);
-    let id = if value.is_null() { Identifier::default() } else { Identifier::deserialize(&value)? };
-    let (kind, version) = if id.v1_type.is_empty() { (id.nats.claim_type, id.nats.version) } else { (id.v1_type, 1) };
+    let id = if value.is_null() {
+        Identifier::default()
+    } else {
+        Identifier::deserialize(&value)?
+    };
+    let (kind, version) = if id.v1_type.is_empty() {
+        (id.nats.claim_type, id.nats.version)
+    } else {
+        (id.v1_type, 1)
+    };
     if version > LIB_VERSION {
         return Err(JwtError::NewerVersion);
     }
-    let typed = |v: i64| if v == 1 || v == 2 { Ok(v) } else { Err(JwtError::UnsupportedVersion(v)) };
+    let typed = |v: i64| {
+        if v == 1 || v == 2 {
+            Ok(v)
+        } else {
+            Err(JwtError::UnsupportedVersion(v))
+        }
+    };
     let claims = match kind.as_str() {
         OPERATOR_CLAIM => {
             typed(version)?;
-            let v = if version == 1 { super::v1::operator(value) } else { value };
+            let v = if version == 1 {
+                super::v1::operator(value)
+            } else {
+                value
+            };
             AnyClaims::Operator(OperatorClaims::deserialize(v)?)
         }
         ACCOUNT_CLAIM => {
             typed(version)?;
-            let v = if version == 1 { super::v1::account(value)? } else { value };
+            let v = if version == 1 {
+                super::v1::account(value)?
+            } else {
+                value
+            };
             let mut a = AccountClaims::deserialize(v)?;
             if !a.nats.limits.jetstream_tiered.is_empty() {
                 a.nats.limits.jetstream = Default::default();
@@ -201,15 +223,25 @@ fn load(payload: &[u8]) -> Result<(i64, AnyClaims), JwtError> {
         }
         ACTIVATION_CLAIM => {
             typed(version)?;
-            let v = if version == 1 { super::v1::activation(value) } else { value };
+            let v = if version == 1 {
+                super::v1::activation(value)
+            } else {
+                value
+            };
             AnyClaims::Activation(ActivationClaims::deserialize(v)?)
         }
         AUTHORIZATION_REQUEST_CLAIM => AnyClaims::AuthorizationRequest(AuthorizationRequestClaims::deserialize(value)?),
-        AUTHORIZATION_RESPONSE_CLAIM => AnyClaims::AuthorizationResponse(AuthorizationResponseClaims::deserialize(value)?),
+        AUTHORIZATION_RESPONSE_CLAIM => {
+            AnyClaims::AuthorizationResponse(AuthorizationResponseClaims::deserialize(value)?)
+        }
         "cluster" => return Err(JwtError::ClusterClaims),
         "server" => return Err(JwtError::ServerClaims),
         _ => {
-            let g = if value.is_null() { GenericClaims::default() } else { GenericClaims::deserialize(value)? };
+            let g = if value.is_null() {
+                GenericClaims::default()
+            } else {
+                GenericClaims::deserialize(value)?
+            };
             return Ok((-1, AnyClaims::Generic(g)));
         }
     };
@@ -285,7 +317,11 @@ pub fn decode_generic(token: &str) -> Result<GenericClaims, JwtError> {
     let payload = b64_decode(chunks.payload)?;
     let mut value: Value = serde_json::from_slice(&payload)?;
     strip_nulls(&mut value);
-    let parsed = if value.is_null() { WithTop::default() } else { WithTop::deserialize(value)? };
+    let parsed = if value.is_null() {
+        WithTop::default()
+    } else {
+        WithTop::deserialize(value)?
+    };
     let sig = b64_decode(chunks.signature)?;
     let mut g = parsed.generic;
     if header.alg == ALGORITHM_V1 {

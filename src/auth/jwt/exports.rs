@@ -106,7 +106,12 @@ impl Export {
             vr.add_error(format!("invalid export type: {}", q(self.export_type.as_str())));
         }
         let rt = self.response_type.as_str();
-        if self.is_service() && !matches!(rt, "" | RESPONSE_TYPE_SINGLETON | RESPONSE_TYPE_CHUNKED | RESPONSE_TYPE_STREAM) {
+        if self.is_service()
+            && !matches!(
+                rt,
+                "" | RESPONSE_TYPE_SINGLETON | RESPONSE_TYPE_CHUNKED | RESPONSE_TYPE_STREAM
+            )
+        {
             vr.add_error(format!("invalid response type for service: {}", q(rt)));
         }
         if self.is_stream() {
@@ -140,14 +145,18 @@ impl Export {
         if pos > 0 {
             let subj = &self.subject;
             if !has_wildcards(subj) {
-                vr.add_error(format!("Account Token Position can only be used with wildcard subjects: {subj}"));
+                vr.add_error(format!(
+                    "Account Token Position can only be used with wildcard subjects: {subj}"
+                ));
             } else {
                 let tokens: Vec<&str> = subj.split('.').collect();
                 match usize::try_from(pos - 1).ok().and_then(|i| tokens.get(i)) {
-                    None => vr.add_error(format!("Account Token Position {pos} exceeds length of subject '{subj}'")),
-                    Some(&tk) if tk != "*" => {
-                        vr.add_error(format!("Account Token Position {pos} matches '{tk}' but must match a * in: {subj}"))
-                    }
+                    None => vr.add_error(format!(
+                        "Account Token Position {pos} exceeds length of subject '{subj}'"
+                    )),
+                    Some(&tk) if tk != "*" => vr.add_error(format!(
+                        "Account Token Position {pos} matches '{tk}' but must match a * in: {subj}"
+                    )),
                     Some(_) => {}
                 }
             }
@@ -228,15 +237,24 @@ impl Import {
         let act = match super::decode::decode_activation(&self.token) {
             Ok(a) => a,
             Err(_) => {
-                vr.add_error(format!("import {} contains an invalid activation token", q(&self.subject)));
+                vr.add_error(format!(
+                    "import {} contains an invalid activation token",
+                    q(&self.subject)
+                ));
                 return;
             }
         };
         if act.claims.issuer != self.account && act.nats.issuer_account != self.account {
-            vr.add_error(format!("activation token doesn't match account for import {}", q(&self.subject)));
+            vr.add_error(format!(
+                "activation token doesn't match account for import {}",
+                q(&self.subject)
+            ));
         }
         if act.claims.subject != account {
-            vr.add_error(format!("activation token doesn't match account it is being included in, {}", q(&self.subject)));
+            vr.add_error(format!(
+                "activation token doesn't match account it is being included in, {}",
+                q(&self.subject)
+            ));
         }
         if act.nats.import_type != self.import_type {
             vr.add_error(format!(
@@ -245,7 +263,11 @@ impl Import {
             ));
         }
         act.validate_content(vr);
-        let subj = if self.is_service() && !self.to.is_empty() { &self.to } else { &self.subject };
+        let subj = if self.is_service() && !self.to.is_empty() {
+            &self.to
+        } else {
+            &self.subject
+        };
         if !is_contained_in(subj, &act.nats.import_subject) {
             vr.add_error(format!(
                 "activation token import subject {} doesn't match import {}",
@@ -302,7 +324,11 @@ pub fn renaming_to_subject(local: &str) -> String {
         return local.to_string();
     }
     let is_ref = |tk: &str| tk.len() > 1 && tk.strip_prefix('$').is_some_and(|n| n.parse::<i64>().is_ok());
-    local.split('.').map(|tk| if is_ref(tk) { "*" } else { tk }).collect::<Vec<_>>().join(".")
+    local
+        .split('.')
+        .map(|tk| if is_ref(tk) { "*" } else { tk })
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 /// Checks the imports of the account `account`.
@@ -364,7 +390,11 @@ pub(crate) fn validate_exports(exports: &[Export], vr: &mut ValidationResults) {
             }
         }
         for (s, ns) in covered {
-            vr.add_error(format!("{kind} export subject {} already exports {}", go_quote(s), go_quote(ns)));
+            vr.add_error(format!(
+                "{kind} export subject {} already exports {}",
+                go_quote(s),
+                go_quote(ns)
+            ));
         }
     }
 }

@@ -103,7 +103,14 @@ mod tests {
             *b = if *b == b'A' { b'B' } else { b'A' };
         }
         let flipped = String::from_utf8(flipped).unwrap_or_default();
-        for bad in ["", "A", "*", &acc[1..], &flipped, &KeyPair::new_user().seed().unwrap_or_default()] {
+        for bad in [
+            "",
+            "A",
+            "*",
+            &acc[1..],
+            &flipped,
+            &KeyPair::new_user().seed().unwrap_or_default(),
+        ] {
             assert_eq!(key_kind(bad), None, "{bad}");
         }
         assert!(is_account_key(&acc) && !is_user_key(&acc) && !is_operator_key(&acc));

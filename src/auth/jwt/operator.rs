@@ -63,10 +63,14 @@ pub fn parse_server_version(version: &str) -> Result<(i64, i64, i64), String> {
     };
     let mut nums = [0i64; 3];
     for (n, s) in nums.iter_mut().zip([a, b, c]) {
-        *n = s.parse().map_err(|_| format!("asserted server version cant parse {s} to int"))?;
+        *n = s
+            .parse()
+            .map_err(|_| format!("asserted server version cant parse {s} to int"))?;
     }
     if nums.iter().any(|n| *n < 0) {
-        return Err(format!("asserted server version can'b contain negative values: {version}"));
+        return Err(format!(
+            "asserted server version can'b contain negative values: {version}"
+        ));
     }
     let [major, minor, update] = nums;
     Ok((major, minor, update))
@@ -154,6 +158,8 @@ pub fn validate_operator_service_url(v: &str) -> Result<(), String> {
     }
     match u.scheme.as_str() {
         "nats" | "tls" | "ws" | "wss" => Ok(()),
-        _ => Err(format!("operator service url {q} - protocol not supported (only 'nats', 'tls', 'ws', 'wss' only)")),
+        _ => Err(format!(
+            "operator service url {q} - protocol not supported (only 'nats', 'tls', 'ws', 'wss' only)"
+        )),
     }
 }

@@ -48,8 +48,12 @@ impl RevocationList {
         let Some(&all) = self.0.get(REVOKE_ALL) else {
             return Vec::new();
         };
-        let covered: Vec<(String, i64)> =
-            self.0.iter().filter(|(k, &ts)| k.as_str() != REVOKE_ALL && all >= ts).map(|(k, &ts)| (k.clone(), ts)).collect();
+        let covered: Vec<(String, i64)> = self
+            .0
+            .iter()
+            .filter(|(k, &ts)| k.as_str() != REVOKE_ALL && all >= ts)
+            .map(|(k, &ts)| (k.clone(), ts))
+            .collect();
         for (k, _) in &covered {
             self.0.remove(k);
         }
@@ -65,7 +69,12 @@ mod tests {
     fn revoked_at_or_before_the_time() {
         let mut r = RevocationList::default();
         r.revoke("U1", 100);
-        let cases = [("U1", 99, true), ("U1", 100, true), ("U1", 101, false), ("U2", 50, false)];
+        let cases = [
+            ("U1", 99, true),
+            ("U1", 100, true),
+            ("U1", 101, false),
+            ("U2", 50, false),
+        ];
         for (key, iat, want) in cases {
             assert_eq!(r.is_revoked(key, iat), want, "{key} {iat}");
         }

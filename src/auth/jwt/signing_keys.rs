@@ -73,7 +73,10 @@ fn read_template<'de, D: Deserializer<'de>>(d: D) -> Result<UserPermissionLimits
 impl UserScope {
     /// A scope for the account signing key `key` with an unlimited, empty template.
     pub fn new(key: impl Into<String>) -> Self {
-        UserScope { key: key.into(), ..Self::default() }
+        UserScope {
+            key: key.into(),
+            ..Self::default()
+        }
     }
 
     /// jwt v2's `ValidateScopedSigner`: the user must be issued by this key and carry no
@@ -83,7 +86,9 @@ impl UserScope {
             return Err(JwtError::Invalid("issuer not the scoped signer".into()));
         }
         if !user.has_empty_permissions() {
-            return Err(JwtError::Invalid("scoped users require no permissions or limits set".into()));
+            return Err(JwtError::Invalid(
+                "scoped users require no permissions or limits set".into(),
+            ));
         }
         Ok(())
     }
@@ -127,7 +132,9 @@ impl SigningKeys {
                 Some(scope) if !is_account_key(&scope.key) => {
                     vr.add_error(format!("{} is not an account public key", scope.key))
                 }
-                None if !is_account_key(k) => vr.add_error(format!("{} is not a valid account signing key", go_quote(k))),
+                None if !is_account_key(k) => {
+                    vr.add_error(format!("{} is not a valid account signing key", go_quote(k)))
+                }
                 _ => {}
             }
         }

@@ -46,7 +46,10 @@ pub fn apply_user_template(
     p.subscribe.deny = ctx.apply(&p.subscribe.deny, true)?;
     p.publish.allow = ctx.apply(&p.publish.allow, false)?;
     p.publish.deny = ctx.apply(&p.publish.deny, true)?;
-    for (was_set, perm) in [(sub_allow_was_set, &mut p.subscribe), (pub_allow_was_set, &mut p.publish)] {
+    for (was_set, perm) in [
+        (sub_allow_was_set, &mut p.subscribe),
+        (pub_allow_was_set, &mut p.publish),
+    ] {
         if was_set && perm.allow.is_empty() && !perm.deny.iter().any(|d| d == ">") {
             perm.deny.push(">".to_string());
         }
@@ -63,7 +66,9 @@ fn find_templates(s: &str) -> Vec<&str> {
     while i + 1 < b.len() {
         if b.get(i..i + 2) == Some(b"{{") {
             let body_start = i + 2;
-            let close = b.get(body_start..).and_then(|rest| rest.iter().position(|&c| c == b'}'));
+            let close = b
+                .get(body_start..)
+                .and_then(|rest| rest.iter().position(|&c| c == b'}'));
             if let Some(n) = close {
                 let end = body_start + n;
                 if n > 0 && b.get(end..end + 2) == Some(b"}}") {
@@ -82,7 +87,9 @@ fn find_templates(s: &str) -> Vec<&str> {
 
 /// Go's `strings.EqualFold` for the operation names.
 fn eq_fold(a: &str, b: &str) -> bool {
-    a.chars().flat_map(char::to_lowercase).eq(b.chars().flat_map(char::to_lowercase))
+    a.chars()
+        .flat_map(char::to_lowercase)
+        .eq(b.chars().flat_map(char::to_lowercase))
 }
 
 /// `tag(key)` / `account-tag(key)` → `(is_account, key)`. The prefix is matched
@@ -127,19 +134,32 @@ impl Ctx<'_> {
                     vec![u.nats.issuer_account.clone()]
                 } else if let Some((is_account, key)) = tag_op(op) {
                     has_tags = true;
-                    let tags = if is_account { self.account.tags } else { u.nats.generic.tags.as_slice() };
+                    let tags = if is_account {
+                        self.account.tags
+                    } else {
+                        u.nats.generic.tags.as_slice()
+                    };
                     let prefix = format!("{}:", key.to_lowercase());
-                    let found: Vec<String> =
-                        tags.iter().filter_map(|t| t.strip_prefix(prefix.as_str())).map(str::to_string).collect();
+                    let found: Vec<String> = tags
+                        .iter()
+                        .filter_map(|t| t.strip_prefix(prefix.as_str()))
+                        .map(str::to_string)
+                        .collect();
                     if !found.is_empty() {
                         found
                     } else if fail_on_bad_subject {
-                        return Err(JwtError::TemplateTagUndefined { subject: subject.clone(), tag: key.to_string() });
+                        return Err(JwtError::TemplateTagUndefined {
+                            subject: subject.clone(),
+                            tag: key.to_string(),
+                        });
                     } else {
                         vec![" ".to_string()]
                     }
                 } else {
-                    return Err(JwtError::TemplateUndefined { subject: subject.clone(), op: op.to_string() });
+                    return Err(JwtError::TemplateUndefined {
+                        subject: subject.clone(),
+                        op: op.to_string(),
+                    });
                 };
                 values.push(v);
             }

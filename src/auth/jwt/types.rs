@@ -140,7 +140,11 @@ pub struct NatsLimits {
 impl NatsLimits {
     /// All three unlimited.
     pub fn unlimited() -> Self {
-        NatsLimits { subs: NO_LIMIT, data: NO_LIMIT, payload: NO_LIMIT }
+        NatsLimits {
+            subs: NO_LIMIT,
+            data: NO_LIMIT,
+            payload: NO_LIMIT,
+        }
     }
 }
 
@@ -165,7 +169,10 @@ impl Limits {
             t.validate(vr);
         }
         if !self.user.locale.is_empty() && !plausible_time_zone(&self.user.locale) {
-            vr.add_error(format!("could not parse iana time zone by name: unknown time zone {}", self.user.locale));
+            vr.add_error(format!(
+                "could not parse iana time zone by name: unknown time zone {}",
+                self.user.locale
+            ));
         }
     }
 }
@@ -179,7 +186,9 @@ fn cidr_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
         List(Vec<String>),
         Text(String),
     }
-    match Either::deserialize(d).map_err(|_| de::Error::custom("src must be a list of CIDRs or a comma separated string"))? {
+    match Either::deserialize(d)
+        .map_err(|_| de::Error::custom("src must be a list of CIDRs or a comma separated string"))?
+    {
         Either::List(l) => Ok(l),
         Either::Text(t) => {
             let mut out: Vec<String> = Vec::new();

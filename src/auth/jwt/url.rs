@@ -98,7 +98,12 @@ fn scheme_split(s: &str) -> Result<Option<(&str, &str)>, String> {
             b'a'..=b'z' | b'A'..=b'Z' => {}
             b'0'..=b'9' | b'+' | b'-' | b'.' if i > 0 => {}
             b':' if i == 0 => return Err("missing protocol scheme".into()),
-            b':' => return Ok(Some((s.get(..i).unwrap_or_default(), s.get(i + 1..).unwrap_or_default()))),
+            b':' => {
+                return Ok(Some((
+                    s.get(..i).unwrap_or_default(),
+                    s.get(i + 1..).unwrap_or_default(),
+                )))
+            }
             _ => return Ok(None),
         }
     }
@@ -121,12 +126,16 @@ fn check_host(host: &str) -> Result<(), String> {
             None => "",
         }
     };
-    if !port.is_empty() && !(port.starts_with(':') && port.bytes().skip(1).all(|b| b.is_ascii_digit())) {
+    let port_ok = port.is_empty() || (port.starts_with(':') && port.bytes().skip(1).all(|b| b.is_ascii_digit()));
+    if !port_ok {
         return Err(format!("invalid port {} after host", super::json::go_quote(port)));
     }
     check_escapes(host)?;
     if let Some(c) = host.chars().find(|&c| c.is_ascii() && !host_char_ok(c)) {
-        return Err(format!("invalid character {} in host name", super::json::go_quote(&c.to_string())));
+        return Err(format!(
+            "invalid character {} in host name",
+            super::json::go_quote(&c.to_string())
+        ));
     }
     Ok(())
 }
@@ -143,7 +152,10 @@ fn check_escapes(s: &str) -> Result<(), String> {
             let ok = b.get(i + 1).is_some_and(u8::is_ascii_hexdigit) && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit);
             if !ok {
                 let end = (i + 3).min(b.len());
-                return Err(format!("invalid URL escape {}", super::json::go_quote(s.get(i..end).unwrap_or("%"))));
+                return Err(format!(
+                    "invalid URL escape {}",
+                    super::json::go_quote(s.get(i..end).unwrap_or("%"))
+                ));
             }
             i += 3;
         } else {
@@ -154,14 +166,17 @@ fn check_escapes(s: &str) -> Result<(), String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
     #[test]
     fn parses_like_go() {
         let u = parse("NATS://user:pw@host.example:4222/p").unwrap();
-        assert_eq!((u.scheme.as_str(), u.has_user, u.hostname(), u.path.as_str()), ("nats", true, "host.example", "/p"));
+        assert_eq!(
+            (u.scheme.as_str(), u.has_user, u.hostname(), u.path.as_str()),
+            ("nats", true, "host.example", "/p")
+        );
         let u = parse("tls://[::1]:4222").unwrap();
         assert_eq!((u.hostname(), u.path.as_str()), ("::1", ""));
         let u = parse("host:4222").unwrap();
@@ -173,13 +188,22 @@ mod tests {
     fn errors_are_gos() {
         let cases = [
             (":x", r#"parse ":x": missing protocol scheme"#),
-            ("http://a b", r#"parse "http://a b": invalid character " " in host name"#),
+            (
+                "http://a b",
+                r#"parse "http://a b": invalid character " " in host name"#,
+            ),
             ("http://h:x1", r#"parse "http://h:x1": invalid port ":x1" after host"#),
             ("http://[::1", r#"parse "http://[::1": missing ']' in host"#),
             ("http://h/%zz", r#"parse "http://h/%zz": invalid URL escape "%zz""#),
             ("a:b/c", "ok"),
-            ("1a:b", r#"parse "1a:b": first path segment in URL cannot contain colon"#),
-            ("http://h\n", r#"parse "http://h\n": net/url: invalid control character in URL"#),
+            (
+                "1a:b",
+                r#"parse "1a:b": first path segment in URL cannot contain colon"#,
+            ),
+            (
+                "http://h\n",
+                r#"parse "http://h\n": net/url: invalid control character in URL"#,
+            ),
         ];
         for (input, want) in cases {
             let got = match parse(input) {

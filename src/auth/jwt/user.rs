@@ -78,7 +78,10 @@ impl ClaimsCommon for UserClaims {
 impl UserClaims {
     /// Claims for the user key `subject` with unlimited subs/data/payload (`NewUserClaims`).
     pub fn new(subject: impl Into<String>) -> Self {
-        let mut c = UserClaims { claims: ClaimsData::new(subject), ..Self::default() };
+        let mut c = UserClaims {
+            claims: ClaimsData::new(subject),
+            ..Self::default()
+        };
         c.nats.limits = UserPermissionLimits::unlimited();
         c
     }

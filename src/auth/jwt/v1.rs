@@ -42,7 +42,12 @@ fn put_nats(mut value: Value, nats: Map<String, Value>) -> Value {
 
 /// A v1 operator.
 pub(crate) fn operator(value: Value) -> Value {
-    let keep = ["signing_keys", "account_server_url", "operator_service_urls", "system_account"];
+    let keep = [
+        "signing_keys",
+        "account_server_url",
+        "operator_service_urls",
+        "system_account",
+    ];
     let (value, nats) = migrate(value, &keep, false);
     put_nats(value, nats)
 }
@@ -52,7 +57,17 @@ pub(crate) fn account(value: Value) -> Result<Value, JwtError> {
     let keep = ["imports", "exports", "limits", "signing_keys", "revocations"];
     let (value, mut nats) = migrate(value, &keep, false);
     if let Some(Value::Object(limits)) = nats.get_mut("limits") {
-        let v1_limits = ["subs", "data", "payload", "imports", "exports", "wildcards", "disallow_bearer", "conn", "leaf"];
+        let v1_limits = [
+            "subs",
+            "data",
+            "payload",
+            "imports",
+            "exports",
+            "wildcards",
+            "disallow_bearer",
+            "conn",
+            "leaf",
+        ];
         limits.retain(|k, _| v1_limits.contains(&k.as_str()));
     }
     if let Some(keys) = nats.get("signing_keys") {
@@ -65,7 +80,18 @@ pub(crate) fn account(value: Value) -> Result<Value, JwtError> {
 
 /// A v1 user: subs/data/payload default to unlimited.
 pub(crate) fn user(value: Value) -> Value {
-    let keep = ["pub", "sub", "resp", "src", "times", "times_location", "subs", "data", "payload", "bearer_token"];
+    let keep = [
+        "pub",
+        "sub",
+        "resp",
+        "src",
+        "times",
+        "times_location",
+        "subs",
+        "data",
+        "payload",
+        "bearer_token",
+    ];
     let (value, mut nats) = migrate(value, &keep, true);
     for k in ["subs", "data", "payload"] {
         nats.entry(k).or_insert(Value::from(-1));

@@ -38,22 +38,36 @@ impl ValidationResults {
 
     /// Adds a blocking error.
     pub fn add_error(&mut self, description: impl Into<String>) {
-        self.issues.push(ValidationIssue { description: description.into(), blocking: true, time_check: false });
+        self.issues.push(ValidationIssue {
+            description: description.into(),
+            blocking: true,
+            time_check: false,
+        });
     }
 
     /// Adds a time-check finding.
     pub fn add_time_check(&mut self, description: impl Into<String>) {
-        self.issues.push(ValidationIssue { description: description.into(), blocking: false, time_check: true });
+        self.issues.push(ValidationIssue {
+            description: description.into(),
+            blocking: false,
+            time_check: true,
+        });
     }
 
     /// Adds a non-blocking warning.
     pub fn add_warning(&mut self, description: impl Into<String>) {
-        self.issues.push(ValidationIssue { description: description.into(), blocking: false, time_check: false });
+        self.issues.push(ValidationIssue {
+            description: description.into(),
+            blocking: false,
+            time_check: false,
+        });
     }
 
     /// Any blocking error, or (with `include_time_checks`) any time-check finding.
     pub fn is_blocking(&self, include_time_checks: bool) -> bool {
-        self.issues.iter().any(|i| i.blocking || (include_time_checks && i.time_check))
+        self.issues
+            .iter()
+            .any(|i| i.blocking || (include_time_checks && i.time_check))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -62,12 +76,20 @@ impl ValidationResults {
 
     /// The descriptions of the blocking errors.
     pub fn errors(&self) -> Vec<&str> {
-        self.issues.iter().filter(|i| i.blocking).map(|i| i.description.as_str()).collect()
+        self.issues
+            .iter()
+            .filter(|i| i.blocking)
+            .map(|i| i.description.as_str())
+            .collect()
     }
 
     /// The descriptions of the non-blocking findings (warnings and time checks).
     pub fn warnings(&self) -> Vec<&str> {
-        self.issues.iter().filter(|i| !i.blocking).map(|i| i.description.as_str()).collect()
+        self.issues
+            .iter()
+            .filter(|i| !i.blocking)
+            .map(|i| i.description.as_str())
+            .collect()
     }
 
     /// `Ok` unless blocking (time checks included); the error carries the first blocking
@@ -135,7 +157,9 @@ pub(crate) fn validate_permission_subject(subj: &str, permit_queue: bool, vr: &m
             validate_subject(s, vr);
             validate_subject(q, vr);
             if !permit_queue {
-                vr.add_error(format!(r#"Permission Subject "{subj}" is not allowed to contain queue"#));
+                vr.add_error(format!(
+                    r#"Permission Subject "{subj}" is not allowed to contain queue"#
+                ));
             }
         }
         _ => vr.add_error(format!(r#"Permission Subject "{subj}" contains too many spaces"#)),
@@ -214,7 +238,11 @@ pub fn cidr_contains(net: (IpAddr, u8), ip: IpAddr) -> bool {
     if n4 != a4 {
         return false;
     }
-    let bits = if n4 && net_ip.is_ipv6() { u32::from(bits).saturating_sub(96) } else { u32::from(bits) };
+    let bits = if n4 && net_ip.is_ipv6() {
+        u32::from(bits).saturating_sub(96)
+    } else {
+        u32::from(bits)
+    };
     let width = if n4 { 32 } else { 128 };
     let ones = u128::MAX >> (128 - width);
     let host = u128::MAX.checked_shr(128 - width + bits.min(width)).unwrap_or(0);
@@ -262,7 +290,15 @@ mod tests {
     fn cidrs() {
         assert!(parse_cidr("10.0.0.0/8").is_some());
         assert!(parse_cidr("::1/128").is_some());
-        for bad in ["10.0.0.0", "10.0.0.0/33", "10.0.0.0/", "10.0.0.0/-1", "010.0.0.0/8", "x/8", "::1/129"] {
+        for bad in [
+            "10.0.0.0",
+            "10.0.0.0/33",
+            "10.0.0.0/",
+            "10.0.0.0/-1",
+            "010.0.0.0/8",
+            "x/8",
+            "::1/129",
+        ] {
             assert!(parse_cidr(bad).is_none(), "{bad}");
         }
         let net = parse_cidr("192.168.0.0/16").unwrap_or((IpAddr::from([0, 0, 0, 0]), 0));

@@ -29,12 +29,21 @@ fn written_creds_read_back() {
     assert_eq!(parse_decorated_user_nkey(&creds).unwrap().seed().unwrap(), seed);
     assert_eq!(decorated_blocks_of(&creds), 2);
     let other = KeyPair::new_user().seed().unwrap();
-    assert_eq!(format_user_config(&jwt, &other).unwrap_err().to_string(), "nkey seed does not match the jwt subject");
+    assert_eq!(
+        format_user_config(&jwt, &other).unwrap_err().to_string(),
+        "nkey seed does not match the jwt subject"
+    );
     let acc_jwt = c.acc_claims.encode(&c.op, NOW).unwrap();
-    assert_eq!(format_user_config(&acc_jwt, &seed).unwrap_err().to_string(), r#""account" cannot be serialized as a user config"#);
+    assert_eq!(
+        format_user_config(&acc_jwt, &seed).unwrap_err().to_string(),
+        r#""account" cannot be serialized as a user config"#
+    );
     let decorated = decorate_jwt(&acc_jwt).unwrap();
     assert!(decorated.starts_with("-----BEGIN NATS ACCOUNT JWT-----\n"));
-    assert_eq!(decode_account(parse_decorated_jwt(&decorated)).unwrap().claims.subject, c.acc.public_key());
+    assert_eq!(
+        decode_account(parse_decorated_jwt(&decorated)).unwrap().claims.subject,
+        c.acc.public_key()
+    );
 }
 
 fn decorated_blocks_of(s: &str) -> usize {
@@ -51,11 +60,21 @@ fn bare_files() {
     assert!(decode_account(parse_decorated_jwt(&file)).is_ok());
     // A bare seed file, or a seed on some line.
     let seed = c.acc.seed().unwrap();
-    assert_eq!(parse_decorated_nkey(&format!("# key\n  {seed}\n")).unwrap_err(), JwtError::NotSeed);
-    assert_eq!(parse_decorated_nkey(&format!("# key\n{seed}\r\n")).unwrap().public_key(), c.acc.public_key());
+    assert_eq!(
+        parse_decorated_nkey(&format!("# key\n  {seed}\n")).unwrap_err(),
+        JwtError::NotSeed
+    );
+    assert_eq!(
+        parse_decorated_nkey(&format!("# key\n{seed}\r\n"))
+            .unwrap()
+            .public_key(),
+        c.acc.public_key()
+    );
     assert_eq!(parse_decorated_user_nkey(&seed).unwrap_err(), JwtError::NotUserSeed);
     assert_eq!(parse_decorated_nkey("nothing here").unwrap_err(), JwtError::NoSeed);
-    assert!(decorate_seed(&seed).unwrap().contains("-----BEGIN ACCOUNT NKEY SEED-----"));
+    assert!(decorate_seed(&seed)
+        .unwrap()
+        .contains("-----BEGIN ACCOUNT NKEY SEED-----"));
     assert!(decorate_seed("S").is_err() && decorate_seed("SX0").is_err());
 }
 

@@ -37,7 +37,10 @@ fn v2_tokens_decode_and_reserialize_byte_for_byte() {
             // writes the (empty) struct.
             let marker = r#","authorization":{}"#;
             assert!(got.contains(marker));
-            want = want.replace(r#""default_permissions":{"pub":{},"sub":{}}"#, r#""default_permissions":{"pub":{},"sub":{}},"authorization":{}"#);
+            want = want.replace(
+                r#""default_permissions":{"pub":{},"sub":{}}"#,
+                r#""default_permissions":{"pub":{},"sub":{}},"authorization":{}"#,
+            );
         }
         assert_eq!(got, want);
         assert_eq!(decode_generic(token).unwrap().claims, *data);
@@ -53,9 +56,15 @@ fn v2_fixture_fields() {
     let acc = decode_account(sys).unwrap();
     assert_eq!(acc.nats.exports.len(), 2);
     let e = &acc.nats.exports[0];
-    assert_eq!((e.subject.as_str(), e.export_type, e.account_token_position), ("$SYS.ACCOUNT.*.>", ExportType::Stream, 3));
+    assert_eq!(
+        (e.subject.as_str(), e.export_type, e.account_token_position),
+        ("$SYS.ACCOUNT.*.>", ExportType::Stream, 3)
+    );
     assert_eq!(acc.nats.exports[1].response_type, "Stream");
-    assert!(acc.nats.signing_keys.contains("ACPJOCLYM2GC546MD34FW5O2DUA63LDHWFGSBIIZSIFIB2TZUFDD4NPU"));
+    assert!(acc
+        .nats
+        .signing_keys
+        .contains("ACPJOCLYM2GC546MD34FW5O2DUA63LDHWFGSBIIZSIFIB2TZUFDD4NPU"));
     assert_eq!(acc.nats.limits.account.conn, NO_LIMIT);
     assert!(acc.validate(NOW).is_ok());
     let js = V2.lines().find(|t| payload_of(t).contains("mem_storage")).unwrap();
@@ -74,12 +83,18 @@ fn v1_tokens_are_migrated() {
                 assert_eq!(op.claims.name, "Synadia Communications Inc.");
                 assert_eq!(op.claims.audience, "TESTS");
                 assert_eq!(op.nats.signing_keys.len(), 3);
-                assert_eq!((op.nats.generic.claim_type.as_str(), op.nats.generic.version), ("operator", 1));
+                assert_eq!(
+                    (op.nats.generic.claim_type.as_str(), op.nats.generic.version),
+                    ("operator", 1)
+                );
                 assert!(op.validate(NOW).is_ok());
                 assert!(op.did_sign("ODSKACSRBWP537DZDRVJ657JOIGOPOQ6KG7T4HN6OK4F6IECGXDAHNP2", "Axxx"));
             }
             AnyClaims::Account(acc) => {
-                assert_eq!((acc.nats.generic.claim_type.as_str(), acc.nats.generic.version), ("account", 1));
+                assert_eq!(
+                    (acc.nats.generic.claim_type.as_str(), acc.nats.generic.version),
+                    ("account", 1)
+                );
                 assert!(acc.nats.limits.is_empty());
             }
             other => panic!("unexpected {other:?}"),
@@ -102,5 +117,8 @@ fn tampering_with_a_go_token_fails() {
     let mut sig = b64_decode(parts[2]).unwrap();
     sig[0] ^= 1;
     let forged = format!("{}.{}.{}", parts[0], parts[1], b64_encode(&sig));
-    assert_eq!(decode_any(&forged).unwrap_err().to_string(), "claim failed V2 signature verification");
+    assert_eq!(
+        decode_any(&forged).unwrap_err().to_string(),
+        "claim failed V2 signature verification"
+    );
 }

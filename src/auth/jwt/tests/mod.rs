@@ -39,6 +39,11 @@ impl Chain {
         let acc = KeyPair::new_account();
         let user = KeyPair::new_user();
         let acc_claims = AccountClaims::new(acc.public_key());
-        Chain { op, acc, user, acc_claims }
+        Chain {
+            op,
+            acc,
+            user,
+            acc_claims,
+        }
     }
 }

@@ -15,9 +15,15 @@ fn user_round_trip_and_layout() {
     u.claims.expires = (NOW + 60) as i64;
     u.nats.limits.permissions.publish.allow = vec!["a.>".into()];
     u.nats.limits.permissions.subscribe.deny = vec!["b.*".into(), "q grp".into()];
-    u.nats.limits.permissions.response = Some(ResponsePermission { max_msgs: 1, expires: 5_000_000_000 });
+    u.nats.limits.permissions.response = Some(ResponsePermission {
+        max_msgs: 1,
+        expires: 5_000_000_000,
+    });
     u.nats.limits.limits.user.src = vec!["10.0.0.0/8".into()];
-    u.nats.limits.limits.user.times = vec![TimeRange { start: "08:00:00".into(), end: "17:00:00".into() }];
+    u.nats.limits.limits.user.times = vec![TimeRange {
+        start: "08:00:00".into(),
+        end: "17:00:00".into(),
+    }];
     u.nats.limits.allowed_connection_types = vec!["STANDARD".into()];
     u.nats.generic.tags = vec!["dept:eng".into()];
     let token = u.encode(&c.acc, NOW).unwrap();
@@ -25,7 +31,10 @@ fn user_round_trip_and_layout() {
     assert_eq!(back.claims.issuer, c.acc.public_key());
     assert_eq!(back.claims.issued_at, NOW as i64);
     assert_eq!(back.claims.id, back.claims.compute_id().unwrap());
-    assert_eq!((back.nats.generic.claim_type.as_str(), back.nats.generic.version), ("user", 2));
+    assert_eq!(
+        (back.nats.generic.claim_type.as_str(), back.nats.generic.version),
+        ("user", 2)
+    );
     assert_eq!(back.nats.limits, u.nats.limits);
     assert_eq!(back.nats.generic.tags, u.nats.generic.tags);
     assert_eq!(back.claims.name, u.claims.name);
@@ -46,7 +55,10 @@ fn user_round_trip_and_layout() {
     )
     .replace("a.>", r"a.\u003e");
     assert_eq!(json, want);
-    assert_eq!(token.split('.').next().unwrap(), "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ");
+    assert_eq!(
+        token.split('.').next().unwrap(),
+        "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ"
+    );
 }
 
 #[test]
@@ -74,8 +86,16 @@ fn operator_and_account_round_trip() {
 
     let mut acc = c.acc_claims.clone();
     acc.nats.exports = vec![
-        Export { subject: "z.svc".into(), export_type: ExportType::Service, ..Default::default() },
-        Export { subject: "a.stream.>".into(), export_type: ExportType::Stream, ..Default::default() },
+        Export {
+            subject: "z.svc".into(),
+            export_type: ExportType::Service,
+            ..Default::default()
+        },
+        Export {
+            subject: "a.stream.>".into(),
+            export_type: ExportType::Stream,
+            ..Default::default()
+        },
     ];
     let scoped = KeyPair::new_account();
     let mut scope = UserScope::new(scoped.public_key());
@@ -85,13 +105,29 @@ fn operator_and_account_round_trip() {
     let plain = KeyPair::new_account();
     acc.nats.signing_keys.add(plain.public_key());
     acc.nats.revocations.revoke(c.user.public_key(), NOW as i64);
-    acc.nats.mappings.insert("m".into(), vec![WeightedMapping { subject: "n".into(), weight: 50, cluster: String::new() }]);
+    acc.nats.mappings.insert(
+        "m".into(),
+        vec![WeightedMapping {
+            subject: "n".into(),
+            weight: 50,
+            cluster: String::new(),
+        }],
+    );
     acc.nats.authorization.auth_users = vec![c.user.public_key()];
-    acc.nats.limits.jetstream_tiered.insert("R1".into(), JetStreamLimits { disk_storage: -1, ..Default::default() });
+    acc.nats.limits.jetstream_tiered.insert(
+        "R1".into(),
+        JetStreamLimits {
+            disk_storage: -1,
+            ..Default::default()
+        },
+    );
     let token = acc.encode(&sk, NOW).unwrap();
     let back = decode_account(&token).unwrap();
     assert_eq!(back.claims.issuer, sk.public_key());
-    assert_eq!(back.nats.exports[0].subject, "a.stream.>", "exports are written sorted by subject");
+    assert_eq!(
+        back.nats.exports[0].subject, "a.stream.>",
+        "exports are written sorted by subject"
+    );
     assert_eq!(back.nats.signing_keys.get(&scoped.public_key()), Some(Some(&scope)));
     assert_eq!(back.nats.signing_keys.get(&plain.public_key()), Some(None));
     assert!(back.is_revoked(&c.user.public_key(), NOW as i64));
@@ -138,16 +174,39 @@ fn activation_and_callout_round_trip() {
     let mut req = AuthorizationRequestClaims::new(c.acc.public_key());
     req.claims.audience = "nats-authorization-request".into();
     req.nats.user_nkey = c.user.public_key();
-    req.nats.server = ServerId { name: "s".into(), host: "0.0.0.0".into(), id: server.public_key(), ..Default::default() };
-    req.nats.client_information = ClientInformation { host: "127.0.0.1".into(), id: 7, kind: "Client".into(), ..Default::default() };
-    req.nats.connect_options = ConnectOptions { username: "u".into(), password: "p".into(), protocol: 1, ..Default::default() };
-    req.nats.tls = Some(ClientTls { version: "1.3".into(), certs: vec!["PEM".into()], ..Default::default() });
+    req.nats.server = ServerId {
+        name: "s".into(),
+        host: "0.0.0.0".into(),
+        id: server.public_key(),
+        ..Default::default()
+    };
+    req.nats.client_information = ClientInformation {
+        host: "127.0.0.1".into(),
+        id: 7,
+        kind: "Client".into(),
+        ..Default::default()
+    };
+    req.nats.connect_options = ConnectOptions {
+        username: "u".into(),
+        password: "p".into(),
+        protocol: 1,
+        ..Default::default()
+    };
+    req.nats.tls = Some(ClientTls {
+        version: "1.3".into(),
+        certs: vec!["PEM".into()],
+        ..Default::default()
+    });
     let token = req.encode(&server, NOW).unwrap();
     assert!(payload_json(&token).contains(r#""connect_opts":{"user":"u","pass":"p","protocol":1}"#));
     let back = decode_authorization_request(&token).unwrap();
     assert_eq!(back.nats, {
         let mut n = req.nats.clone();
-        n.generic = GenericFields { tags: vec![], claim_type: "authorization_request".into(), version: 2 };
+        n.generic = GenericFields {
+            tags: vec![],
+            claim_type: "authorization_request".into(),
+            version: 2,
+        };
         n
     });
     assert!(back.validate(NOW).is_ok());

@@ -13,8 +13,14 @@ fn user() -> UserClaims {
 fn template(pub_allow: &[&str], pub_deny: &[&str], sub_allow: &[&str], sub_deny: &[&str]) -> UserPermissionLimits {
     let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let mut t = UserPermissionLimits::unlimited();
-    t.permissions.publish = Permission { allow: v(pub_allow), deny: v(pub_deny) };
-    t.permissions.subscribe = Permission { allow: v(sub_allow), deny: v(sub_deny) };
+    t.permissions.publish = Permission {
+        allow: v(pub_allow),
+        deny: v(pub_deny),
+    };
+    t.permissions.subscribe = Permission {
+        allow: v(sub_allow),
+        deny: v(sub_deny),
+    };
     t
 }
 
@@ -22,7 +28,14 @@ const ACC_TAGS: &[&str] = &["region:eu", "tier:gold"];
 
 fn apply(t: &UserPermissionLimits) -> Result<UserPermissionLimits, JwtError> {
     let tags: Vec<String> = ACC_TAGS.iter().map(|s| s.to_string()).collect();
-    apply_user_template(t, &user(), TemplateAccount { name: "Acme", tags: &tags })
+    apply_user_template(
+        t,
+        &user(),
+        TemplateAccount {
+            name: "Acme",
+            tags: &tags,
+        },
+    )
 }
 
 #[test]
@@ -35,7 +48,10 @@ fn operations_expand() {
         ("d.{{tag(dept)}}", &["d.eng", "d.ops"]),
         ("d.{{tag(DEPT)}}", &["d.eng", "d.ops"]),
         ("{{tag(dept)}}.{{account-tag(region)}}", &["eng.eu", "ops.eu"]),
-        ("{{tag(dept)}}.{{tag(site)}}.{{name()}}", &["eng.x.alice", "ops.x.alice"]),
+        (
+            "{{tag(dept)}}.{{tag(site)}}.{{name()}}",
+            &["eng.x.alice", "ops.x.alice"],
+        ),
         ("plain.subject", &["plain.subject"]),
         ("{{name()}} bad", &[]),
     ];
@@ -55,9 +71,15 @@ fn allow_lists_drop_bad_subjects_deny_lists_fail() {
     let got = apply(&template(&["a b"], &[], &["s"], &[])).unwrap();
     assert_eq!(got.permissions.publish.allow, ["a b"]);
     let cases = [
-        (template(&[], &["x.{{tag(none)}}"], &[], &[]), r#"generated invalid subject "x.{{tag(none)}}": "none" is not defined"#),
+        (
+            template(&[], &["x.{{tag(none)}}"], &[], &[]),
+            r#"generated invalid subject "x.{{tag(none)}}": "none" is not defined"#,
+        ),
         (template(&[], &[], &[], &["{{name()}}.."]), "generated invalid subject"),
-        (template(&["{{nope()}}"], &[], &[], &[]), r#"template operation in "{{nope()}}": "nope()" is not defined"#),
+        (
+            template(&["{{nope()}}"], &[], &[], &[]),
+            r#"template operation in "{{nope()}}": "nope()" is not defined"#,
+        ),
     ];
     for (t, want) in cases {
         assert_eq!(apply(&t).unwrap_err().to_string(), want);
@@ -89,7 +111,9 @@ fn expansion_is_bounded() {
     assert_eq!(got.permissions.publish.allow.len(), 60 * 60);
     let t = template(&["{{tag(k)}}.{{tag(k)}}.{{tag(k)}}"], &[], &[], &[]);
     assert_eq!(
-        apply_user_template(&t, &u, TemplateAccount::default()).unwrap_err().to_string(),
+        apply_user_template(&t, &u, TemplateAccount::default())
+            .unwrap_err()
+            .to_string(),
         "template expansion exceeds limit: 4096"
     );
 }

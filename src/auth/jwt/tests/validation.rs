@@ -32,7 +32,10 @@ fn user_findings() {
     l.permissions.publish.allow = vec!["a b".into(), "x..y".into()];
     l.permissions.subscribe.allow = vec!["q g".into(), "a b c".into()];
     l.limits.user.src = vec!["10.0.0.0/8".into(), "nope".into()];
-    l.limits.user.times = vec![TimeRange { start: "25:00:00".into(), end: String::new() }];
+    l.limits.user.times = vec![TimeRange {
+        start: "25:00:00".into(),
+        end: String::new(),
+    }];
     l.limits.user.locale = "Not A Zone".into();
     u.nats.issuer_account = "bad".into();
     assert_eq!(
@@ -48,7 +51,10 @@ fn user_findings() {
             "account_id is not an account public key",
         ]
     );
-    assert_eq!(u.validate(NOW).unwrap_err().to_string(), r#"Permission Subject "a b c" contains too many spaces"#);
+    assert_eq!(
+        u.validate(NOW).unwrap_err().to_string(),
+        r#"Permission Subject "a b c" contains too many spaces"#
+    );
 }
 
 #[test]
@@ -58,15 +64,43 @@ fn account_findings() {
     a.nats.limits.account.wildcard_exports = false;
     a.nats.limits.account.exports = 10;
     a.nats.exports = vec![
-        Export { subject: "s.*".into(), export_type: ExportType::Stream, account_token_position: 1, ..Default::default() },
-        Export { subject: "s.a".into(), export_type: ExportType::Stream, ..Default::default() },
-        Export { subject: "svc".into(), export_type: ExportType::Service, response_type: "Bogus".into(), ..Default::default() },
+        Export {
+            subject: "s.*".into(),
+            export_type: ExportType::Stream,
+            account_token_position: 1,
+            ..Default::default()
+        },
+        Export {
+            subject: "s.a".into(),
+            export_type: ExportType::Stream,
+            ..Default::default()
+        },
+        Export {
+            subject: "svc".into(),
+            export_type: ExportType::Service,
+            response_type: "Bogus".into(),
+            ..Default::default()
+        },
     ];
-    a.nats.imports = vec![Import { subject: "i".into(), import_type: ExportType::Service, ..Default::default() }];
+    a.nats.imports = vec![Import {
+        subject: "i".into(),
+        import_type: ExportType::Service,
+        ..Default::default()
+    }];
     a.nats.signing_keys.add("not-a-key");
     a.nats.authorization.allowed_accounts = vec!["*".into(), c.acc.public_key()];
-    a.nats.mappings.insert("m".into(), vec![WeightedMapping { subject: "n".into(), weight: 120, cluster: String::new() }]);
-    a.nats.trace = Some(MsgTrace { destination: "t.*".into(), sampling: 101 });
+    a.nats.mappings.insert(
+        "m".into(),
+        vec![WeightedMapping {
+            subject: "n".into(),
+            weight: 120,
+            cluster: String::new(),
+        }],
+    );
+    a.nats.trace = Some(MsgTrace {
+        destination: "t.*".into(),
+        sampling: 101,
+    });
     a.nats.cluster_traffic = "mine".into();
     assert_eq!(
         errors_of(&a.validation(NOW)),
@@ -106,7 +140,10 @@ fn import_with_activation_token() {
         ..Default::default()
     };
     a.nats.imports = vec![imp.clone()];
-    assert!(a.validation(NOW).errors().is_empty(), "activation expiry is not checked inside an import");
+    assert!(
+        a.validation(NOW).errors().is_empty(),
+        "activation expiry is not checked inside an import"
+    );
     a.nats.imports[0].account = KeyPair::new_account().public_key();
     a.nats.imports[0].subject = "other".into();
     assert_eq!(
@@ -116,8 +153,14 @@ fn import_with_activation_token() {
             r#"activation token import subject "svc.>" doesn't match import "other""#,
         ]
     );
-    a.nats.imports = vec![Import { token: "garbage".into(), ..imp }];
-    assert_eq!(errors_of(&a.validation(NOW)), [r#"import "svc.x" contains an invalid activation token"#]);
+    a.nats.imports = vec![Import {
+        token: "garbage".into(),
+        ..imp
+    }];
+    assert_eq!(
+        errors_of(&a.validation(NOW)),
+        [r#"import "svc.x" contains an invalid activation token"#]
+    );
 }
 
 #[test]
@@ -132,7 +175,8 @@ fn operator_and_callout_findings() {
     assert_eq!(
         errs,
         [
-            r#"operator service url "http://h:1" - protocol not supported (only 'nats', 'tls', 'ws', 'wss' only)"#.to_string(),
+            r#"operator service url "http://h:1" - protocol not supported (only 'nats', 'tls', 'ws', 'wss' only)"#
+                .to_string(),
             r#"operator service url "nats://u:p@h:1" - credentials are not supported"#.into(),
             r#"operator service url "tls://h:1/p" - paths are not supported"#.into(),
             format!("{} is not an operator public key", c.acc.public_key()),
@@ -179,9 +223,15 @@ fn trust_helpers() {
     let scope = UserScope::new(scoped.public_key());
     let mut u = UserClaims::new(c.user.public_key());
     u.claims.issuer = scoped.public_key();
-    assert_eq!(scope.validate_scoped_signer(&u).unwrap_err().to_string(), "scoped users require no permissions or limits set");
+    assert_eq!(
+        scope.validate_scoped_signer(&u).unwrap_err().to_string(),
+        "scoped users require no permissions or limits set"
+    );
     u.nats.limits = UserPermissionLimits::default();
     assert!(scope.validate_scoped_signer(&u).is_ok());
     u.claims.issuer = c.acc.public_key();
-    assert_eq!(scope.validate_scoped_signer(&u).unwrap_err().to_string(), "issuer not the scoped signer");
+    assert_eq!(
+        scope.validate_scoped_signer(&u).unwrap_err().to_string(),
+        "issuer not the scoped signer"
+    );
 }
