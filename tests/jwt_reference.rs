@@ -16,10 +16,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nkeys::KeyPair;
-use rnats::auth::jwt::codec::b64_encode;
+use rnats::auth::jwt::codec::{b64_decode, b64_encode};
+use rnats::auth::jwt::json::to_go_json;
 use rnats::auth::jwt::{
-    decorate_jwt, AccountClaims, Encode, Export, ExportType, OperatorClaims, UserClaims, UserPermissionLimits,
-    UserScope,
+    decode_authorization_request, decorate_jwt, AccountClaims, ActivationClaims, AuthorizationResponseClaims, Encode,
+    Export, ExportType, Import, OperatorClaims, UserClaims, UserPermissionLimits, UserScope,
 };
 
 fn reference_server() -> Option<PathBuf> {
@@ -61,20 +62,12 @@ fn free_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
-fn start(bin: &PathBuf, operator_file: &str, sys: &str, preload: &[(String, String)]) -> Server {
+/// Starts the reference server with `conf(dir, port)` as its configuration.
+fn start(bin: &PathBuf, conf: impl FnOnce(&std::path::Path, u16) -> String) -> Server {
     let dir = std::env::temp_dir().join(format!("rnats-jwt-ref-{}-{}", std::process::id(), free_port()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let op_path = dir.join("op.jwt");
-    std::fs::write(&op_path, operator_file).expect("write op.jwt");
     let port = free_port();
-    let mut conf = format!(
-        "listen: 127.0.0.1:{port}\noperator: \"{}\"\nsystem_account: {sys}\nresolver: MEMORY\nresolver_preload: {{\n",
-        op_path.display()
-    );
-    for (k, v) in preload {
-        conf.push_str(&format!("  {k}: \"{v}\"\n"));
-    }
-    conf.push_str("}\n");
+    let conf = conf(&dir, port);
     let conf_path = dir.join("server.conf");
     std::fs::write(&conf_path, conf).expect("write conf");
     let log = std::fs::File::create(dir.join("server.log")).expect("log file");
@@ -188,18 +181,49 @@ fn reference_server_accepts_tokens_made_here() {
         name: "svc".into(),
         subject: "svc.>".into(),
         export_type: ExportType::Service,
+        token_req: true,
         ..Default::default()
     }];
     let acc_jwt = acc_claims.encode(&op, t).expect("account");
 
+    // Another account imports the service with an activation token signed by a signing key.
+    let importer = KeyPair::new_account();
+    let mut act = ActivationClaims::new(importer.public_key());
+    act.nats.import_subject = "svc.>".into();
+    act.nats.import_type = ExportType::Service;
+    act.nats.issuer_account = acc.public_key();
+    let mut importer_claims = AccountClaims::new(importer.public_key());
+    importer_claims.claims.name = "B".into();
+    importer_claims.nats.imports = vec![Import {
+        subject: "svc.a".into(),
+        account: acc.public_key(),
+        token: act.encode(&plain_sk, t).expect("activation"),
+        import_type: ExportType::Service,
+        ..Default::default()
+    }];
+    assert!(importer_claims.validate(t).is_ok());
+    let importer_jwt = importer_claims.encode(&op, t).expect("importer");
+
     // The operator file is decorated, as nsc writes it.
     let op_file = decorate_jwt(&op_jwt).expect("decorate");
-    let server = start(
-        &bin,
-        &op_file,
-        &sys.public_key(),
-        &[(sys.public_key(), sys_jwt), (acc.public_key(), acc_jwt)],
-    );
+    let preload = [
+        (sys.public_key(), sys_jwt),
+        (acc.public_key(), acc_jwt),
+        (importer.public_key(), importer_jwt),
+    ];
+    let server = start(&bin, |dir, port| {
+        let op_path = dir.join("op.jwt");
+        std::fs::write(&op_path, op_file).expect("write op.jwt");
+        let mut conf = format!(
+            "listen: 127.0.0.1:{port}\noperator: \"{}\"\nsystem_account: {}\nresolver: MEMORY\nresolver_preload: {{\n",
+            op_path.display(),
+            sys.public_key()
+        );
+        for (k, v) in &preload {
+            conf.push_str(&format!("  {k}: \"{v}\"\n"));
+        }
+        conf + "}\n"
+    });
 
     // A user signed by the account key.
     let u1 = KeyPair::new_user();
@@ -281,4 +305,110 @@ fn reference_server_accepts_tokens_made_here() {
         !log.contains("validation issues") && !log.contains("not valid"),
         "{log}"
     );
+}
+
+/// Reads one `MSG <subject> <sid> [reply] <len>` and its payload; returns (reply, payload).
+fn read_msg(conn: &mut Conn) -> (String, String) {
+    loop {
+        let l = conn.line();
+        if l == "PING" {
+            conn.send("PONG\r\n");
+            continue;
+        }
+        if l.starts_with("INFO ") {
+            continue;
+        }
+        let parts: Vec<&str> = l.split(' ').collect();
+        assert_eq!(parts.first(), Some(&"MSG"), "{l}");
+        let reply = if parts.len() == 5 {
+            parts[3].to_string()
+        } else {
+            String::new()
+        };
+        let payload = conn.line();
+        return (reply, payload);
+    }
+}
+
+#[test]
+fn reference_server_auth_callout_round_trip() {
+    let Some(bin) = reference_server() else {
+        eprintln!("note: no reference nats-server (set NATS_REFERENCE_SERVER); skipping");
+        return;
+    };
+    let issuer = KeyPair::new_account();
+    let server = start(&bin, |_, port| {
+        format!(
+            "listen: 127.0.0.1:{port}\n\
+             accounts {{ AUTH {{ users: [ {{ user: auth, password: pwd }} ] }}, APP {{}} }}\n\
+             authorization {{ auth_callout {{ issuer: {}, auth_users: [ auth ], account: AUTH }} }}\n",
+            issuer.public_key()
+        )
+    });
+    // The auth service.
+    let stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    let mut svc = Conn {
+        reader: BufReader::new(stream.try_clone().expect("clone")),
+        writer: stream,
+    };
+    svc.line();
+    svc.send("CONNECT {\"user\":\"auth\",\"pass\":\"pwd\",\"verbose\":false,\"protocol\":1}\r\nSUB $SYS.REQ.USER.AUTH 1\r\nPING\r\n");
+    assert_eq!(svc.until_pong(), ["PONG"]);
+
+    for (user, allow) in [("bob", true), ("eve", false)] {
+        let stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        let mut client = Conn {
+            reader: BufReader::new(stream.try_clone().expect("clone")),
+            writer: stream,
+        };
+        client.line();
+        client.send(&format!(
+            "CONNECT {{\"user\":\"{user}\",\"pass\":\"secret\",\"verbose\":false,\"protocol\":1}}\r\nPING\r\n"
+        ));
+
+        // The request the Go server encoded decodes and verifies here.
+        let (reply, token) = read_msg(&mut svc);
+        let req = decode_authorization_request(&token).expect("request decodes");
+        // Written back, the claims are the bytes the Go server wrote.
+        let payload = b64_decode(token.split('.').nth(1).expect("payload")).expect("base64");
+        assert_eq!(
+            to_go_json(&req).expect("json"),
+            String::from_utf8(payload).expect("utf8")
+        );
+        let t = now();
+        assert!(req.validate(t).is_ok(), "{:?}", req.validation(t));
+        assert_eq!(req.claims.subject, issuer.public_key());
+        assert_eq!(req.claims.audience, "nats-authorization-request");
+        assert_eq!(req.claims.issuer, req.nats.server.id);
+        assert_eq!(
+            (
+                req.nats.connect_options.username.as_str(),
+                req.nats.connect_options.password.as_str()
+            ),
+            (user, "secret")
+        );
+        assert_eq!(req.nats.connect_options.protocol, 1);
+        assert_eq!(req.nats.client_information.host, "127.0.0.1");
+        assert_eq!(req.nats.client_information.kind, "Client");
+
+        let mut resp = AuthorizationResponseClaims::new(req.nats.user_nkey.clone(), req.nats.server.id.clone());
+        if allow {
+            let mut uc = UserClaims::new(req.nats.user_nkey.clone());
+            uc.claims.name = user.into();
+            uc.claims.audience = "APP".into();
+            resp.nats.jwt = uc.encode(&issuer, t).expect("user jwt");
+        } else {
+            resp.nats.error = "not today".into();
+        }
+        let resp_jwt = resp.encode(&issuer, t).expect("response");
+        svc.send(&format!("PUB {reply} {}\r\n{resp_jwt}\r\n", resp_jwt.len()));
+        let answer = client.until_pong();
+        if allow {
+            assert_eq!(answer, ["PONG"], "{}", server.log());
+        } else {
+            assert_eq!(answer.first().map(String::as_str), Some(AUTH_VIOLATION), "{answer:?}");
+        }
+    }
 }

@@ -8,10 +8,12 @@
 //! (authorization claims take any), and a claim of unknown kind decodes as
 //! [`GenericClaims`] whose signature is checked the v1 way, exactly as jwt v2 does.
 //!
-//! Where serde is stricter than Go's `encoding/json` a token fails to decode that jwt v2
-//! would decode and then refuse at validation or use: `null` entries inside lists (jwt v2
-//! keeps nil imports/exports that validation rejects), duplicate members, invalid UTF-8.
-//! Member names are matched exactly (Go also matches them case-insensitively).
+//! The payload is read into a `serde_json::Value` first, so a repeated member counts with
+//! its last value, as in Go. Where this is stricter than Go's `encoding/json`, a token
+//! fails to decode that jwt v2 would decode and then refuse at validation or use: `null`
+//! entries inside lists (jwt v2 keeps nil imports/exports that validation rejects) and
+//! invalid UTF-8. Member names are matched exactly (Go also matches them
+//! case-insensitively).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

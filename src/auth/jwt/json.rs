@@ -46,6 +46,12 @@ pub(crate) fn go_marshal<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, se
     Ok(out)
 }
 
+/// The JSON text jwt v2 writes for `value` (claims or any part of them).
+pub fn to_go_json<T: Serialize + ?Sized>(value: &T) -> Result<String, super::JwtError> {
+    let bytes = go_marshal(value)?;
+    String::from_utf8(bytes).map_err(|e| super::JwtError::Json(e.to_string()))
+}
+
 /// Removes every `null` member of every object, recursively (also inside arrays), so that a
 /// `null` reads as "absent" like it does for Go. `null` array elements stay.
 pub(crate) fn strip_nulls(v: &mut Value) {

@@ -282,3 +282,16 @@ fn payload_chunk_with_newlines_still_verifies_as_v2() {
     assert!(decode_user(&format!("{t}\r\n")).is_ok());
     assert!(b64_decode("e30\n").is_ok());
 }
+
+#[test]
+fn repeated_members_take_the_last_value() {
+    let c = Chain::new();
+    let (a, u) = (c.acc.public_key(), c.user.public_key());
+    let payload =
+        format!(r#"{{"iss":"{a}","sub":"nobody","sub":"{u}","nats":{{"type":"user","version":2,"subs":1,"subs":2}}}}"#);
+    let user = decode_user(&sign_raw(V2_HEADER, &payload, &c.acc)).unwrap();
+    assert_eq!(
+        (user.claims.subject.as_str(), user.nats.limits.limits.nats.subs),
+        (u.as_str(), 2)
+    );
+}
