@@ -10,6 +10,14 @@
 //! `{{split(i,delim)}}`, `{{splitFromLeft(i,n)}}`, `{{splitFromRight(i,n)}}`,
 //! `{{sliceFromLeft(i,n)}}`, `{{sliceFromRight(i,n)}}`, `{{left(i,n)}}`, `{{right(i,n)}}`,
 //! `{{random(n)}}` and a trailing `>`.
+//!
+//! Allocation: building allocates (config time). Applying allocates only the output `Vec`
+//! (sized from an upper bound, never regrown): matching records token offsets in a stack
+//! array, so a subject that matches nothing costs nothing; a weighted draw that falls in a
+//! dropped share returns an empty, unallocated `Vec`.
+//!
+//! Precedence: a [`MappingSet`] tries its mappings in insertion order and the first whose
+//! source matches wins (no "most specific" rule), as the reference does with its list.
 
 pub mod error;
 pub mod mapping;
