@@ -372,7 +372,6 @@ fn security_settings_at_startup() {
         assert_eq!((got.0, &got.2), (want.0, &want.2), "{text}");
     }
     for (text, feature) in [
-        ("mappings { a: b }\n", "mappings"),
         ("operator: {OPFILE}\nresolver: MEMORY\n", "operator"),
     ] {
         let f = write(&fx.dir, "n.conf", &fx.fill(text));
