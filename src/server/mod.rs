@@ -324,6 +324,16 @@ impl Server {
             driver::mio::start(rt, listener)?
         };
         tracing::info!("Using the {} reactor on {} shards", running.name, nshards);
+        let system = Arc::new(crate::system::SystemContext {
+            server: crate::system::envelope::ServerIdentity {
+                name: info.server_name.clone(),
+                host: opts.host.clone(),
+                id: info.server_id.clone(),
+                version: NATS_VERSION.into(),
+                ..Default::default()
+            },
+        });
+        crate::system::install(&running.controls, system);
 
         let pid_file = if opts.pid_file.is_empty() {
             None
