@@ -2,6 +2,7 @@
 //! the system account that answer `$SYS.REQ.*` requests, and the events the server
 //! publishes there.
 //!
+//! - [`accounts`]: the system account's exports and every account's imports from it.
 //! - [`envelope`]: the `{"server": ..., "data": ..., "error": ...}` response envelope and
 //!   the server description every response and event carries.
 //! - [`user_info`]: `$SYS.REQ.USER.INFO`, answered on the requester's own shard.
@@ -10,6 +11,7 @@
 //! per-connection services subscribe locally on every shard, server-wide ones on shard 0
 //! (the one that also hosts the meta group later). [`install`] posts the subscriptions.
 
+pub mod accounts;
 pub mod envelope;
 pub mod user_info;
 
