@@ -166,7 +166,7 @@ both_reactors!(varz_and_healthz, |r| {
     assert_eq!(v["ping_interval"], 120_000_000_000u64);
     assert_eq!(v["auth_timeout"], 2);
     assert!(body.contains("\"auth_timeout\": 2,"), "integral floats print like Go");
-    assert_eq!(v["http_req_stats"]["/varz"], 1);
+    assert_eq!(v["http_req_stats"]["/varz"], 2);
     assert_eq!(v["rnats_shards"], 3);
     assert!(v["mem"].as_u64().unwrap() > 0);
     let (code, _) = s.http_get("/nope");
