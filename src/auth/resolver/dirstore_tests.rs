@@ -177,7 +177,7 @@ fn a_ttl_runs_from_the_last_use() {
     assert!(s.expire_at(T0 + 9 * SEC).is_empty());
     s.load_at(&key, T0 + 9 * SEC).unwrap();
     assert!(s.expire_at(T0 + 18 * SEC).is_empty(), "the read renewed it");
-    assert_eq!(s.expire_at(T0 + 19 * SEC), [key.clone()]);
+    assert_eq!(s.expire_at(T0 + 19 * SEC), std::slice::from_ref(&key));
     assert!(s.is_empty());
     assert_eq!(s.load(&key), Err(StoreError::NotFound), "the file is gone");
     let long = DirStore::open(
@@ -241,7 +241,7 @@ fn deletes_follow_the_mode() {
     let reopened = DirStore::open(tmp.path(), full()).unwrap();
     assert_eq!(
         reopened.list(),
-        [key.clone()],
+        std::slice::from_ref(&key),
         "a .deleted file is not a JWT of the store"
     );
 

@@ -135,12 +135,9 @@ pub fn get(url: &str, timeout: Duration, max_body: usize) -> Result<Response, Ge
         let mut conn = Conn::open(&u, deadline).map_err(transport)?;
         conn.send(&u).map_err(transport)?;
         let head = conn.head().map_err(transport)?;
-        match (head.code, head.location.as_deref()) {
-            (301 | 302 | 303 | 307 | 308, Some(loc)) => {
-                current = resolve(&u, loc);
-                continue;
-            }
-            _ => {}
+        if let (301 | 302 | 303 | 307 | 308, Some(loc)) = (head.code, head.location.as_deref()) {
+            current = resolve(&u, loc);
+            continue;
         }
         let body = conn.body(&head, max_body).map_err(GetError::Body)?;
         return Ok(Response {

@@ -43,11 +43,6 @@ impl Keys {
     pub fn system_pub(&self) -> String {
         self.system.public_key()
     }
-
-    /// Keys an issuer may be: the operator and its signing key.
-    pub fn trusts(&self, key: &str) -> bool {
-        key == self.operator.public_key() || key == self.signing.public_key()
-    }
 }
 
 /// The account JWT of `account`, signed by `signer` at `iat`, after `edit`.
