@@ -173,7 +173,10 @@ pub fn install(post: &dyn Post, ctx: Arc<ClaimsContext>) {
 type Service = fn(&mut ShardCore, &ClaimsContext, &InternalMsg, Instant);
 
 /// Subscribe the services for the resolver's kind in the system account `sys` of this
-/// shard. Returns the subscriptions.
+/// shard (the update subjects only if the resolver [accepts updates]). Returns the
+/// subscriptions.
+///
+/// [accepts updates]: AccountResolver::accepts_updates
 pub fn subscribe(core: &mut ShardCore, sys: AccountId, ctx: Arc<ClaimsContext>, now: Instant) -> Vec<SubId> {
     let kind = ctx.resolver.kind();
     let has_store = ctx.resolver.dir_store().is_some();
