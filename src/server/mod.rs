@@ -60,16 +60,22 @@ pub enum StartError {
     Security(#[from] security::SecurityError),
 }
 
+/// What authenticates clients, and operator mode's accounts when it is on.
+type Security = (
+    Arc<dyn crate::core::auth::Authenticator>,
+    Option<Arc<crate::auth::operator::accounts::OperatorAccounts>>,
+);
+
 /// Put the security configuration of `opts` in place (accounts, users) and return the
 /// authenticator for it.
 fn apply_security(
     shared: &Arc<crate::core::stats::Shared>,
     keys: &Arc<crate::auth::callout::ServerKeys>,
     opts: &Options,
-) -> Result<Arc<dyn crate::core::auth::Authenticator>, security::SecurityError> {
+) -> Result<Security, security::SecurityError> {
     if operator::enabled(&opts.security) {
-        let (_accounts, auth) = operator::apply(shared, &opts.security)?;
-        return Ok(Arc::new(auth));
+        let (accounts, auth) = operator::apply(shared, &opts.security)?;
+        return Ok((Arc::new(auth), Some(accounts)));
     }
     let simple = security::SimpleAuth {
         username: &opts.username,
@@ -77,10 +83,11 @@ fn apply_security(
         token: &opts.authorization,
     };
     let applied = security::apply(&shared.accounts, &opts.security, &simple)?;
-    match &opts.security.auth_callout {
-        Some(c) => security::with_callout(applied, c, shared, keys, opts.auth_timeout_duration()),
-        None => Ok(applied.authenticator),
-    }
+    let auth = match &opts.security.auth_callout {
+        Some(c) => security::with_callout(applied, c, shared, keys, opts.auth_timeout_duration())?,
+        None => applied.authenticator,
+    };
+    Ok((auth, None))
 }
 
 /// Payloads above this draw nats-server's startup warning.
@@ -191,6 +198,10 @@ pub struct Server {
     pub client_addr: SocketAddr,
     /// The server's keys (auth callout requests are signed and sealed with them).
     keys: Arc<crate::auth::callout::ServerKeys>,
+    /// Operator mode's accounts (they live as long as the server: a reload keeps them).
+    operator_accounts: Option<Arc<crate::auth::operator::accounts::OperatorAccounts>>,
+    /// The authenticator in force.
+    authenticator: Arc<dyn crate::core::auth::Authenticator>,
 }
 
 impl Server {
@@ -258,7 +269,9 @@ impl Server {
 
         let shared = Arc::new(crate::core::stats::Shared::new(nshards));
         let mut core = opts.core_config();
-        core.authenticator = apply_security(&shared, &keys, &opts)?;
+        let (authenticator, operator_accounts) = apply_security(&shared, &keys, &opts)?;
+        let auth_in_force = authenticator.clone();
+        core.authenticator = authenticator;
         core.info = ServerInfo {
             server_id: server_id.clone(),
             server_name,
@@ -354,6 +367,11 @@ impl Server {
                 ..Default::default()
             },
         });
+        if let Some(accounts) = &operator_accounts {
+            let post: Arc<dyn crate::core::post::Post> = Arc::new(running.controls.clone());
+            let ctx = operator::claims_context(accounts, system.clone(), post)?;
+            crate::system::claims::install(&running.controls, ctx);
+        }
         crate::system::install(&running.controls, system);
 
         let pid_file = if opts.pid_file.is_empty() {
@@ -378,6 +396,8 @@ impl Server {
             ldm: false,
             client_addr: bound,
             keys,
+            operator_accounts,
+            authenticator: auth_in_force,
         };
         srv.write_ports_file();
         tracing::info!("Server is ready");
@@ -425,7 +445,13 @@ impl Server {
     /// over the file as at startup. On error nothing changed.
     pub fn reload(&mut self, flags: &[String]) -> Result<(), reload::ReloadError> {
         let (new, plan) = reload::prepare(&self.opts, flags, self.client_addr.port())?;
-        let authenticator = apply_security(&self.state.shared, &self.keys, &new)?;
+        // Operator mode keeps its accounts and authenticator across reloads (the reference
+        // cannot switch resolvers on reload either).
+        let authenticator = match &self.operator_accounts {
+            Some(_) => self.authenticator.clone(),
+            None => apply_security(&self.state.shared, &self.keys, &new)?.0,
+        };
+        self.authenticator = authenticator.clone();
         for m in &plan.messages {
             if m.starts_with("Reloaded: pid_file") {
                 if let Err(e) = write_pid_file(&new.pid_file) {

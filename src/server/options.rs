@@ -316,12 +316,6 @@ impl Options {
         let proxies = s.users.iter().any(|u| u.proxy_required) || s.nkeys.iter().any(|u| u.proxy_required);
         let missing = [
             (proxies || s.proxy_required, "proxy_required"),
-            (
-                s.resolver
-                    .as_ref()
-                    .is_some_and(|r| !matches!(r, crate::auth::config::ResolverConfig::Memory)),
-                "resolver",
-            ),
             (s.resolver_tls.is_some(), "resolver_tls"),
         ];
         match missing.iter().find(|(on, _)| *on) {

@@ -274,6 +274,14 @@ impl ShardCore {
         self.close(key, ClosedState::AuthenticationExpired);
     }
 
+    /// Check every connected client against the authenticator again (an account JWT
+    /// changed: revocations, expiry, signing keys).
+    pub fn recheck_clients(&mut self, now: Instant) {
+        self.sync_accounts();
+        self.recheck_auth(now);
+        self.finish(now);
+    }
+
     /// After a reload or an account change: check every authenticated client again, as
     /// nats-server's `reloadAuthorization` does. A client whose user was removed is closed
     /// quietly; one whose credentials no longer match gets `-ERR 'Authorization
