@@ -126,6 +126,8 @@ async fn serve(
                 async move { Ok::<_, Infallible>(handle(&ctx, &base, &uri).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
+                // Go writes canonical header names; some scripts look them up that way.
+                .title_case_headers(true)
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(READ_HEADER_TIMEOUT)
                 .max_buf_size(MAX_HEADER_BUF)
