@@ -372,12 +372,6 @@ fn security_settings_at_startup() {
         assert_eq!((got.0, &got.2), (want.0, &want.2), "{text}");
     }
     for (text, feature) in [
-        ("accounts { A { users: [ {user: a, password: b} ] } }\n", "accounts"),
-        ("authorization { users: [ {nkey: {U}} ] }\n", "nkey users"),
-        (
-            "authorization { users: [ {user: a, permissions: { publish: x }} ] }\n",
-            "user permissions, connection types and proxy_required",
-        ),
         ("mappings { a: b }\n", "mappings"),
         ("operator: {OPFILE}\nresolver: MEMORY\n", "operator"),
     ] {

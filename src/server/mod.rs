@@ -17,6 +17,7 @@ pub mod lame_duck;
 pub mod logging;
 pub mod options;
 pub mod reload;
+pub mod security;
 pub mod signals;
 pub mod state;
 
@@ -52,6 +53,22 @@ pub enum StartError {
     Reactor(String),
     #[error("Could not write pidfile: {0}")]
     PidFile(String),
+    #[error("{0}")]
+    Security(#[from] security::SecurityError),
+}
+
+/// Put the security configuration of `opts` in place (accounts, users) and return the
+/// authenticator for it.
+fn apply_security(
+    shared: &crate::core::stats::Shared,
+    opts: &Options,
+) -> Result<Arc<dyn crate::core::auth::Authenticator>, security::SecurityError> {
+    let simple = security::SimpleAuth {
+        username: &opts.username,
+        password: &opts.password,
+        token: &opts.authorization,
+    };
+    Ok(security::apply(&shared.accounts, &opts.security, &simple)?.authenticator)
 }
 
 /// Payloads above this draw nats-server's startup warning.
@@ -218,7 +235,9 @@ impl Server {
         })?;
         let bound = listener.local_addr()?;
 
+        let shared = Arc::new(crate::core::stats::Shared::new(nshards));
         let mut core = opts.core_config();
+        core.authenticator = apply_security(&shared, &opts)?;
         core.info = ServerInfo {
             server_id: server_id.clone(),
             server_name,
@@ -228,14 +247,13 @@ impl Server {
             host: opts.host.clone(),
             port: bound.port(),
             headers: !opts.no_header_support,
-            auth_required: core.authenticator.required(),
+            auth_required: core.authenticator.advertised(),
             max_payload: opts.max_payload.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
             api_lvl: API_LEVEL,
             xkey,
             rnats_version: RNATS_VERSION.into(),
             ..Default::default()
         };
-        let shared = Arc::new(crate::core::stats::Shared::new(nshards));
         let info = core.info.clone();
         let rt = RuntimeConfig {
             nshards,
@@ -387,6 +405,7 @@ impl Server {
     /// over the file as at startup. On error nothing changed.
     pub fn reload(&mut self, flags: &[String]) -> Result<(), reload::ReloadError> {
         let (new, plan) = reload::prepare(&self.opts, flags, self.client_addr.port())?;
+        let authenticator = apply_security(&self.state.shared, &new)?;
         for m in &plan.messages {
             if m.starts_with("Reloaded: pid_file") {
                 if let Err(e) = write_pid_file(&new.pid_file) {
@@ -421,7 +440,8 @@ impl Server {
         }
         self.info.max_payload = self.opts.max_payload.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
         let mut core = self.opts.core_config();
-        self.info.auth_required = core.authenticator.required();
+        core.authenticator = authenticator;
+        self.info.auth_required = core.authenticator.advertised();
         core.info = self.info.clone();
         if let Some(r) = &self.running {
             r.reconfigure(Arc::new(core));

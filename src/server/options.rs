@@ -316,19 +316,12 @@ impl Options {
             return Err(OptionsError::NotYet(f.to_string()));
         }
         let s = &self.security;
-        let user_extras = s
-            .users
-            .iter()
-            .any(|u| u.permissions.is_some() || u.allowed_connection_types.is_some() || u.proxy_required);
+        let proxies = s.users.iter().any(|u| u.proxy_required) || s.nkeys.iter().any(|u| u.proxy_required);
+        let account_mappings = s.accounts.iter().any(|a| !a.mappings.is_empty());
         let missing = [
-            (!s.accounts.is_empty(), "accounts"),
-            (!s.global_mappings.is_empty(), "mappings"),
-            (!s.nkeys.is_empty(), "nkey users"),
-            (user_extras, "user permissions, connection types and proxy_required"),
-            (s.default_permissions.is_some(), "default_permissions"),
-            (s.proxy_required, "proxy_required"),
+            (!s.global_mappings.is_empty() || account_mappings, "mappings"),
+            (proxies || s.proxy_required, "proxy_required"),
             (s.auth_callout.is_some(), "auth_callout"),
-            (!s.no_auth_user.is_empty(), "no_auth_user"),
             (!s.operators.is_empty(), "operator"),
             (!s.trusted_keys.is_empty(), "trusted keys"),
             (s.resolver.is_some(), "resolver"),

@@ -10,7 +10,6 @@ use super::links::{LatencyTracking, ResponseType, Rewrite, ServiceImport, Stream
 use super::registry::TableBuilder;
 use super::{AccountDef, AccountLimits};
 use crate::core::subject::{has_wildcard, is_valid_subject, matches};
-use crate::core::transform::MappingSet;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -79,7 +78,6 @@ pub struct AccountSpec {
     pub limits: AccountLimits,
     pub exports: Vec<ExportSpec>,
     pub imports: Vec<ImportSpec>,
-    pub mappings: Option<MappingSet>,
     pub disabled: bool,
     /// The account is the system account.
     pub system: bool,
@@ -155,7 +153,6 @@ pub fn build_accounts(b: &mut TableBuilder<'_>, specs: &[AccountSpec]) -> Vec<Im
         d.nkey = s.nkey.clone();
         d.limits = s.limits;
         d.disabled = s.disabled;
-        d.mappings = s.mappings.clone();
         defs.insert(s.name.clone(), d);
     }
     let mut problems = Vec::new();
@@ -256,9 +253,7 @@ fn rewrite(from: &str, to: &str) -> Result<Rewrite, String> {
             return Ok(Rewrite::Prefix(p.as_bytes().into()));
         }
     }
-    crate::core::transform::SubjectTransform::new_strict(from, to)
-        .map(|t| Rewrite::Transform(Box::new(t)))
-        .map_err(|e| e.to_string())
+    Err(format!("wildcard rewrite from {from:?} to {to:?} is not supported yet"))
 }
 
 /// Would a literal message on `subject` match `pattern`? (Re-exported for callers that

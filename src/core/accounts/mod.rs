@@ -15,6 +15,7 @@
 //! shared mutable numbers are per-account connection counters (atomics, for limits).
 //! Everything a message touches lives in the shard's own [`state::ShardAccount`].
 
+pub mod build;
 pub mod links;
 pub mod registry;
 pub mod state;

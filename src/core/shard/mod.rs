@@ -235,7 +235,7 @@ impl ShardCore {
         let mut info = self.cfg.info.clone();
         info.client_id = cid;
         info.client_ip = peer.ip().to_string();
-        info.auth_required = auth.required();
+        info.auth_required = auth.advertised();
         if auth.nonce_required() {
             c.nonce = new_nonce(&mut self.rng);
             info.nonce = c.nonce.clone();
@@ -361,7 +361,7 @@ impl ShardCore {
             })
             .collect();
         let mut info = self.cfg.info.clone();
-        info.auth_required = self.cfg.authenticator.required();
+        info.auth_required = self.cfg.authenticator.advertised();
         info.ldm = true;
         for k in keys {
             let Some(c) = self.client_mut(k) else { continue };
