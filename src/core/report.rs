@@ -225,6 +225,16 @@ pub enum ConnState {
     All,
 }
 
+/// The account name nats-server keeps with a closed connection: none for `$G` (so
+/// `acc=$G` finds no closed connection there).
+pub fn closed_account(c: &ConnReport) -> &str {
+    if c.account == super::accounts::GLOBAL_NAME {
+        ""
+    } else {
+        &c.account
+    }
+}
+
 /// A `/connz` question as a shard answers it.
 #[derive(Clone, Debug)]
 pub struct ConnQuery {
@@ -252,11 +262,10 @@ pub struct ConnPart {
     /// Open connections on this shard (of the account, if one was asked for), before the
     /// user and subject filters: nats-server's `total` counts these.
     pub open_total: usize,
-    /// Closed connections in this shard's ring (of the account, if asked for).
-    pub closed_total: usize,
     /// The first `keep` matching open connections, in sort order.
     pub open: Vec<ConnReport>,
-    /// The first `keep` matching closed connections, in sort order.
+    /// Every closed connection in this shard's ring (shared copies; the monitor applies
+    /// the server-wide limit and the filters).
     pub closed: Vec<Arc<ConnReport>>,
 }
 

@@ -305,7 +305,7 @@ fn export(e: &cfg::Export) -> ExtExport {
             x.kind = "service".into();
             x.response_type = match s.response_type {
                 cfg::ResponseType::Singleton => "Singleton",
-                cfg::ResponseType::Streamed => "Stream",
+                cfg::ResponseType::Streamed => "Streamed",
                 cfg::ResponseType::Chunked => "Chunked",
             }
             .into();
@@ -350,6 +350,10 @@ fn mappings(a: &AccountConfig) -> BTreeMap<String, Vec<MapDest>> {
 fn account_info(ctx: &Context, table: &AccountTable, name: &str, s: &Summed) -> AccountInfo {
     let live = ctx.state().live();
     let def = table.by_name(name);
+    let extra = def.map_or(0, |d| super::import_subs(d));
+    let mut sublist = s.sublist;
+    sublist.num_subs += extra;
+    sublist.inserts += extra;
     let mut imports: Vec<ExtImport> = Vec::new();
     if let Some(d) = def {
         imports.extend(stream_imports(table, d));
@@ -365,12 +369,21 @@ fn account_info(ctx: &Context, table: &AccountTable, name: &str, s: &Summed) -> 
         jetstream_enabled: false,
         leafnode_connections: s.leafnodes,
         client_connections: s.conns,
-        subscriptions: s.subs,
+        subscriptions: s.subs + extra,
         mappings: conf.map(mappings).unwrap_or_default(),
-        exports: conf.map(|c| c.exports.iter().map(export).collect()).unwrap_or_default(),
+        // nats-server lists service exports before stream exports.
+        exports: conf
+            .map(|c| {
+                let (svc, streams): (Vec<&cfg::Export>, Vec<&cfg::Export>) = c
+                    .exports
+                    .iter()
+                    .partition(|e| matches!(e.kind, cfg::ExportKind::Service(_)));
+                svc.into_iter().chain(streams).map(export).collect()
+            })
+            .unwrap_or_default(),
         imports,
         name_tag: name.to_string(),
-        sublist_stats: SublistStatsJson::from(&s.sublist),
+        sublist_stats: SublistStatsJson::from(&sublist),
     }
 }
 
@@ -455,6 +468,7 @@ fn data_stats(msgs: u64, bytes: u64) -> DataStats {
 
 fn statz_plan(ctx: &Arc<Context>, opts: &AccountStatzOptions) -> Plan<Vec<AccountPart>, AccountStatz> {
     let server_id = ctx.server_id();
+    let table = ctx.state().shared.accounts.snapshot();
     let wanted = opts.accounts.clone();
     let unused = opts.include_unused;
     Plan::new(
@@ -467,7 +481,7 @@ fn statz_plan(ctx: &Arc<Context>, opts: &AccountStatzOptions) -> Plan<Vec<Accoun
                 conns: s.conns,
                 leafnodes: s.leafnodes,
                 total_conns: s.conns + s.leafnodes,
-                num_subscriptions: s.subs,
+                num_subscriptions: s.subs + table.by_name(name).map_or(0, |d| super::import_subs(d)),
                 sent: data_stats(s.totals.out_msgs, s.totals.out_bytes),
                 received: data_stats(s.totals.in_msgs, s.totals.in_bytes),
                 slow_consumers: s.totals.slow_consumers,

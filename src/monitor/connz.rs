@@ -9,7 +9,7 @@ use super::optjson::{self, f, EventFilter, Field, Kind, Val};
 use super::query::Query;
 use super::{json_time, Context, MonitorError};
 use crate::core::accounts::GLOBAL_NAME;
-use crate::core::report::{ConnPart, ConnQuery, ConnReport, ConnSort, ConnState, SubReport};
+use crate::core::report::{closed_account, ConnPart, ConnQuery, ConnReport, ConnSort, ConnState, SubReport};
 use crate::core::shard::ShardCore;
 use serde::Serialize;
 use std::sync::Arc;
@@ -397,16 +397,19 @@ fn plan(ctx: &Arc<Context>, opts: &ConnzOptions) -> Result<Result<Plan<ConnPart,
         detail: opts.subscriptions_detail,
     };
     let server_id = ctx.server_id();
+    let max_closed = usize::try_from(ctx.state().live().opts.max_closed_clients.max(0)).unwrap_or(0);
     let cid = opts.cid;
     let q2 = q.clone();
     Ok(Ok(Plan::new(
         move |core: &mut ShardCore, _| core.report_conns(&q2),
-        move |parts: Vec<ConnPart>| Ok(merge(server_id, &q, cid, offset, limit, show, parts)),
+        move |parts: Vec<ConnPart>| Ok(merge(server_id, max_closed, &q, cid, offset, limit, show, parts)),
     )))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn merge(
     server_id: String,
+    max_closed: usize,
     q: &ConnQuery,
     cid: u64,
     offset: i64,
@@ -415,22 +418,35 @@ fn merge(
     parts: Vec<ConnPart>,
 ) -> Connz {
     let open_total: usize = parts.iter().map(|p| p.open_total).sum();
-    let closed_total: usize = parts.iter().map(|p| p.closed_total).sum();
-    let total = match q.state {
-        ConnState::Open => open_total,
-        ConnState::Closed => closed_total,
-        ConnState::All => open_total + closed_total,
-    };
     let mut open: Vec<ConnReport> = Vec::new();
     let mut closed: Vec<Arc<ConnReport>> = Vec::new();
     for p in parts {
         open.extend(p.open);
         closed.extend(p.closed);
     }
+    // One ring for the server: the newest `max_closed_clients`.
+    if closed.len() > max_closed {
+        closed.sort_by(|a, b| b.stop.cmp(&a.stop).then(b.cid.cmp(&a.cid)));
+        closed.truncate(max_closed);
+    }
+    if let Some(a) = q.account.as_deref() {
+        closed.retain(|c| closed_account(c) == a);
+    }
+    let closed_total = closed.len();
+    let total = match q.state {
+        ConnState::Open => open_total,
+        ConnState::Closed => closed_total,
+        ConnState::All => open_total + closed_total,
+    };
     // An open connection asked for by id hides a closed one with that id.
     if cid > 0 && !open.is_empty() {
         closed.clear();
     }
+    closed.retain(|c| {
+        (cid == 0 || c.cid == cid)
+            && q.user.as_deref().is_none_or(|u| c.user == u)
+            && q.mqtt_client.as_deref().is_none_or(|m| c.mqtt_client == m)
+    });
     let now = q.now;
     let mut all: Vec<&ConnReport> = open.iter().chain(closed.iter().map(|c| &**c)).collect();
     all.sort_by(|a, b| q.sort.order(a, b, now));
@@ -584,7 +600,7 @@ mod tests {
             subs: false,
             detail: false,
         };
-        let c = merge("ID".into(), &q, 0, 1, 2, show, parts);
+        let c = merge("ID".into(), 10, &q, 0, 1, 2, show, parts);
         // `total` counts every open connection, the page the filtered ones.
         assert_eq!(c.total, 7);
         let cids: Vec<u64> = c.connections.unwrap_or_default().iter().map(|c| c.cid).collect();

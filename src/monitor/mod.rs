@@ -135,6 +135,13 @@ impl Context {
     }
 }
 
+/// Subscriptions nats-server makes for an account's service imports (one internal
+/// subscription each, counted in the account's sublist). rnats routes service imports
+/// without sublist entries, so monitoring adds them where the reference counts them.
+pub(crate) fn import_subs(def: &crate::core::accounts::AccountDef) -> u64 {
+    def.service_imports.len() as u64
+}
+
 /// `now` as the JSON time nats-server writes (`time.Time` in UTC, RFC 3339 with
 /// nanoseconds and trailing zeros dropped).
 pub(crate) fn json_time(t: std::time::SystemTime) -> String {

@@ -7,9 +7,11 @@ use super::gather::{Done, Plan};
 use super::optjson::{self, f, EventFilter, Field, Kind, Val};
 use super::query::Query;
 use super::{json_time, Context, MonitorError};
-use crate::core::report::{SubPart, SubQuery, SublistStats};
+use crate::core::accounts::AccountTable;
+use crate::core::report::{SubPart, SubQuery, SubReport, SublistStats};
 use crate::core::shard::ShardCore;
 use crate::core::subject::is_valid_literal_subject;
+use crate::core::subject::matches;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -131,6 +133,7 @@ fn plan(ctx: &Arc<Context>, opts: &SubszOptions) -> Result<Plan<SubPart, Subsz>,
     };
     let server_id = ctx.server_id();
     let list = opts.subscriptions;
+    let imports = import_subs(&ctx.state().shared.accounts.snapshot(), &q);
     Ok(Plan::new(
         move |core: &mut ShardCore, _| core.report_subs(&q),
         move |parts: Vec<SubPart>| {
@@ -142,6 +145,10 @@ fn plan(ctx: &Arc<Context>, opts: &SubszOptions) -> Result<Plan<SubPart, Subsz>,
                 total += p.total;
                 subs.extend(p.subs);
             }
+            stats.num_subs += imports.count;
+            stats.inserts += imports.count;
+            total += imports.subs.len();
+            subs.extend(imports.subs);
             let from = usize::try_from(offset).unwrap_or(usize::MAX).min(total);
             let to = usize::try_from(offset.saturating_add(limit))
                 .unwrap_or(usize::MAX)
@@ -163,6 +170,44 @@ fn plan(ctx: &Arc<Context>, opts: &SubszOptions) -> Result<Plan<SubPart, Subsz>,
             })
         },
     ))
+}
+
+/// The subscriptions nats-server makes for service imports (see `import_subs`): how many
+/// the filtered accounts have, and those matching the test subject.
+struct ImportSubs {
+    count: u64,
+    subs: Vec<SubReport>,
+}
+
+fn import_subs(table: &AccountTable, q: &SubQuery) -> ImportSubs {
+    let mut out = ImportSubs {
+        count: 0,
+        subs: Vec::new(),
+    };
+    for def in table.iter() {
+        if q.account.as_deref().is_some_and(|a| a != def.name) {
+            continue;
+        }
+        out.count += super::import_subs(def);
+        if !q.list {
+            continue;
+        }
+        for (i, imp) in def.service_imports.iter().enumerate() {
+            if q.test.as_deref().is_some_and(|t| !matches(&imp.local, t.as_bytes())) {
+                continue;
+            }
+            out.subs.push(SubReport {
+                account: def.name.clone(),
+                subject: String::from_utf8_lossy(&imp.local).into_owned(),
+                queue: None,
+                sid: (i + 1).to_string(),
+                msgs: 0,
+                max: 0,
+                cid: 0,
+            });
+        }
+    }
+    out
 }
 
 /// `/subsz` for `opts`, from a thread that may block.

@@ -144,7 +144,7 @@ pub fn varz(ctx: &Context) -> Varz {
         out_bytes: t.out_bytes,
         slow_consumers: t.slow_consumers,
         stale_connections: t.stale_connections,
-        subscriptions: t.subscriptions,
+        subscriptions: t.subscriptions + table.iter().map(|d| super::import_subs(d)).sum::<u64>(),
         http_req_stats: ctx.http_stats(),
         config_load_time: rfc3339_nano(live.config_load_time),
         config_digest: o.config_digest.clone(),

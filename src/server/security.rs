@@ -163,9 +163,7 @@ fn limits(l: &cfg::AccountLimits) -> AccountLimits {
 
 /// The system account's exports and the imports every other account gets from it.
 fn system_links(specs: &mut [AccountSpec], sys: &str) {
-    let mut exports = vec![
-        ExportSpec::new(ExportKind::Service, user_info::USER_DIRECT_PATTERN),
-    ];
+    let mut exports = vec![ExportSpec::new(ExportKind::Service, user_info::USER_DIRECT_PATTERN)];
     for what in ["CONNZ", "STATZ"] {
         let mut e = ExportSpec::new(ExportKind::Service, &format!("$SYS.REQ.ACCOUNT.*.{what}"));
         e.response = ResponseType::Stream;
@@ -188,7 +186,8 @@ fn system_links(specs: &mut [AccountSpec], sys: &str) {
                     s.exports.push(e.clone());
                 }
             }
-            s.imports.push(import(user_info::direct_subject(sys), user_info::USER_INFO, true));
+            s.imports
+                .push(import(user_info::direct_subject(sys), user_info::USER_INFO, true));
             continue;
         }
         let name = s.name.clone();
@@ -207,7 +206,8 @@ fn system_links(specs: &mut [AccountSpec], sys: &str) {
             "$SYS.REQ.ACCOUNT.PING.STATZ",
             false,
         ));
-        s.imports.push(import(user_info::direct_subject(&name), user_info::USER_INFO, true));
+        s.imports
+            .push(import(user_info::direct_subject(&name), user_info::USER_INFO, true));
     }
 }
 
@@ -254,7 +254,11 @@ fn account_specs(sec: &SecurityConfig) -> (Vec<AccountSpec>, Option<String>) {
 
 /// Install the accounts of `sec` in `registry` and build the authenticator for them.
 /// Nothing is installed when the configuration cannot be built.
-pub fn apply(registry: &AccountRegistry, sec: &SecurityConfig, simple: &SimpleAuth<'_>) -> Result<Applied, SecurityError> {
+pub fn apply(
+    registry: &AccountRegistry,
+    sec: &SecurityConfig,
+    simple: &SimpleAuth<'_>,
+) -> Result<Applied, SecurityError> {
     let (specs, system) = account_specs(sec);
     // Build once on a scratch registry: a refused import must leave the running table
     // untouched (a reload that fails changes nothing).

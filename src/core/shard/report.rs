@@ -12,7 +12,6 @@ use crate::core::report::{
 };
 use crate::core::subject::{matches, subjects_collide};
 use crate::core::FastMap;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 /// What a shard keeps for monitoring: recently closed connections and the message
@@ -185,26 +184,9 @@ impl ShardCore {
             }
         }
         if matches!(q.state, ConnState::Closed | ConnState::All) {
-            let acc_name = q.account.as_deref();
-            let mut found: Vec<Arc<ConnReport>> = Vec::new();
-            for c in self.reports.closed.iter() {
-                if acc_name.is_some_and(|a| closed_account(c) != a) {
-                    continue;
-                }
-                part.closed_total += 1;
-                if q.cid != 0 && c.cid != q.cid {
-                    continue;
-                }
-                if q.user.as_deref().is_some_and(|u| c.user != u)
-                    || q.mqtt_client.as_deref().is_some_and(|m| c.mqtt_client != m)
-                {
-                    continue;
-                }
-                found.push(c.clone());
-            }
-            let now = q.now;
-            keep_first(&mut found, q.keep, |a, b| q.sort.order(a, b, now));
-            part.closed = found;
+            // The ring is server-wide in nats-server: the monitor keeps the newest
+            // `max_closed_clients` over all shards, then filters.
+            part.closed = self.reports.closed.iter().cloned().collect();
         }
         part
     }
@@ -330,16 +312,6 @@ impl ShardCore {
             pending_bytes: self.clients.iter().map(|(_, c)| c.out.len()).sum(),
             closed_kept: self.reports.closed.len(),
         }
-    }
-}
-
-/// The account name nats-server keeps with a closed connection: none for `$G` (so
-/// `acc=$G` finds no closed connection there).
-fn closed_account(c: &ConnReport) -> &str {
-    if c.account == crate::core::accounts::GLOBAL_NAME {
-        ""
-    } else {
-        &c.account
     }
 }
 
