@@ -155,7 +155,7 @@ fn sort_arrays(v: &mut Value, keys: &[&str]) {
             for (k, x) in m.iter_mut() {
                 if keys.contains(&k.as_str()) {
                     if let Value::Array(a) = x {
-                        a.sort_by_key(|e| stable_text(e));
+                        a.sort_by_key(stable_text);
                     }
                 }
                 sort_arrays(x, keys);
