@@ -762,6 +762,24 @@ both_reactors!(shardz_metrics_and_stacksz, |r| {
     ] {
         assert!(m.body.contains(want), "{want:?} missing from:\n{}", m.body);
     }
+    // Every metric the sample dashboard uses exists.
+    let dash = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/grafana/rnats.json")).unwrap();
+    let _: Value = serde_json::from_str(&dash).unwrap();
+    let mut used: Vec<&str> = Vec::new();
+    for (i, _) in dash.match_indices("nats_") {
+        let start = if dash[..i].ends_with('r') { i - 1 } else { i };
+        let end = dash[start..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(dash.len(), |e| start + e);
+        used.push(&dash[start..end]);
+    }
+    assert!(used.len() > 10);
+    for name in used {
+        assert!(
+            m.body.contains(&format!("# TYPE {name} ")),
+            "dashboard metric {name} not exported"
+        );
+    }
     let st = get(s.http_port.unwrap(), "/stacksz");
     assert!(st.body.contains("3 shards on the"), "{}", st.body);
     assert!(st.body.contains("rnats-shard-2"), "{}", st.body);
