@@ -4,6 +4,7 @@
 //! and its inbound mesh rings.
 
 use super::gather::Plan;
+use super::optjson::{self, f, EventFilter, Field, Kind, Val};
 use super::query::Query;
 use super::{json_time, Context, MonitorError};
 use crate::core::report::ShardReport;
@@ -131,6 +132,68 @@ pub fn jsz_query(q: &Query) -> Result<bool, MonitorError> {
     Ok(leader)
 }
 
+/// Options of the `$SYS` requests for the endpoints of this file: the JSON fields of
+/// nats-server's `*EventOptions` (type-checked like Go does; the values change nothing
+/// while the features are off).
+pub const ROUTEZ_FIELDS: [Field; 2] = [
+    f("subscriptions", "RoutezOptions", Kind::Bool),
+    f("subscriptions_detail", "RoutezOptions", Kind::Bool),
+];
+pub const GATEWAYZ_FIELDS: [Field; 5] = [
+    f("name", "GatewayzOptions", Kind::Str),
+    f("accounts", "GatewayzOptions", Kind::Bool),
+    f("account_name", "GatewayzOptions", Kind::Str),
+    f("subscriptions", "GatewayzOptions", Kind::Bool),
+    f("subscriptions_detail", "GatewayzOptions", Kind::Bool),
+];
+pub const LEAFZ_FIELDS: [Field; 2] = [
+    f("subscriptions", "LeafzOptions", Kind::Bool),
+    f("account", "LeafzOptions", Kind::Str),
+];
+pub const JSZ_FIELDS: [Field; 11] = [
+    f("account", "JSzOptions", Kind::Str),
+    f("accounts", "JSzOptions", Kind::Bool),
+    f("streams", "JSzOptions", Kind::Bool),
+    f("consumer", "JSzOptions", Kind::Bool),
+    f("direct_consumer", "JSzOptions", Kind::Bool),
+    f("config", "JSzOptions", Kind::Bool),
+    f("leader_only", "JSzOptions", Kind::Bool),
+    f("offset", "JSzOptions", Kind::Int),
+    f("limit", "JSzOptions", Kind::Int),
+    f("raft", "JSzOptions", Kind::Bool),
+    f("stream_leader_only", "JSzOptions", Kind::Bool),
+];
+pub const RAFTZ_FIELDS: [Field; 2] = [
+    f("account", "RaftzOptions", Kind::Str),
+    f("group", "RaftzOptions", Kind::Str),
+];
+pub const IPQUEUESZ_FIELDS: [Field; 2] = [
+    f("all", "IpqueueszOptions", Kind::Bool),
+    f("filter", "IpqueueszOptions", Kind::Str),
+];
+
+/// Decode a `$SYS` request body for `outer` (`RoutezEventOptions`, `JszEventOptions`, ...,
+/// `VarzEventOptions` and `ExpvarzEventOptions` with no fields of their own): the filter
+/// and the endpoint's own values by JSON name.
+pub fn event_options(
+    body: &[u8],
+    outer: &str,
+    fields: &[Field],
+) -> Result<(Vec<(&'static str, Val)>, EventFilter), String> {
+    let mut filter = EventFilter::default();
+    if body.is_empty() {
+        return Ok((Vec::new(), filter));
+    }
+    let all: Vec<Field> = fields.iter().chain(EventFilter::FIELDS.iter()).copied().collect();
+    let mut own = Vec::new();
+    for (name, v) in optjson::decode(body, outer, &all)? {
+        if !filter.take(name, &v) {
+            own.push((name, v));
+        }
+    }
+    Ok((own, filter))
+}
+
 /// `/raftz`: no raft groups exist.
 pub fn raftz() -> MonitorError {
     MonitorError::NotFound("No Raft nodes registered".into())
@@ -210,6 +273,25 @@ mod tests {
             Some("Error decoding boolean for 'raft': strconv.ParseBool: parsing \"x\": invalid syntax".into())
         );
         assert!(jsz_query(&Query::parse("limit=x")).is_err());
+    }
+
+    #[test]
+    fn event_options_check_types_and_split_the_filter() {
+        let (own, fl) =
+            event_options(br#"{"leader_only":true,"host":"h"}"#, "JszEventOptions", &JSZ_FIELDS).unwrap_or_default();
+        assert_eq!(own, vec![("leader_only", Val::Bool(true))]);
+        assert_eq!(fl.host, "h");
+        assert_eq!(
+            event_options(br#"{"limit":"x"}"#, "JszEventOptions", &JSZ_FIELDS).err(),
+            Some(
+                "json: cannot unmarshal string into Go struct field JszEventOptions.JSzOptions.limit of type int"
+                    .into()
+            )
+        );
+        assert_eq!(
+            event_options(b"", "VarzEventOptions", &[]),
+            Ok((vec![], EventFilter::default()))
+        );
     }
 
     #[test]
