@@ -254,6 +254,7 @@ fn service_import(table: &AccountTable, s: &crate::core::accounts::links::Servic
         Rewrite::Literal(l) => String::from_utf8_lossy(l).into_owned(),
         Rewrite::Prefix(p) => format!("{}{local}", String::from_utf8_lossy(p)),
         Rewrite::Same => local.clone(),
+        Rewrite::Transform(t) => t.destination().to_string(),
     };
     ExtImport {
         subject,
@@ -278,6 +279,7 @@ fn stream_imports(table: &AccountTable, me: &AccountDef) -> Vec<ExtImport> {
                 Rewrite::Same => from.clone(),
                 Rewrite::Prefix(p) => format!("{}{from}", String::from_utf8_lossy(p)),
                 Rewrite::Literal(s) => String::from_utf8_lossy(s).into_owned(),
+                Rewrite::Transform(t) => t.destination().to_string(),
             };
             out.push(ExtImport {
                 subject: from,
@@ -321,6 +323,9 @@ fn export(e: &cfg::Export) -> ExtExport {
     x
 }
 
+/// An account's mappings as nats-server shows them: destinations by weight, with what is
+/// left going to the source subject itself, and weights shown cumulatively (as nats-server
+/// keeps them for picking a destination).
 fn mappings(a: &AccountConfig) -> BTreeMap<String, Vec<MapDest>> {
     let mut out = BTreeMap::new();
     for m in &a.mappings {
@@ -333,14 +338,24 @@ fn mappings(a: &AccountConfig) -> BTreeMap<String, Vec<MapDest>> {
                 cluster: d.cluster.clone(),
             })
             .collect();
-        let total: u32 = m.destinations.iter().map(|d| u32::from(d.weight)).sum();
+        let total: u32 = m
+            .destinations
+            .iter()
+            .filter(|d| d.cluster.is_empty())
+            .map(|d| u32::from(d.weight))
+            .sum();
         if total < 100 && !m.destinations.is_empty() {
-            // What is left goes to the subject itself.
             dests.push(MapDest {
                 subject: m.source.clone(),
                 weight: (100 - total) as u8,
                 cluster: String::new(),
             });
+        }
+        dests.sort_by_key(|d| d.weight);
+        let mut sum: u32 = 0;
+        for d in dests.iter_mut().filter(|d| d.cluster.is_empty()) {
+            sum += u32::from(d.weight);
+            d.weight = sum.min(100) as u8;
         }
         out.insert(m.source.clone(), dests);
     }
@@ -572,6 +587,7 @@ mod tests {
         let m = mappings(&a);
         let d = m.get("src").cloned().unwrap_or_default();
         assert_eq!(d.len(), 2);
-        assert_eq!((d[1].subject.as_str(), d[1].weight), ("src", 70));
+        assert_eq!((d[0].subject.as_str(), d[0].weight), ("dst", 30));
+        assert_eq!((d[1].subject.as_str(), d[1].weight), ("src", 100));
     }
 }

@@ -172,14 +172,13 @@ pub const IPQUEUESZ_FIELDS: [Field; 2] = [
     f("filter", "IpqueueszOptions", Kind::Str),
 ];
 
+/// Decoded option values by JSON name, in document order.
+pub type Values = Vec<(&'static str, Val)>;
+
 /// Decode a `$SYS` request body for `outer` (`RoutezEventOptions`, `JszEventOptions`, ...,
 /// `VarzEventOptions` and `ExpvarzEventOptions` with no fields of their own): the filter
 /// and the endpoint's own values by JSON name.
-pub fn event_options(
-    body: &[u8],
-    outer: &str,
-    fields: &[Field],
-) -> Result<(Vec<(&'static str, Val)>, EventFilter), String> {
+pub fn event_options(body: &[u8], outer: &str, fields: &[Field]) -> Result<(Values, EventFilter), String> {
     let mut filter = EventFilter::default();
     if body.is_empty() {
         return Ok((Vec::new(), filter));

@@ -329,6 +329,16 @@ impl Server {
         };
         tracing::info!("Using the {} reactor on {} shards", running.name, nshards);
         mon_ctx.set_post(Arc::new(running.controls.clone()));
+        let system = Arc::new(crate::system::SystemContext {
+            server: crate::system::envelope::ServerIdentity {
+                name: info.server_name.clone(),
+                host: opts.host.clone(),
+                id: info.server_id.clone(),
+                version: NATS_VERSION.into(),
+                ..Default::default()
+            },
+        });
+        crate::system::install(&running.controls, system);
 
         let pid_file = if opts.pid_file.is_empty() {
             None

@@ -317,9 +317,7 @@ impl Options {
         }
         let s = &self.security;
         let proxies = s.users.iter().any(|u| u.proxy_required) || s.nkeys.iter().any(|u| u.proxy_required);
-        let account_mappings = s.accounts.iter().any(|a| !a.mappings.is_empty());
         let missing = [
-            (!s.global_mappings.is_empty() || account_mappings, "mappings"),
             (proxies || s.proxy_required, "proxy_required"),
             (s.auth_callout.is_some(), "auth_callout"),
             (!s.operators.is_empty(), "operator"),

@@ -13,6 +13,7 @@ use crate::core::accounts::links::{LatencyTracking, ResponseType};
 use crate::core::accounts::{AccountLimits, AccountRegistry, AccountTable, DEFAULT_SYSTEM_ACCOUNT, GLOBAL_NAME};
 use crate::core::auth::{Authenticator, ConnType};
 use crate::core::perms::{PermSpec, ResponsePerm, SubjectPerm, DEFAULT_RESPONSE_EXPIRES, DEFAULT_RESPONSE_MAX};
+use crate::core::transform::{MapDest, MappingSet};
 use crate::system::user_info;
 use std::sync::Arc;
 use std::time::Duration;
@@ -152,6 +153,29 @@ fn import_spec(i: &cfg::Import) -> ImportSpec {
     }
 }
 
+/// Configured mappings as the transform module holds them (validated when the file was
+/// read, so a failure here is not expected; such a mapping is left out).
+fn mappings(list: &[cfg::Mapping]) -> MappingSet {
+    let mut set = MappingSet::new();
+    for m in list {
+        let dests: Vec<MapDest> = m
+            .destinations
+            .iter()
+            .map(|d| {
+                if d.cluster.is_empty() {
+                    MapDest::new(d.subject.clone(), d.weight)
+                } else {
+                    MapDest::in_cluster(d.subject.clone(), d.weight, d.cluster.clone())
+                }
+            })
+            .collect();
+        if let Err(e) = set.add(&m.source, &dests) {
+            tracing::error!("Error adding mapping for {:?}: {e}", m.source);
+        }
+    }
+    set
+}
+
 fn limits(l: &cfg::AccountLimits) -> AccountLimits {
     AccountLimits {
         max_connections: i64::from(l.max_connections),
@@ -215,6 +239,7 @@ fn system_links(specs: &mut [AccountSpec], sys: &str) {
 fn account_specs(sec: &SecurityConfig) -> (Vec<AccountSpec>, Option<String>) {
     let mut specs = vec![AccountSpec {
         name: GLOBAL_NAME.to_string(),
+        mappings: mappings(&sec.global_mappings),
         ..Default::default()
     }];
     for a in &sec.accounts {
@@ -227,6 +252,7 @@ fn account_specs(sec: &SecurityConfig) -> (Vec<AccountSpec>, Option<String>) {
             limits: limits(&a.limits),
             exports: a.exports.iter().map(export_spec).collect(),
             imports: a.imports.iter().map(import_spec).collect(),
+            mappings: mappings(&a.mappings),
             ..Default::default()
         });
     }

@@ -2,6 +2,8 @@
 //! reactor, talk to it with raw TCP or `async-nats`, and stop it.
 #![allow(dead_code, clippy::unwrap_used, clippy::indexing_slicing)]
 
+pub mod diff;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};

@@ -10,6 +10,7 @@ use super::links::{LatencyTracking, ResponseType, Rewrite, ServiceImport, Stream
 use super::registry::TableBuilder;
 use super::{AccountDef, AccountLimits};
 use crate::core::subject::{has_wildcard, is_valid_subject, matches};
+use crate::core::transform::MappingSet;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -78,6 +79,7 @@ pub struct AccountSpec {
     pub limits: AccountLimits,
     pub exports: Vec<ExportSpec>,
     pub imports: Vec<ImportSpec>,
+    pub mappings: MappingSet,
     pub disabled: bool,
     /// The account is the system account.
     pub system: bool,
@@ -154,6 +156,7 @@ pub fn build_accounts(b: &mut TableBuilder<'_>, specs: &[AccountSpec]) -> Vec<Im
         d.nkey = s.nkey.clone();
         d.limits = s.limits;
         d.disabled = s.disabled;
+        d.mappings = s.mappings.clone();
         defs.insert(s.name.clone(), d);
     }
     let mut problems = Vec::new();
@@ -258,7 +261,11 @@ fn rewrite(from: &str, to: &str) -> Result<Rewrite, String> {
             return Ok(Rewrite::Prefix(p.as_bytes().into()));
         }
     }
-    Err(format!("wildcard rewrite from {from:?} to {to:?} is not supported yet"))
+    // Wildcards of the destination stand for the source's in order (`*` is `$1`, ...).
+    let dest = crate::core::transform::tokenize(to);
+    crate::core::transform::SubjectTransform::new_strict(from, &dest)
+        .map(|t| Rewrite::Transform(Box::new(t)))
+        .map_err(|e| e.to_string())
 }
 
 /// Would a literal message on `subject` match `pattern`? (Re-exported for callers that
