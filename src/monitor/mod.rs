@@ -147,3 +147,6 @@ pub(crate) fn import_subs(def: &crate::core::accounts::AccountDef) -> u64 {
 pub(crate) fn json_time(t: std::time::SystemTime) -> String {
     crate::proto::gotime::rfc3339_nano(t)
 }
+
+#[cfg(test)]
+mod tests;

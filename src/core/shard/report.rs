@@ -255,7 +255,8 @@ impl ShardCore {
     pub fn report_accounts(&self, only: Option<&str>) -> Vec<AccountPart> {
         let mut live: FastMap<AccountId, MsgTotals> = FastMap::default();
         for (_, c) in self.clients.iter() {
-            if c.internal {
+            // A closing connection's counters are already in `closed_totals`.
+            if c.internal || c.closing.is_some() {
                 continue;
             }
             *live.entry(c.account).or_default() += MsgTotals {
