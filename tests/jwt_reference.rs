@@ -5,9 +5,14 @@
 //! ones, apply the scoped key's template, and refuse the bad ones with
 //! `-ERR 'Authorization Violation'`.
 //!
-//! The server binary is `$NATS_REFERENCE_SERVER`, else
-//! `/root/.cache/nats-reference/2.14.0/nats-server`; without either the test prints a note
-//! and passes.
+//! The same scenario runs against rnats in operator mode (both reactors, 4 shards): it
+//! must give the same verdicts.
+//!
+//! The reference binary comes from the test harness (`NATS_REFERENCE_SERVER`, or
+//! `tools/reference-server`).
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
@@ -24,10 +29,7 @@ use rnats::auth::jwt::{
 };
 
 fn reference_server() -> Option<PathBuf> {
-    let path = std::env::var_os("NATS_REFERENCE_SERVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/root/.cache/nats-reference/2.14.0/nats-server"));
-    path.exists().then_some(path)
+    Some(PathBuf::from(common::reference_server()))
 }
 
 fn now() -> u64 {
@@ -64,6 +66,11 @@ fn free_port() -> u16 {
 
 /// Starts the reference server with `conf(dir, port)` as its configuration.
 fn start(bin: &PathBuf, conf: impl FnOnce(&std::path::Path, u16) -> String) -> Server {
+    start_with(bin, &[], conf)
+}
+
+/// Starts `bin` with `conf(dir, port)` as its configuration and `extra` flags.
+fn start_with(bin: &PathBuf, extra: &[&str], conf: impl FnOnce(&std::path::Path, u16) -> String) -> Server {
     let dir = std::env::temp_dir().join(format!("rnats-jwt-ref-{}-{}", std::process::id(), free_port()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let port = free_port();
@@ -74,6 +81,7 @@ fn start(bin: &PathBuf, conf: impl FnOnce(&std::path::Path, u16) -> String) -> S
     let child = Command::new(bin)
         .arg("-c")
         .arg(&conf_path)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -151,6 +159,16 @@ fn reference_server_accepts_tokens_made_here() {
         eprintln!("note: no reference nats-server (set NATS_REFERENCE_SERVER); skipping");
         return;
     };
+    operator_mode(&bin, &[]);
+}
+
+// rnats in operator mode: the same tokens, the same verdicts (4 shards, both reactors).
+both_reactors!(rnats_accepts_and_refuses_the_same_tokens, |r| operator_mode(
+    &PathBuf::from(common::bin()),
+    &["--shards", "4", "--reactor", r.flag()]
+));
+
+fn operator_mode(bin: &PathBuf, extra: &[&str]) {
     let t = now();
     let op = KeyPair::new_operator();
     let sys = KeyPair::new_account();
@@ -211,7 +229,7 @@ fn reference_server_accepts_tokens_made_here() {
         (acc.public_key(), acc_jwt),
         (importer.public_key(), importer_jwt),
     ];
-    let server = start(&bin, |dir, port| {
+    let server = start_with(bin, extra, |dir, port| {
         let op_path = dir.join("op.jwt");
         std::fs::write(&op_path, op_file).expect("write op.jwt");
         let mut conf = format!(
@@ -230,7 +248,7 @@ fn reference_server_accepts_tokens_made_here() {
     let mut c1 = UserClaims::new(u1.public_key());
     c1.claims.name = "u1".into();
     let (resp, _c) = connect(server.port, &c1.encode(&acc, t).expect("u1"), &u1);
-    assert_eq!(resp, ["PONG"], "user signed by the account key");
+    assert_eq!(resp, ["PONG"], "user signed by the account key: {}", server.log());
 
     // A user signed by a plain signing key, with issuer_account.
     let u2 = KeyPair::new_user();

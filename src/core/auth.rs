@@ -166,6 +166,10 @@ pub enum Recheck {
     Removed,
     /// Still allowed, with these (possibly new) settings.
     Rebind(Box<Identity>),
+    /// The user's JWT was revoked: `-ERR 'User Authentication Revoked'` and close.
+    Revoked,
+    /// The account's JWT expired: `-ERR 'Account Authentication Expired'` and close.
+    AccountExpired,
 }
 
 /// Where a pending verdict goes: the connection's own shard.

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod lame_duck;
 pub mod logging;
+pub mod operator;
 pub mod options;
 pub mod reload;
 pub mod security;
@@ -60,9 +61,13 @@ pub enum StartError {
 /// Put the security configuration of `opts` in place (accounts, users) and return the
 /// authenticator for it.
 fn apply_security(
-    shared: &crate::core::stats::Shared,
+    shared: &Arc<crate::core::stats::Shared>,
     opts: &Options,
 ) -> Result<Arc<dyn crate::core::auth::Authenticator>, security::SecurityError> {
+    if operator::enabled(&opts.security) {
+        let (_accounts, auth) = operator::apply(shared, &opts.security)?;
+        return Ok(Arc::new(auth));
+    }
     let simple = security::SimpleAuth {
         username: &opts.username,
         password: &opts.password,

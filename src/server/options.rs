@@ -320,13 +320,13 @@ impl Options {
         let missing = [
             (proxies || s.proxy_required, "proxy_required"),
             (s.auth_callout.is_some(), "auth_callout"),
-            (!s.operators.is_empty(), "operator"),
-            (!s.trusted_keys.is_empty(), "trusted keys"),
-            (s.resolver.is_some(), "resolver"),
+            (
+                s.resolver
+                    .as_ref()
+                    .is_some_and(|r| !matches!(r, crate::auth::config::ResolverConfig::Memory)),
+                "resolver",
+            ),
             (s.resolver_tls.is_some(), "resolver_tls"),
-            (!s.resolver_preload.is_empty(), "resolver_preload"),
-            (!s.resolver_pinned_accounts.is_empty(), "resolver_pinned_accounts"),
-            (!s.default_sentinel.is_empty(), "default_sentinel"),
         ];
         match missing.iter().find(|(on, _)| *on) {
             Some((_, what)) => Err(OptionsError::NotYet(what.to_string())),

@@ -14,7 +14,6 @@ use crate::core::accounts::{AccountLimits, AccountRegistry, AccountTable, DEFAUL
 use crate::core::auth::{Authenticator, ConnType};
 use crate::core::perms::{PermSpec, ResponsePerm, SubjectPerm, DEFAULT_RESPONSE_EXPIRES, DEFAULT_RESPONSE_MAX};
 use crate::core::transform::{MapDest, MappingSet};
-use crate::system::user_info;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -185,56 +184,6 @@ fn limits(l: &cfg::AccountLimits) -> AccountLimits {
     }
 }
 
-/// The system account's exports and the imports every other account gets from it.
-fn system_links(specs: &mut [AccountSpec], sys: &str) {
-    let mut exports = vec![ExportSpec::new(ExportKind::Service, user_info::USER_DIRECT_PATTERN)];
-    for what in ["CONNZ", "STATZ"] {
-        let mut e = ExportSpec::new(ExportKind::Service, &format!("$SYS.REQ.ACCOUNT.*.{what}"));
-        e.response = ResponseType::Stream;
-        e.account_token_position = 4;
-        exports.push(e);
-    }
-    let import = |subject: String, local: &str, share: bool| ImportSpec {
-        kind: ExportKind::Service,
-        account: sys.to_string(),
-        subject,
-        local: local.to_string(),
-        share,
-        allow_trace: false,
-        token_valid: false,
-    };
-    for s in specs.iter_mut() {
-        if s.name == sys {
-            for e in &exports {
-                if !s.exports.iter().any(|x| build::export_covers(&x.subject, &e.subject)) {
-                    s.exports.push(e.clone());
-                }
-            }
-            s.imports
-                .push(import(user_info::direct_subject(sys), user_info::USER_INFO, true));
-            continue;
-        }
-        let name = s.name.clone();
-        s.imports.push(import(
-            format!("$SYS.REQ.ACCOUNT.{name}.CONNZ"),
-            "$SYS.REQ.ACCOUNT.PING.CONNZ",
-            false,
-        ));
-        s.imports.push(import(
-            format!("$SYS.REQ.ACCOUNT.{name}.CONNZ"),
-            "$SYS.REQ.SERVER.PING.CONNZ",
-            false,
-        ));
-        s.imports.push(import(
-            format!("$SYS.REQ.ACCOUNT.{name}.STATZ"),
-            "$SYS.REQ.ACCOUNT.PING.STATZ",
-            false,
-        ));
-        s.imports
-            .push(import(user_info::direct_subject(&name), user_info::USER_INFO, true));
-    }
-}
-
 /// The accounts of the configuration, `$G` and the system account included.
 fn account_specs(sec: &SecurityConfig) -> (Vec<AccountSpec>, Option<String>) {
     let mut specs = vec![AccountSpec {
@@ -273,7 +222,7 @@ fn account_specs(sec: &SecurityConfig) -> (Vec<AccountSpec>, Option<String>) {
         if let Some(s) = specs.iter_mut().find(|s| s.name == *sys) {
             s.system = true;
         }
-        system_links(&mut specs, sys);
+        crate::system::accounts::add_system_links(&mut specs, sys);
     }
     (specs, system)
 }
