@@ -64,11 +64,6 @@ fn free_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
-/// Starts the reference server with `conf(dir, port)` as its configuration.
-fn start(bin: &PathBuf, conf: impl FnOnce(&std::path::Path, u16) -> String) -> Server {
-    start_with(bin, &[], conf)
-}
-
 /// Starts `bin` with `conf(dir, port)` as its configuration and `extra` flags.
 fn start_with(bin: &PathBuf, extra: &[&str], conf: impl FnOnce(&std::path::Path, u16) -> String) -> Server {
     let dir = std::env::temp_dir().join(format!("rnats-jwt-ref-{}-{}", std::process::id(), free_port()));
@@ -354,8 +349,18 @@ fn reference_server_auth_callout_round_trip() {
         eprintln!("note: no reference nats-server (set NATS_REFERENCE_SERVER); skipping");
         return;
     };
+    callout_round_trip(&bin, &[]);
+}
+
+// rnats's auth callout against the same auth service (4 shards, both reactors).
+both_reactors!(rnats_auth_callout_round_trip, |r| callout_round_trip(
+    &PathBuf::from(common::bin()),
+    &["--shards", "4", "--reactor", r.flag()]
+));
+
+fn callout_round_trip(bin: &PathBuf, extra: &[&str]) {
     let issuer = KeyPair::new_account();
-    let server = start(&bin, |_, port| {
+    let server = start_with(bin, extra, |_, port| {
         format!(
             "listen: 127.0.0.1:{port}\n\
              accounts {{ AUTH {{ users: [ {{ user: auth, password: pwd }} ] }}, APP {{}} }}\n\

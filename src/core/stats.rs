@@ -152,3 +152,9 @@ impl Shared {
         t
     }
 }
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("shards", &self.shards.len()).finish()
+    }
+}

@@ -62,6 +62,7 @@ pub enum StartError {
 /// authenticator for it.
 fn apply_security(
     shared: &Arc<crate::core::stats::Shared>,
+    keys: &Arc<crate::auth::callout::ServerKeys>,
     opts: &Options,
 ) -> Result<Arc<dyn crate::core::auth::Authenticator>, security::SecurityError> {
     if operator::enabled(&opts.security) {
@@ -73,7 +74,11 @@ fn apply_security(
         password: &opts.password,
         token: &opts.authorization,
     };
-    Ok(security::apply(&shared.accounts, &opts.security, &simple)?.authenticator)
+    let applied = security::apply(&shared.accounts, &opts.security, &simple)?;
+    match &opts.security.auth_callout {
+        Some(c) => security::with_callout(applied, c, shared, keys, opts.auth_timeout_duration()),
+        None => Ok(applied.authenticator),
+    }
 }
 
 /// Payloads above this draw nats-server's startup warning.
@@ -184,6 +189,8 @@ pub struct Server {
     ldm: bool,
     /// Where clients connect.
     pub client_addr: SocketAddr,
+    /// The server's keys (auth callout requests are signed and sealed with them).
+    keys: Arc<crate::auth::callout::ServerKeys>,
 }
 
 impl Server {
@@ -199,12 +206,21 @@ impl Server {
         let cpus = shards::cpus::allowed_cpus();
         let kp = nkeys::KeyPair::new_server();
         let server_id = kp.public_key();
-        let xkey = nkeys::XKey::new().public_key();
+        let xkp = nkeys::XKey::new();
+        let xkey = xkp.public_key();
         let server_name = if opts.server_name.is_empty() {
             server_id.clone()
         } else {
             opts.server_name.clone()
         };
+        let keys = Arc::new(crate::auth::callout::ServerKeys {
+            signer: kp,
+            xkey: xkp,
+            id: server_id.clone(),
+            name: server_name.clone(),
+            host: opts.host.clone(),
+            version: NATS_VERSION.into(),
+        });
 
         tracing::info!("Starting nats-server");
         tracing::info!("  Version:  {NATS_VERSION}");
@@ -242,7 +258,7 @@ impl Server {
 
         let shared = Arc::new(crate::core::stats::Shared::new(nshards));
         let mut core = opts.core_config();
-        core.authenticator = apply_security(&shared, &opts)?;
+        core.authenticator = apply_security(&shared, &keys, &opts)?;
         core.info = ServerInfo {
             server_id: server_id.clone(),
             server_name,
@@ -367,6 +383,7 @@ impl Server {
             info,
             ldm: false,
             client_addr: bound,
+            keys,
         };
         srv.write_ports_file();
         tracing::info!("Server is ready");
@@ -420,7 +437,7 @@ impl Server {
     /// over the file as at startup. On error nothing changed.
     pub fn reload(&mut self, flags: &[String]) -> Result<(), reload::ReloadError> {
         let (new, plan) = reload::prepare(&self.opts, flags, self.client_addr.port())?;
-        let authenticator = apply_security(&self.state.shared, &new)?;
+        let authenticator = apply_security(&self.state.shared, &self.keys, &new)?;
         for m in &plan.messages {
             if m.starts_with("Reloaded: pid_file") {
                 if let Err(e) = write_pid_file(&new.pid_file) {

@@ -319,7 +319,6 @@ impl Options {
         let proxies = s.users.iter().any(|u| u.proxy_required) || s.nkeys.iter().any(|u| u.proxy_required);
         let missing = [
             (proxies || s.proxy_required, "proxy_required"),
-            (s.auth_callout.is_some(), "auth_callout"),
             (
                 s.resolver
                     .as_ref()
@@ -343,7 +342,7 @@ impl Options {
         }
     }
 
-    fn auth_timeout_duration(&self) -> Duration {
+    pub fn auth_timeout_duration(&self) -> Duration {
         Duration::try_from_secs_f64(self.auth_timeout_secs()).unwrap_or(Duration::from_secs(2))
     }
 
