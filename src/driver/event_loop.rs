@@ -83,7 +83,9 @@ pub(super) fn start<P: Poller>(
                 Box::new(MeshAdapter(ep)),
             );
             core.set_post(post);
-            EventLoop::new(core, poller, rx, stop, cfg.spin_us).run();
+            let mut el = EventLoop::new(core, poller, rx, stop, cfg.spin_us);
+            el.stats = Some((cfg.shared.clone(), i));
+            el.run();
         })?;
         threads.push(h);
     }
@@ -109,6 +111,8 @@ pub(super) struct EventLoop<P: Poller> {
     ready: Vec<usize>,
     wake_list: Vec<ConnKey>,
     buf: Vec<u8>,
+    /// Where this loop publishes its turns, wake-ups and busy time (`/shardz`).
+    stats: Option<(Arc<crate::core::stats::Shared>, usize)>,
 }
 
 impl<P: Poller> EventLoop<P> {
@@ -124,14 +128,24 @@ impl<P: Poller> EventLoop<P> {
             ready: Vec::new(),
             wake_list: Vec::new(),
             buf: vec![0u8; READ_BUF],
+            stats: None,
         }
     }
 
     fn run(&mut self) {
         let mut events: Vec<Ready> = Vec::with_capacity(1024);
         let mut last_work = Instant::now();
+        let mut counters = crate::core::stats::LoopCounters::default();
+        let mut awake_since = last_work;
         loop {
             let now = Instant::now();
+            counters.turns += 1;
+            counters.busy_ns += now.saturating_duration_since(awake_since).as_nanos() as u64;
+            if let Some((shared, i)) = &self.stats {
+                if let Some(s) = shared.shards.get(*i) {
+                    s.publish_loop(&counters);
+                }
+            }
             let busy = !self.ready.is_empty() || self.core.has_wakeups();
             let mut timeout = match self.core.next_deadline() {
                 Some(d) => d.saturating_duration_since(now),
@@ -154,8 +168,10 @@ impl<P: Poller> EventLoop<P> {
             }
             if parked {
                 self.core.mesh_unpark();
+                counters.wakeups += 1;
             }
             let now = Instant::now();
+            awake_since = now;
             let mut worked = false;
             for ev in events.iter() {
                 if let Some(c) = self.conns.get_mut(ev.token) {

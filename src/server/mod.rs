@@ -9,14 +9,12 @@
 //! - `lame_duck`: closing clients gradually before exiting (SIGUSR2).
 //! - `signals`: the signal loop and `--signal` commands.
 //! - `logging`: nats-server's log format over `tracing`; files, rotation, syslog.
-//! - `monitor`: HTTP monitoring (`/varz`, `/healthz`).
-//! - `state`: what the monitoring thread reads.
+//! - `state`: what monitoring (`crate::monitor`) reads.
 
 pub mod cli;
 pub mod config;
 pub mod lame_duck;
 pub mod logging;
-pub mod monitor;
 pub mod operator;
 pub mod options;
 pub mod reload;
@@ -185,7 +183,9 @@ fn host_port(host: &str, port: u16) -> String {
 pub struct Server {
     state: Arc<ServerState>,
     running: Option<driver::Running>,
-    _monitor: Option<monitor::Monitor>,
+    _monitor: Option<crate::monitor::http::HttpServer>,
+    /// What monitoring answers from (also for the system account's services).
+    monitor: Arc<crate::monitor::Context>,
     pid_file: Option<String>,
     ports_file: Option<String>,
     /// The options in force (the port is the one bound).
@@ -326,16 +326,20 @@ impl Server {
             mon_addr = Some(a);
         }
         let state = Arc::new(state);
+        let mon_ctx = crate::monitor::Context::new(state.clone());
         let monitor = match mon_addr {
             Some(a) => {
-                let m = monitor::Monitor::start(a, state.clone()).map_err(|e| StartError::Listen {
-                    addr: host_port(&state.http_host, a.port()),
-                    err: format!(
-                        "listen tcp {}: bind: {}",
-                        host_port(&state.http_host, a.port()),
-                        go_errno_text(&e)
-                    ),
-                })?;
+                let m =
+                    crate::monitor::http::HttpServer::start(a, mon_ctx.clone(), &opts.http_base_path).map_err(|e| {
+                        StartError::Listen {
+                            addr: host_port(&state.http_host, a.port()),
+                            err: format!(
+                                "listen tcp {}: bind: {}",
+                                host_port(&state.http_host, a.port()),
+                                go_errno_text(&e)
+                            ),
+                        }
+                    })?;
                 tracing::info!(
                     "Starting http monitor on {}",
                     host_port(&state.http_host, m.addr.port())
@@ -358,6 +362,7 @@ impl Server {
             driver::mio::start(rt, listener)?
         };
         tracing::info!("Using the {} reactor on {} shards", running.name, nshards);
+        mon_ctx.set_post(Arc::new(running.controls.clone()));
         let system = Arc::new(crate::system::SystemContext {
             server: crate::system::envelope::ServerIdentity {
                 name: info.server_name.clone(),
@@ -389,6 +394,7 @@ impl Server {
             state,
             running: Some(running),
             _monitor: monitor,
+            monitor: mon_ctx,
             pid_file,
             ports_file: None,
             opts: running_opts,
@@ -434,6 +440,12 @@ impl Server {
                 self.ports_file = None;
             }
         }
+    }
+
+    /// Monitoring's view of this server: build `/varz`, `/connz`, ... answers with
+    /// `crate::monitor` (the system account's services use it too).
+    pub fn monitor(&self) -> &Arc<crate::monitor::Context> {
+        &self.monitor
     }
 
     /// The options in force.

@@ -115,6 +115,8 @@ pub struct Options {
     pub http_host: String,
     /// 0: monitoring off; -1: random port.
     pub http_port: i64,
+    /// Prefix of every monitoring endpoint (`http_base_path`), as written.
+    pub http_base_path: String,
     pub max_control_line: i64,
     pub max_payload: i64,
     pub max_pending: i64,
@@ -178,6 +180,7 @@ impl Default for Options {
             flags_not_yet: FlagsNotYet::default(),
             http_host: String::new(),
             http_port: 0,
+            http_base_path: String::new(),
             max_control_line: 4096,
             max_payload: 1024 * 1024,
             max_pending: 64 * 1024 * 1024,
@@ -383,6 +386,7 @@ impl Options {
             debug: self.debug,
             max_traced_msg_len: self.max_traced_msg_len.max(0) as usize,
             info: Default::default(),
+            max_closed_clients: self.max_closed_clients.max(0) as usize,
         }
     }
 }

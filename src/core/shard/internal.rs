@@ -77,6 +77,11 @@ impl Internals {
         !self.queue.is_empty()
     }
 
+    /// Internal deliveries waiting for their handlers.
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Internal clients on this shard.
     pub(crate) fn client_count(&self) -> usize {
         self.clients.len()

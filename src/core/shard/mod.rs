@@ -22,6 +22,7 @@ mod imports;
 mod interest;
 pub mod internal;
 mod ops;
+mod report;
 mod route;
 mod timers;
 
@@ -54,6 +55,10 @@ pub trait MeshPort {
     fn prepare_park(&self) -> bool;
     /// The shard is awake again.
     fn unpark(&self);
+    /// Batches waiting in the ring from shard `src` (monitoring).
+    fn inbound_len(&self, _src: usize) -> usize {
+        0
+    }
 }
 
 /// A port for a single-shard server: nothing to send to, nothing to receive.
@@ -132,6 +137,8 @@ pub struct ShardCore {
     internals: internal::Internals,
     /// Set while delivering a message another shard routed here.
     delivering_remote: bool,
+    /// Closed connections and their counters, for monitoring.
+    reports: report::ReportState,
 }
 
 impl ShardCore {
@@ -162,6 +169,7 @@ impl ShardCore {
             resp_sweep_at: None,
             internals: internal::Internals::default(),
             delivering_remote: false,
+            reports: report::ReportState::default(),
         };
         core.apply_table();
         core
@@ -469,6 +477,7 @@ impl ShardCore {
             let spare = self.mesh.take_recycled(dst).unwrap_or_default();
             let batch = std::mem::replace(&mut self.staging[dst], spare);
             if let Err(batch) = self.mesh.try_send(dst, batch) {
+                self.counters.mesh_ring_full += 1;
                 // Ring full: put it back in front of anything staged since.
                 let mut batch = batch;
                 let later = std::mem::take(&mut self.staging[dst]);
@@ -554,6 +563,7 @@ impl ShardCore {
     /// Mark a connection closing for `reason`: drop its interest, and (unless the reason
     /// skips it) let the driver flush what is queued.
     fn close(&mut self, key: ConnKey, reason: ClosedState) {
+        self.record_closed(key, reason);
         let debug = self.cfg.debug;
         let Some(c) = self.client_mut(key) else { return };
         if c.closing.is_some() {

@@ -26,7 +26,6 @@ const NOT_YET: &[&str] = &[
     "ocsp_cache",
     "https",
     "https_port",
-    "http_base_path",
     "prof_port",
     "proxy_protocol",
     "proxies",
