@@ -202,7 +202,23 @@ fn strip_server(body: &str) -> String {
     let start = body
         .find("\"server\":{")
         .unwrap_or_else(|| panic!("no server in {body}"));
-    let end = start + body[start..].find('}').unwrap() + 1;
+    // The server object holds one nested object (`feature_flags`): skip to the brace
+    // that closes the server object itself.
+    let mut depth = 0;
+    let mut end = start;
+    for (i, c) in body[start..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    end = start + i + 1;
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
     assert!(body[start..].starts_with(r#""server":{"name":"rnats-test","host":"","id":"NTEST","ver":"2.14.0""#));
     let mut s = format!("{}{}", &body[..start], &body[end..]);
     s = s.replace("{,", "{").replace(",}", "}");
