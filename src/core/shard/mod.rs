@@ -21,6 +21,7 @@ mod connect;
 mod imports;
 mod interest;
 pub mod internal;
+mod latency;
 mod ops;
 mod report;
 mod route;
@@ -139,6 +140,8 @@ pub struct ShardCore {
     delivering_remote: bool,
     /// Closed connections and their counters, for monitoring.
     reports: report::ReportState,
+    /// Responders' details of tracked responses forwarded by other shards, by subject.
+    resp_infos: FastMap<Box<[u8]>, Vec<u8>>,
 }
 
 impl ShardCore {
@@ -170,6 +173,7 @@ impl ShardCore {
             internals: internal::Internals::default(),
             delivering_remote: false,
             reports: report::ReportState::default(),
+            resp_infos: FastMap::default(),
         };
         core.apply_table();
         core
@@ -516,6 +520,7 @@ impl ShardCore {
     fn finish(&mut self, now: Instant) {
         if self.internals.busy() && !self.internals.running {
             self.internals.running = true;
+            self.publish_deferred(now);
             self.run_internal(now);
             self.internals.running = false;
         }
@@ -647,6 +652,7 @@ impl ShardCore {
                     mesh_codec::put_barrier(self.stage(src), id, true);
                 }
                 mesh_codec::Record::BarrierAck(id) => self.barrier_acked(id, now),
+                mesh_codec::Record::RespInfo { subject, info, .. } => self.keep_resp_info(subject, info),
             }
         }
     }
