@@ -11,7 +11,7 @@
 //! applied on the same shard when the response (or the auth timeout) comes.
 
 use crate::auth::jwt::{self, AuthorizationRequestClaims, Encode};
-use crate::auth::operator::accounts::unix_now;
+use crate::auth::operator::accounts::{unix_now, OperatorAccounts};
 use crate::auth::operator::user::perm_spec;
 use crate::core::accounts::{AccountId, GLOBAL};
 use crate::core::auth::{AuthLater, AuthRequest, AuthVerdict, Authenticator, Denied, Identity, Recheck, UserLimits};
@@ -107,7 +107,17 @@ struct Pending {
     cid: u64,
 }
 
-impl CalloutAuthenticator {
+/// One callout request: the configuration it runs under (in operator mode taken from
+/// the account JWT of the connecting user) and the server's keys.
+struct Request {
+    cfg: CalloutConfig,
+    keys: Arc<ServerKeys>,
+    timeout: Duration,
+    /// Operator mode: the accounts, for signing keys and placement.
+    operator: Option<Arc<OperatorAccounts>>,
+}
+
+impl Request {
     fn request_claims(&self, p: &Pending, user_nkey: &str) -> AuthorizationRequestClaims {
         let mut c = AuthorizationRequestClaims::new(self.cfg.issuer.clone());
         c.claims.audience = AUTH_REQUEST_AUDIENCE.into();
@@ -165,6 +175,7 @@ impl CalloutAuthenticator {
             ));
         };
         let mut body = m.payload;
+        let body_start: Vec<u8> = body.iter().take(3).copied().collect();
         if body.is_empty() {
             return Err(format!(
                 "auth callout violation: {:?} on account {account:?}",
@@ -181,6 +192,7 @@ impl CalloutAuthenticator {
                     .map_err(|e| format!("error decrypting auth callout response on account {account:?}: {e}"))?;
             }
         }
+        let encrypted = self.cfg.xkey.is_some() && !text_is_jwt(&body_start);
         let text = String::from_utf8(body).map_err(|e| e.to_string())?;
         let cr = jwt::decode_authorization_response(&text).map_err(|e| e.to_string())?;
         if let Some(issue) = cr.validation(unix_now()).issues.first() {
@@ -198,6 +210,21 @@ impl CalloutAuthenticator {
         if !cr.nats.error.is_empty() {
             return Err(format!("auth callout service returned an error: {}", cr.nats.error));
         }
+        let account_claims = self
+            .operator
+            .as_ref()
+            .and_then(|o| o.known(&self.cfg.issuer))
+            .map(|k| k.claims);
+        if let (Some(ac), false) = (&account_claims, encrypted) {
+            let pk = if cr.nats.issuer_account.is_empty() {
+                &cr.claims.issuer
+            } else {
+                &cr.nats.issuer_account
+            };
+            if *pk != ac.claims.subject && !ac.nats.signing_keys.contains(pk) {
+                return Err("auth callout signing key is unknown".into());
+            }
+        }
         let arc = jwt::decode_user(&cr.nats.jwt).map_err(|e| e.to_string())?;
         if let Some(issue) = arc.validation(unix_now()).issues.first() {
             return Err(format!("Error validating user JWT: {}", issue.description));
@@ -207,6 +234,9 @@ impl CalloutAuthenticator {
                 "Expected authorized user of {user_nkey:?} but got {:?} on account {account:?}",
                 arc.claims.subject
             ));
+        }
+        if let Some(ops) = &self.operator {
+            return self.operator_identity(core, ops, &arc);
         }
         if !arc.nats.issuer_account.is_empty() {
             return Err(format!(
@@ -234,7 +264,63 @@ impl CalloutAuthenticator {
                     )
                 })?
         };
-        let limits = &arc.nats.limits;
+        Ok(self.identity(&arc, &arc.nats.limits, placement))
+    }
+
+    /// Operator mode: the user JWT is issued by the callout's account (or an allowed
+    /// one), which is where the user goes; a scoped signing key's template applies.
+    fn operator_identity(
+        &self,
+        core: &ShardCore,
+        ops: &Arc<OperatorAccounts>,
+        arc: &jwt::UserClaims,
+    ) -> Result<Identity, String> {
+        let account = &self.cfg.account_name;
+        let jwt_issuer = if arc.nats.issuer_account.is_empty() {
+            &arc.claims.issuer
+        } else {
+            &arc.nats.issuer_account
+        };
+        if *jwt_issuer != self.cfg.issuer && !self.cfg.allowed_accounts.iter().any(|a| a == "*" || a == jwt_issuer) {
+            return Err(format!(
+                "account {:?} not permitted as valid account option for auth callout for account {account:?}",
+                arc.claims.issuer
+            ));
+        }
+        let table = ops.ensure(jwt_issuer).map_err(|e| {
+            format!("no valid account {jwt_issuer:?} for auth callout response on account {account:?}: {e}")
+        })?;
+        let placement = table.by_name(jwt_issuer).map(|d| d.id).unwrap_or(GLOBAL);
+        let target = ops.known(jwt_issuer).ok_or_else(|| {
+            format!("no valid account {jwt_issuer:?} for auth callout response on account {account:?}")
+        })?;
+        let mut limits = arc.nats.limits.clone();
+        match target.claims.nats.signing_keys.get(&arc.claims.issuer) {
+            None if arc.claims.issuer != target.claims.claims.subject => {
+                return Err(format!("user JWT issuer {:?} is not known", arc.claims.issuer));
+            }
+            Some(Some(scope)) => {
+                scope
+                    .validate_scoped_signer(arc)
+                    .map_err(|e| format!("user JWT is not valid: {e}"))?;
+                limits = jwt::apply_user_template(
+                    &scope.template,
+                    arc,
+                    jwt::TemplateAccount {
+                        name: &target.claims.claims.name,
+                        tags: &target.claims.nats.generic.tags,
+                    },
+                )
+                .map_err(|e| format!("user JWT generated invalid permissions: {e}"))?;
+            }
+            _ => {}
+        }
+        let _ = core;
+        Ok(self.identity(arc, &limits, placement))
+    }
+
+    /// The identity of an admitted callout user.
+    fn identity(&self, arc: &jwt::UserClaims, limits: &jwt::UserPermissionLimits, placement: AccountId) -> Identity {
         let expires =
             (arc.claims.expires > 0).then(|| SystemTime::UNIX_EPOCH + Duration::from_secs(arc.claims.expires as u64));
         let user = if arc.claims.name.is_empty() {
@@ -249,7 +335,7 @@ impl CalloutAuthenticator {
                 .get_or_insert_with(Default::default)
                 .add_publish_deny(&[AUTH_CALLOUT_SUBJECT]);
         }
-        Ok(Identity {
+        Identity {
             account: placement,
             user,
             permissions,
@@ -263,7 +349,7 @@ impl CalloutAuthenticator {
             tags: arc.nats.generic.tags.clone(),
             issuer_key: String::new(),
             jwt: None,
-        })
+        }
     }
 
     /// Publish the request from the connection's shard; the verdict is applied there.
@@ -379,7 +465,13 @@ impl Authenticator for Callout {
             host: req.peer.ip().to_string(),
             cid: req.cid,
         };
-        me.clone().start(p, later)
+        let req = Arc::new(Request {
+            cfg: me.cfg.clone(),
+            keys: me.keys.clone(),
+            timeout: me.timeout,
+            operator: None,
+        });
+        req.start(p, later)
     }
 
     fn recheck(&self, opts: &ClientOpts, current: &Identity) -> Option<Recheck> {
@@ -388,5 +480,95 @@ impl Authenticator for Callout {
             return self.0.inner.recheck(opts, current);
         }
         None
+    }
+}
+
+/// Does a response body start like a JWT (`eyJ`, base64 of `{"`)?
+fn text_is_jwt(start: &[u8]) -> bool {
+    start == b"eyJ"
+}
+
+/// Operator mode: an account JWT with external authorization (`authorization {
+/// auth_users, allowed_accounts, xkey }`) sends its users, but for its auth users, to a
+/// callout in that account; everything else is the operator authenticator's.
+#[derive(Debug)]
+pub struct OperatorCallout {
+    pub inner: Arc<crate::auth::operator::OperatorAuthenticator>,
+    pub keys: Arc<ServerKeys>,
+    pub timeout: Duration,
+}
+
+impl OperatorCallout {
+    /// The callout configuration of the account a CONNECT's user JWT belongs to, if that
+    /// account delegates to a callout and the user is not one of its auth users.
+    fn delegated(&self, opts: &ClientOpts) -> Option<(CalloutConfig, Arc<OperatorAccounts>)> {
+        let ops = self.inner.accounts.clone();
+        let token = if jwt::decode_user(&opts.jwt).is_ok() {
+            opts.jwt.clone()
+        } else {
+            self.inner.default_sentinel.clone()?
+        };
+        let user = jwt::decode_user(&token).ok()?;
+        let account = user.account().to_string();
+        if ops.resolver.is_remote() && ops.known(&account).is_none() {
+            return None;
+        }
+        let table = ops.ensure(&account).ok()?;
+        let known = ops.known(&account)?;
+        let ext = &known.claims.nats.authorization;
+        if !ext.is_enabled() || ext.auth_users.iter().any(|u| *u == user.claims.subject) {
+            return None;
+        }
+        let id = table.by_name(&account)?.id;
+        let cfg = CalloutConfig {
+            issuer: account.clone(),
+            account: id,
+            account_name: account,
+            auth_users: ext.auth_users.iter().cloned().collect(),
+            xkey: (!ext.xkey.is_empty()).then(|| ext.xkey.clone()),
+            allowed_accounts: ext.allowed_accounts.clone(),
+        };
+        Some((cfg, ops))
+    }
+}
+
+impl Authenticator for OperatorCallout {
+    fn required(&self) -> bool {
+        true
+    }
+
+    fn nonce_required(&self) -> bool {
+        true
+    }
+
+    fn authenticate(&self, req: &AuthRequest<'_>, later: AuthLater) -> AuthVerdict {
+        let Some((cfg, ops)) = self.delegated(req.opts) else {
+            return self.inner.authenticate(req, later);
+        };
+        if !later.can_wait() {
+            return AuthVerdict::Deny(Denied::because("auth callout needs a runtime"));
+        }
+        let p = Pending {
+            key: req.key,
+            opts: req.opts.clone(),
+            nonce: req.nonce.to_string(),
+            host: req.peer.ip().to_string(),
+            cid: req.cid,
+        };
+        let r = Arc::new(Request {
+            cfg,
+            keys: self.keys.clone(),
+            timeout: self.timeout,
+            operator: Some(ops),
+        });
+        r.start(p, later)
+    }
+
+    fn recheck(&self, opts: &ClientOpts, current: &Identity) -> Option<Recheck> {
+        if current.jwt.is_none() {
+            // Admitted by a callout: kept.
+            return None;
+        }
+        self.inner.recheck(opts, current)
     }
 }

@@ -72,7 +72,7 @@ fn apply_security(
     opts: &Options,
 ) -> Result<Security, security::SecurityError> {
     if operator::enabled(&opts.security) {
-        let (accounts, auth) = operator::apply(shared, &opts.security)?;
+        let (accounts, auth) = operator::apply(shared, &opts.security, keys, opts.auth_timeout_duration())?;
         return Ok((Arc::new(auth), Some(accounts)));
     }
     let simple = security::SimpleAuth {

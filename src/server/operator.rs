@@ -34,7 +34,9 @@ fn resolver(sec: &SecurityConfig) -> Result<Arc<dyn AccountResolver>, SecurityEr
 pub fn apply(
     shared: &Arc<Shared>,
     sec: &SecurityConfig,
-) -> Result<(Arc<OperatorAccounts>, OperatorAuthenticator), SecurityError> {
+    keys: &Arc<crate::auth::callout::ServerKeys>,
+    timeout: std::time::Duration,
+) -> Result<(Arc<OperatorAccounts>, crate::auth::callout::OperatorCallout), SecurityError> {
     let mut trust = Trust {
         keys: sec.trusted_keys.clone(),
         ..Default::default()
@@ -74,6 +76,11 @@ pub fn apply(
         accounts: accounts.clone(),
         pinned: sec.resolver_pinned_accounts.iter().cloned().collect::<HashSet<_>>(),
         default_sentinel: (!sec.default_sentinel.is_empty()).then(|| sec.default_sentinel.clone()),
+    };
+    let auth = crate::auth::callout::OperatorCallout {
+        inner: Arc::new(auth),
+        keys: keys.clone(),
+        timeout,
     };
     Ok((accounts, auth))
 }

@@ -72,9 +72,12 @@ impl ShardCore {
             AuthVerdict::Deny(d) => self.auth_denied(key, &d, now),
             AuthVerdict::Pending => {
                 if let Some(c) = self.client_mut(key) {
-                    // Input that follows waits for the verdict (see `auth_completed`);
-                    // the authentication timeout keeps running.
+                    // Input that follows waits for the verdict (see `auth_completed`).
+                    // As in nats-server, CONNECT ends the authentication timeout: the
+                    // pending verdict has its own deadline (the callout request's,
+                    // the resolver fetch's).
                     c.pause = Pause::Auth;
+                    c.auth_deadline = None;
                     c.auth_first = first;
                 }
             }
