@@ -516,7 +516,7 @@ impl OperatorCallout {
         let table = ops.ensure(&account).ok()?;
         let known = ops.known(&account)?;
         let ext = &known.claims.nats.authorization;
-        if !ext.is_enabled() || ext.auth_users.iter().any(|u| *u == user.claims.subject) {
+        if !ext.is_enabled() || ext.auth_users.contains(&user.claims.subject) {
             return None;
         }
         let id = table.by_name(&account)?.id;
@@ -565,10 +565,8 @@ impl Authenticator for OperatorCallout {
     }
 
     fn recheck(&self, opts: &ClientOpts, current: &Identity) -> Option<Recheck> {
-        if current.jwt.is_none() {
-            // Admitted by a callout: kept.
-            return None;
-        }
+        // Admitted by a callout (no JWT of its own): kept.
+        current.jwt.as_ref()?;
         self.inner.recheck(opts, current)
     }
 }
