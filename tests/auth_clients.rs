@@ -96,8 +96,8 @@ both_reactors!(users_tokens_and_nkeys, |r| {
     let _ = std::fs::remove_dir_all(&dir);
 });
 
-/// Operator mode with a creds file and with a JWT callback; an expired user and a
-/// revoked user are refused; a revocation pushed while connected closes the client.
+// Operator mode with a creds file and with a JWT callback; an expired user and a
+// revoked user are refused.
 both_reactors!(creds_and_jwt_callbacks, |r| {
     let dir = scratch_dir();
     let t = now();
@@ -176,8 +176,8 @@ both_reactors!(creds_and_jwt_callbacks, |r| {
     let _ = std::fs::remove_dir_all(&dir);
 });
 
-/// Leak attempts across accounts from every shard: the same subjects and queue group
-/// names in two accounts, publishers and subscribers spread over 4 shards.
+// Leak attempts across accounts from every shard: the same subjects and queue group
+// names in two accounts, publishers and subscribers spread over 4 shards.
 both_reactors!(no_leaks_across_accounts_on_any_shard, |r| {
     let dir = scratch_dir();
     let conf =
