@@ -11,12 +11,17 @@
 //! | `conns` | [`conns`] | K idle connections with a subscription each, then a wildcard fan-out |
 //! | `subjects` | [`subjects`] | 100k mixed literal/`*`/`>` subscriptions, random publishes |
 //! | `monpoll` | [`monpoll`] | `pubsub` with K idle connections, with and without `/connz?subs=1` and `/metrics` polled |
+//! | `perms` | [`perms`] | `pubsub` as a user with publish/subscribe permissions, against a plain user |
+//! | `import` | [`import`] | request/reply through a service import, against the same account |
 //!
-//! The publish/subscribe mechanics live in [`flow`].
+//! The publish/subscribe mechanics live in [`flow`]. `perms` and `import` run on the lab's
+//! auth configuration ([`crate::authlab`]).
 
 pub mod conns;
 pub mod flow;
+pub mod import;
 pub mod monpoll;
+pub mod perms;
 pub mod pubsub;
 pub mod reqrep;
 pub mod subjects;
@@ -27,6 +32,8 @@ use std::time::Duration;
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
+use crate::authlab::User;
+use crate::client::Credentials;
 use crate::error::{PerfError, Result};
 use crate::proc::ProcSample;
 use crate::report::{RunResult, ServerStats};
@@ -45,6 +52,9 @@ pub enum Scenario {
     Subjects,
     /// Not in [`Scenario::ALL`]: it needs the server's monitoring port.
     Monpoll,
+    /// Not in [`Scenario::ALL`] (nor the next one): it needs the lab's auth configuration.
+    Perms,
+    Import,
 }
 
 impl Scenario {
@@ -72,6 +82,24 @@ impl Scenario {
             Scenario::Conns => "conns",
             Scenario::Subjects => "subjects",
             Scenario::Monpoll => "monpoll",
+            Scenario::Perms => "perms",
+            Scenario::Import => "import",
+        }
+    }
+
+    /// Whether the scenario runs on the lab's auth configuration ([`crate::authlab`]): a server
+    /// the lab starts gets `-c <that file>`.
+    pub fn auth_config(self) -> bool {
+        matches!(self, Scenario::Perms | Scenario::Import)
+    }
+
+    /// Who to log in as to check that a server is up and read its limits (`None`: no
+    /// authentication).
+    pub fn login(self) -> Option<Credentials> {
+        match self {
+            Scenario::Perms => Some(User::Plain.credentials()),
+            Scenario::Import => Some(User::Local.credentials()),
+            _ => None,
         }
     }
 
@@ -87,6 +115,8 @@ impl Scenario {
             Scenario::Conns => (16, 10, 1, 0),
             Scenario::Subjects => (64, 1_000_000, 1, 2),
             Scenario::Monpoll => (128, 2_000_000, 1, 1),
+            Scenario::Perms => (128, 3_000_000, 1, 1),
+            Scenario::Import => (128, 20_000, 1, 1),
         }
     }
 }
@@ -237,7 +267,7 @@ pub struct Ctx<'a> {
 
 /// Runs one scenario against the target.
 pub fn run(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
-    check_payload(params, ctx)?;
+    check_payload(scenario, params, ctx)?;
     match scenario {
         Scenario::Pub | Scenario::Pubsub | Scenario::Fanout | Scenario::Fanin | Scenario::Queue => {
             pubsub::run(scenario, params, ctx)
@@ -246,12 +276,15 @@ pub fn run(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<RunResu
         Scenario::Conns => conns::run(params, ctx),
         Scenario::Subjects => subjects::run(params, ctx),
         Scenario::Monpoll => monpoll::run(params, ctx),
+        Scenario::Perms => perms::run(params, ctx),
+        Scenario::Import => import::run(params, ctx),
     }
 }
 
 /// Fails early, with a clear message, when the payload exceeds the server's `max_payload`.
-fn check_payload(params: &Params, ctx: &Ctx<'_>) -> Result<()> {
-    let conn = crate::client::Conn::connect(ctx.addr, ctx.handshake_timeout, b"")?;
+fn check_payload(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<()> {
+    let login = scenario.login();
+    let conn = crate::client::Conn::connect_as(ctx.addr, ctx.handshake_timeout, login.as_ref(), b"")?;
     match conn.max_payload() {
         Some(max) if params.size as u64 > max => Err(PerfError::Param(format!(
             "--size {} exceeds the server's max_payload {max}",
@@ -282,6 +315,7 @@ pub fn base_result(scenario: Scenario, params: &Params) -> RunResult {
         subjects: None,
         server: None,
         monitor: None,
+        pair: None,
     }
 }
 
