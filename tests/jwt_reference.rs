@@ -575,7 +575,7 @@ fn callout_timeout(bin: &PathBuf, extra: &[&str]) -> Vec<String> {
 fn callout_timeout_like_the_reference() {
     let want = callout_timeout(&reference_server().unwrap(), &[]);
     assert_eq!(want.first().map(String::as_str), Some(AUTH_VIOLATION));
-    for r in ["uring", "mio"] {
+    for r in common::reactor_flags() {
         let got = callout_timeout(&PathBuf::from(common::bin()), &["--shards", "2", "--reactor", r]);
         assert_eq!(got, want, "{r}");
     }
@@ -751,7 +751,7 @@ fn revocation_pushed(bin: &PathBuf, extra: &[&str]) -> (Vec<String>, String) {
 fn pushed_revocation_closes_like_the_reference() {
     let want = revocation_pushed(&reference_server().unwrap(), &[]);
     assert_eq!(want.0, ["-ERR 'User Authentication Revoked'"]);
-    for r in ["uring", "mio"] {
+    for r in common::reactor_flags() {
         let got = revocation_pushed(&PathBuf::from(common::bin()), &["--shards", "3", "--reactor", r]);
         assert_eq!(got, want, "{r}");
     }
