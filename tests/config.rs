@@ -364,6 +364,8 @@ fn security_settings_at_startup() {
         "operator: {OPFILE}\nresolver: MEMORY\nno_auth_user: x\n",
         "operator: {OPFILE}\nresolver { type: full, dir: \"{DIR}/full\" }\nsystem_account: {U}\n",
         "authorization { users: [ {user: a} ] }\nno_auth_user: b\n",
+        "proxies { trusted: [{}] }\n",
+        "proxies { trusted: [{key: {U}}, {}] }\n",
     ];
     for text in startup_errors {
         let f = write(&fx.dir, "s.conf", &fx.fill(text));

@@ -131,6 +131,11 @@ impl Conn {
 /// Connects with `jwt`, signing the nonce with `user`; returns what the server answered to
 /// CONNECT + PING and the connection.
 fn connect(port: u16, jwt: &str, user: &KeyPair) -> (Vec<String>, Conn) {
+    connect_via(port, jwt, user, None)
+}
+
+/// [`connect`], through the trusted proxy `proxy` when given (its `proxy_sig`).
+fn connect_via(port: u16, jwt: &str, user: &KeyPair, proxy: Option<&KeyPair>) -> (Vec<String>, Conn) {
     let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
     let mut conn = Conn {
@@ -141,7 +146,10 @@ fn connect(port: u16, jwt: &str, user: &KeyPair) -> (Vec<String>, Conn) {
     let json: serde_json::Value = serde_json::from_str(info.strip_prefix("INFO ").expect("INFO")).expect("INFO json");
     let nonce = json["nonce"].as_str().expect("nonce");
     let sig = b64_encode(&user.sign(nonce.as_bytes()).expect("sign"));
-    let connect = serde_json::json!({"jwt": jwt, "sig": sig, "verbose": false, "pedantic": false, "protocol": 1});
+    let mut connect = serde_json::json!({"jwt": jwt, "sig": sig, "verbose": false, "pedantic": false, "protocol": 1});
+    if let Some(p) = proxy {
+        connect["proxy_sig"] = b64_encode(&p.sign(nonce.as_bytes()).expect("sign")).into();
+    }
     conn.send(&format!("CONNECT {connect}\r\nPING\r\n"));
     (conn.until_pong(), conn)
 }
@@ -219,6 +227,7 @@ fn operator_mode(bin: &PathBuf, extra: &[&str]) {
 
     // The operator file is decorated, as nsc writes it.
     let op_file = decorate_jwt(&op_jwt).expect("decorate");
+    let proxy = KeyPair::new_user();
     let preload = [
         (sys.public_key(), sys_jwt),
         (acc.public_key(), acc_jwt),
@@ -235,7 +244,7 @@ fn operator_mode(bin: &PathBuf, extra: &[&str]) {
         for (k, v) in &preload {
             conf.push_str(&format!("  {k}: \"{v}\"\n"));
         }
-        conf + "}\n"
+        conf + &format!("}}\nproxies {{ trusted: [{{key: {}}}] }}\n", proxy.public_key())
     });
 
     // A user signed by the account key.
@@ -311,6 +320,29 @@ fn operator_mode(bin: &PathBuf, extra: &[&str]) {
         "bad nonce signature: {resp:?}"
     );
 
+    // A user that must come through a trusted proxy.
+    let u7 = KeyPair::new_user();
+    let mut c7 = UserClaims::new(u7.public_key());
+    c7.nats.limits.proxy_required = true;
+    let j7 = c7.encode(&acc, t).expect("u7");
+    let (resp, _c) = connect(server.port, &j7, &u7);
+    assert_eq!(
+        resp.first().map(String::as_str),
+        Some(AUTH_VIOLATION),
+        "proxy required: {resp:?}"
+    );
+    let (resp, _c) = connect_via(server.port, &j7, &u7, Some(&proxy));
+    assert_eq!(resp, ["PONG"], "through the trusted proxy");
+    let (resp, _c) = connect_via(server.port, &j7, &u7, Some(&KeyPair::new_user()));
+    assert_eq!(
+        resp.first().map(String::as_str),
+        Some(AUTH_VIOLATION),
+        "untrusted proxy: {resp:?}"
+    );
+    // A user without the requirement may still come through it.
+    let (resp, _c) = connect_via(server.port, &c1.encode(&acc, t).expect("u1"), &u1, Some(&proxy));
+    assert_eq!(resp, ["PONG"], "proxied user without the requirement");
+
     // The preloaded accounts raised no validation findings.
     let log = server.log();
     assert!(log.contains("Server is ready"), "{log}");
@@ -379,7 +411,8 @@ fn callout_round_trip(bin: &PathBuf, extra: &[&str]) {
     svc.send("CONNECT {\"user\":\"auth\",\"pass\":\"pwd\",\"verbose\":false,\"protocol\":1}\r\nSUB $SYS.REQ.USER.AUTH 1\r\nPING\r\n");
     assert_eq!(svc.until_pong(), ["PONG"]);
 
-    for (user, allow) in [("bob", true), ("eve", false)] {
+    // (user, the service allows, the user JWT it returns requires a proxy)
+    for (user, allow, proxy) in [("bob", true, false), ("eve", false, false), ("pam", true, true)] {
         let stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
         stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
         let mut client = Conn {
@@ -421,6 +454,7 @@ fn callout_round_trip(bin: &PathBuf, extra: &[&str]) {
             let mut uc = UserClaims::new(req.nats.user_nkey.clone());
             uc.claims.name = user.into();
             uc.claims.audience = "APP".into();
+            uc.nats.limits.proxy_required = proxy;
             resp.nats.jwt = uc.encode(&issuer, t).expect("user jwt");
         } else {
             resp.nats.error = "not today".into();
@@ -428,7 +462,7 @@ fn callout_round_trip(bin: &PathBuf, extra: &[&str]) {
         let resp_jwt = resp.encode(&issuer, t).expect("response");
         svc.send(&format!("PUB {reply} {}\r\n{resp_jwt}\r\n", resp_jwt.len()));
         let answer = client.until_pong();
-        if allow {
+        if allow && !proxy {
             assert_eq!(answer, ["PONG"], "{}", server.log());
         } else {
             assert_eq!(answer.first().map(String::as_str), Some(AUTH_VIOLATION), "{answer:?}");

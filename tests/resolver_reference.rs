@@ -275,6 +275,7 @@ impl Rnats {
                 account: sys,
                 permissions: None,
                 conn_types: Vec::new(),
+                proxy_required: false,
             },
         );
         let cfg = Arc::new(CoreConfig {

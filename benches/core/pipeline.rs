@@ -59,6 +59,7 @@ impl OneShard {
                         response: None,
                     }),
                     conn_types: Vec::new(),
+                    proxy_required: false,
                 },
             );
             cfg.authenticator = Arc::new(ConfigAuthenticator::new(dir));

@@ -14,7 +14,9 @@ use crate::auth::jwt::{self, AuthorizationRequestClaims, Encode};
 use crate::auth::operator::accounts::{unix_now, OperatorAccounts};
 use crate::auth::operator::user::perm_spec;
 use crate::core::accounts::{AccountId, GLOBAL};
-use crate::core::auth::{AuthLater, AuthRequest, AuthVerdict, Authenticator, Denied, Identity, Recheck, UserLimits};
+use crate::core::auth::{
+    AuthLater, AuthRequest, AuthVerdict, Authenticator, Denied, Identity, ProxyFailure, Recheck, UserLimits,
+};
 use crate::core::client::ConnKey;
 use crate::core::shard::internal::InternalMsg;
 use crate::core::shard::ShardCore;
@@ -105,6 +107,8 @@ struct Pending {
     nonce: String,
     host: String,
     cid: u64,
+    /// Came through a trusted proxy (a user JWT with `proxy_required` needs one).
+    proxied: bool,
 }
 
 /// One callout request: the configuration it runs under (in operator mode taken from
@@ -167,7 +171,13 @@ impl Request {
     }
 
     /// The verdict on a response (or on none: the timeout).
-    fn verdict(&self, core: &ShardCore, msg: Option<InternalMsg>, user_nkey: &str) -> Result<Identity, String> {
+    fn verdict(
+        &self,
+        core: &ShardCore,
+        msg: Option<InternalMsg>,
+        user_nkey: &str,
+        proxied: bool,
+    ) -> Result<Identity, String> {
         let account = &self.cfg.account_name;
         let Some(m) = msg else {
             return Err(format!(
@@ -226,6 +236,9 @@ impl Request {
             }
         }
         let arc = jwt::decode_user(&cr.nats.jwt).map_err(|e| e.to_string())?;
+        if arc.nats.limits.proxy_required && !proxied {
+            return Err(ProxyFailure::Required.as_str().to_string());
+        }
         if let Some(issue) = arc.validation(unix_now()).issues.first() {
             return Err(format!("Error validating user JWT: {}", issue.description));
         }
@@ -349,6 +362,7 @@ impl Request {
             tags: arc.nats.generic.tags.clone(),
             issuer_key: String::new(),
             jwt: None,
+            proxy_key: None,
         }
     }
 
@@ -383,14 +397,18 @@ impl Request {
                 body = sealed;
                 header = Some(headers::with(None, XKEY_HEADER, &self.keys.xkey.public_key()));
             }
-            let key = p.key;
+            let (key, proxied) = (p.key, p.proxied);
             let me = self.clone();
             let on_reply = Box::new(move |core: &mut ShardCore, m: Option<InternalMsg>, now: Instant| {
-                let verdict = match me.verdict(core, m, &user_nkey) {
+                let verdict = match me.verdict(core, m, &user_nkey, proxied) {
                     Ok(id) => AuthVerdict::Allow(Box::new(id)),
                     Err(e) => {
                         tracing::warn!("{}", title(&e));
-                        AuthVerdict::Deny(Denied::because(""))
+                        if e == ProxyFailure::Required.as_str() {
+                            AuthVerdict::Deny(Denied::proxy(ProxyFailure::Required))
+                        } else {
+                            AuthVerdict::Deny(Denied::because(""))
+                        }
                     }
                 };
                 core.auth_completed(key, verdict, now);
@@ -464,6 +482,7 @@ impl Authenticator for Callout {
             nonce: req.nonce.to_string(),
             host: req.peer.ip().to_string(),
             cid: req.cid,
+            proxied: req.trusted_proxy.is_some(),
         };
         let req = Arc::new(Request {
             cfg: me.cfg.clone(),
@@ -554,6 +573,7 @@ impl Authenticator for OperatorCallout {
             nonce: req.nonce.to_string(),
             host: req.peer.ip().to_string(),
             cid: req.cid,
+            proxied: req.trusted_proxy.is_some(),
         };
         let r = Arc::new(Request {
             cfg,

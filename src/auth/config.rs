@@ -39,6 +39,9 @@ pub struct SecurityConfig {
     pub default_permissions: Option<Permissions>,
     /// `authorization { proxy_required }`.
     pub proxy_required: bool,
+    /// `proxies { trusted: [{key}] }`: the trusted proxies' public keys (`Some` when
+    /// the block is present, even empty).
+    pub proxies: Option<Vec<String>>,
     /// `authorization { auth_callout }`.
     pub auth_callout: Option<AuthCallout>,
     /// `no_auth_user`: the user (name or nkey) a client without credentials becomes.

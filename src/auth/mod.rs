@@ -11,6 +11,7 @@
 //!   `no_auth_user`, accounts and permissions of configured users.
 //! - [`operator`]: operator (JWT) mode: user JWTs against account JWTs from the resolver.
 //! - [`resolver`]: account resolvers of operator mode (memory, URL, full/cache directory).
+//! - [`proxies`]: trusted proxies (`proxy_sig`), in front of any of the above.
 //! - [`jwt`]: NATS JWT v2 claims (operator, account, user, activation, authorization
 //!   request/response): decoding, verification and encoding.
 //!
@@ -21,6 +22,7 @@ pub mod callout;
 pub mod config;
 pub mod jwt;
 pub mod operator;
+pub mod proxies;
 pub mod resolver;
 pub mod secret;
 pub mod users;

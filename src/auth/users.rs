@@ -8,7 +8,9 @@
 
 use super::secret::password_matches;
 use crate::core::accounts::{AccountId, GLOBAL};
-use crate::core::auth::{AuthLater, AuthRequest, AuthVerdict, Authenticator, ConnType, Denied, Identity, Recheck};
+use crate::core::auth::{
+    AuthLater, AuthRequest, AuthVerdict, Authenticator, ConnType, Denied, Identity, ProxyFailure, Recheck,
+};
 use crate::core::perms::PermSpec;
 use crate::proto::connect::ClientOpts;
 use std::collections::HashMap;
@@ -22,6 +24,8 @@ pub struct PasswordUser {
     pub permissions: Option<PermSpec>,
     /// Empty: every type.
     pub conn_types: Vec<ConnType>,
+    /// Only through a trusted proxy.
+    pub proxy_required: bool,
 }
 
 /// A user identified by its public nkey.
@@ -31,6 +35,8 @@ pub struct NkeyUser {
     pub account: AccountId,
     pub permissions: Option<PermSpec>,
     pub conn_types: Vec<ConnType>,
+    /// Only through a trusted proxy.
+    pub proxy_required: bool,
 }
 
 /// Everything config mode knows about users.
@@ -52,6 +58,9 @@ pub struct UserDirectory {
     /// `no_auth_user` is the server's own hidden user (a system account with users and
     /// nothing else configured): INFO keeps saying authentication is required.
     pub hidden_no_auth_user: bool,
+    /// `authorization { proxy_required }`: the token or single user only through a
+    /// trusted proxy.
+    pub proxy_required: bool,
 }
 
 impl UserDirectory {
@@ -104,12 +113,32 @@ impl ConfigAuthenticator {
 
     /// The identity `opts` authenticates as, or why not. `nonce` is what INFO carried.
     pub fn check(&self, opts: &ClientOpts, nonce: &str, conn_type: ConnType) -> Result<Identity, Denied> {
+        self.check_proxied(opts, nonce, conn_type, false)
+    }
+
+    /// [`Self::check`] for a connection that came through a trusted proxy (`proxied`)
+    /// or not: users with `proxy_required` need one.
+    pub fn check_proxied(
+        &self,
+        opts: &ClientOpts,
+        nonce: &str,
+        conn_type: ConnType,
+        proxied: bool,
+    ) -> Result<Identity, Denied> {
+        let needs_proxy = |required: bool| {
+            if required && !proxied {
+                Err(Denied::proxy(ProxyFailure::Required))
+            } else {
+                Ok(())
+            }
+        };
         let d = &self.dir;
         let no_creds = opts.user.is_empty() && opts.pass.is_empty() && opts.auth_token.is_empty();
         let no_auth = d.no_auth_user.as_deref().filter(|_| no_creds && opts.nkey.is_empty());
         let found = self.find(opts, no_auth, conn_type)?;
         match found {
             Found::Nkey(u) => {
+                needs_proxy(u.proxy_required)?;
                 if no_auth != Some(u.nkey.as_str()) {
                     verify_nonce_signature(&u.nkey, nonce, &opts.sig).map_err(Denied::because)?;
                 }
@@ -118,6 +147,7 @@ impl ConfigAuthenticator {
                 Ok(id)
             }
             Found::User(u) => {
+                needs_proxy(u.proxy_required)?;
                 let given = if no_auth == Some(u.name.as_str()) {
                     u.password.as_str()
                 } else {
@@ -131,6 +161,9 @@ impl ConfigAuthenticator {
                 Ok(id)
             }
             Found::Simple => {
+                if self.required() {
+                    needs_proxy(d.proxy_required)?;
+                }
                 let ok = if let Some(t) = &d.token {
                     password_matches(t, &opts.auth_token)
                 } else if let Some((user, pass)) = &d.single {
@@ -200,7 +233,7 @@ impl Authenticator for ConfigAuthenticator {
     }
 
     fn authenticate(&self, req: &AuthRequest<'_>, _later: AuthLater) -> AuthVerdict {
-        match self.check(req.opts, req.nonce, req.conn_type) {
+        match self.check_proxied(req.opts, req.nonce, req.conn_type, req.trusted_proxy.is_some()) {
             Ok(id) => AuthVerdict::Allow(Box::new(id)),
             Err(d) => AuthVerdict::Deny(d),
         }
@@ -218,6 +251,7 @@ impl Authenticator for ConfigAuthenticator {
                 &opts.nkey
             };
             return Some(match d.nkeys.get(key) {
+                Some(u) if u.proxy_required && current.proxy_key.is_none() => Recheck::Proxy(ProxyFailure::Required),
                 Some(u) => {
                     let mut id = Identity::in_account(u.account, &u.nkey);
                     id.permissions = u.permissions.clone();
@@ -226,8 +260,9 @@ impl Authenticator for ConfigAuthenticator {
                 None => Recheck::Removed,
             });
         }
-        match self.check(opts, "", ConnType::Standard) {
+        match self.check_proxied(opts, "", ConnType::Standard, current.proxy_key.is_some()) {
             Ok(id) => Some(Recheck::Rebind(Box::new(id))),
+            Err(d) if d.proxy.is_some() => Some(Recheck::Proxy(ProxyFailure::Required)),
             Err(_) => {
                 let named = !opts.user.is_empty();
                 let listed = d.listed || !d.users.is_empty() || !d.nkeys.is_empty();

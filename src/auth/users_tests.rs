@@ -17,6 +17,7 @@ fn user(name: &str, pass: &str, account: AccountId) -> PasswordUser {
         account,
         permissions: None,
         conn_types: Vec::new(),
+        proxy_required: false,
     }
 }
 
@@ -78,6 +79,7 @@ fn nkeys_need_a_signature_of_the_nonce() {
             account: 2,
             permissions: None,
             conn_types: Vec::new(),
+            proxy_required: false,
         },
     );
     let auth = ConfigAuthenticator::new(dir);

@@ -54,6 +54,9 @@ pub struct AuthRequest<'a> {
     /// The shard and handle of the connection (for answers that come later).
     pub shard: usize,
     pub key: ConnKey,
+    /// The public key of the trusted proxy that vouched for the connection (its
+    /// `proxy_sig` over the nonce verified), if any: users with `proxy_required` need it.
+    pub trusted_proxy: Option<&'a str>,
 }
 
 /// Per-user limits (user JWTs); -1 is unlimited.
@@ -91,6 +94,9 @@ pub struct Identity {
     pub issuer_key: String,
     /// A user JWT presented with it, if any.
     pub jwt: Option<String>,
+    /// The trusted proxy the connection came through (`/connz` `proxy`; removing the key
+    /// on reload closes the connection).
+    pub proxy_key: Option<String>,
 }
 
 impl Identity {
@@ -106,6 +112,7 @@ impl Identity {
             tags: Vec::new(),
             issuer_key: String::new(),
             jwt: None,
+            proxy_key: None,
         }
     }
 }
@@ -118,6 +125,28 @@ pub struct Denied {
     pub detail: String,
     /// The account a JWT user would have joined (its connection limit may be the reason).
     pub account_limit: bool,
+    /// A trusted-proxy failure (its own close reason in `/connz`).
+    pub proxy: Option<ProxyFailure>,
+}
+
+/// Why a connection failed the trusted-proxy rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyFailure {
+    /// A `proxy_sig` that no trusted proxy key verifies ("proxy is not trusted").
+    NotTrusted,
+    /// A `proxy_required` user not connected through a trusted proxy ("proxy connection
+    /// required").
+    Required,
+}
+
+impl ProxyFailure {
+    /// nats-server's error text (logged at debug level).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProxyFailure::NotTrusted => "proxy is not trusted",
+            ProxyFailure::Required => "proxy connection required",
+        }
+    }
 }
 
 impl Denied {
@@ -125,6 +154,16 @@ impl Denied {
         Denied {
             detail: detail.into(),
             account_limit: false,
+            proxy: None,
+        }
+    }
+
+    /// A trusted-proxy failure.
+    pub fn proxy(f: ProxyFailure) -> Denied {
+        Denied {
+            detail: f.as_str().to_string(),
+            account_limit: false,
+            proxy: Some(f),
         }
     }
 }
@@ -155,6 +194,18 @@ pub trait Authenticator: Send + Sync + std::fmt::Debug {
     fn recheck(&self, _opts: &ClientOpts, _current: &Identity) -> Option<Recheck> {
         None
     }
+    /// The trusted-proxy check, made before anything else (nats-server's `proxyCheck`):
+    /// `Ok(Some(key))` when a trusted proxy's `proxy_sig` over `nonce` verifies,
+    /// `Ok(None)` when the connection is not proxied (no signature, or no trusted
+    /// proxies configured), `Err` when the signature verifies with no trusted key.
+    fn proxy_check(&self, _opts: &ClientOpts, _nonce: &str) -> Result<Option<String>, ProxyFailure> {
+        Ok(None)
+    }
+    /// Is `key` one of the trusted proxies? Connections that came through a proxy whose
+    /// key is no longer trusted are closed on reload.
+    fn proxy_trusted(&self, _key: &str) -> bool {
+        false
+    }
 }
 
 /// A reload's verdict on a connected client.
@@ -170,6 +221,9 @@ pub enum Recheck {
     Revoked,
     /// The account's JWT expired: `-ERR 'Account Authentication Expired'` and close.
     AccountExpired,
+    /// The trusted-proxy rules no longer admit it: `-ERR 'Authorization Violation'` and
+    /// close, with the proxy close reason.
+    Proxy(ProxyFailure),
 }
 
 /// Where a pending verdict goes: the connection's own shard.

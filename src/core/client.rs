@@ -44,6 +44,8 @@ pub enum ClosedState {
     MaxSubscriptionsExceeded,
     AuthenticationExpired,
     Revocation,
+    ProxyNotTrusted,
+    ProxyRequired,
 }
 
 impl ClosedState {
@@ -69,6 +71,8 @@ impl ClosedState {
             ClosedState::MaxSubscriptionsExceeded => "Maximum Subscriptions Exceeded",
             ClosedState::AuthenticationExpired => "Authentication Expired",
             ClosedState::Revocation => "Credentials Revoked",
+            ClosedState::ProxyNotTrusted => "Proxy Not Trusted",
+            ClosedState::ProxyRequired => "Proxy Required",
         }
     }
 
@@ -152,6 +156,9 @@ pub struct Client {
     pub label: String,
     /// The nonce sent in INFO (empty when none was).
     pub nonce: String,
+    /// The trusted proxy whose `proxy_sig` verified (kept even if authentication then
+    /// failed, for `/connz`).
+    pub proxy_key: Option<String>,
     /// Who the connection authenticated as (set once CONNECT is accepted).
     pub identity: Option<Box<Identity>>,
     /// Counted in its account's connections (undone on close).
@@ -205,6 +212,7 @@ impl Client {
             out_bytes: 0,
             label: format_label(peer, cid),
             nonce: String::new(),
+            proxy_key: None,
             identity: None,
             account_bound: false,
             perms: None,

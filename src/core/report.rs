@@ -73,6 +73,8 @@ pub struct ConnReport {
     pub jwt: String,
     pub issuer_key: String,
     pub tags: Vec<String>,
+    /// The trusted proxy the connection came through.
+    pub proxy_key: String,
     pub mqtt_client: String,
     pub tls: Option<TlsReport>,
     /// Filled when asked for (open connections) and always for closed ones.
@@ -107,6 +109,7 @@ impl Default for ConnReport {
             jwt: String::new(),
             issuer_key: String::new(),
             tags: Vec::new(),
+            proxy_key: String::new(),
             mqtt_client: String::new(),
             tls: None,
             subs: Vec::new(),

@@ -226,6 +226,14 @@ pub struct ConnInfo {
     pub tags: Vec<String>,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub mqtt_client: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxyInfo>,
+}
+
+/// nats-server's `ProxyInfo`: the trusted proxy a connection came through.
+#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProxyInfo {
+    pub key: String,
 }
 
 /// nats-server's `Connz`.
@@ -296,6 +304,9 @@ fn conn_info(c: &ConnReport, now: SystemTime, show: Show) -> ConnInfo {
         lang: c.lang.clone(),
         version: c.version.clone(),
         mqtt_client: c.mqtt_client.clone(),
+        proxy: (!c.proxy_key.is_empty()).then(|| ProxyInfo {
+            key: c.proxy_key.clone(),
+        }),
         ..Default::default()
     };
     if let Some(t) = &c.tls {

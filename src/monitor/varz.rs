@@ -87,9 +87,24 @@ pub struct Varz {
     pub system_account: String,
     pub slow_consumer_stats: ScStats,
     pub stale_connection_stats: ScStats,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxies: Option<ProxiesVarz>,
     /// rnats additions.
     pub rnats_shards: usize,
     pub rnats_reactor: String,
+}
+
+/// `proxies` in `/varz`: the trusted proxies' keys.
+#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProxiesVarz {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trusted: Vec<ProxyKey>,
+}
+
+/// One trusted proxy.
+#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProxyKey {
+    pub key: String,
 }
 
 fn is_zero(n: &i64) -> bool {
@@ -157,6 +172,9 @@ pub fn varz(ctx: &Context) -> Varz {
             clients: t.stale_connections,
             ..Default::default()
         },
+        proxies: o.security.proxies.as_ref().map(|keys| ProxiesVarz {
+            trusted: keys.iter().map(|k| ProxyKey { key: k.clone() }).collect(),
+        }),
         rnats_shards: state.nshards,
         rnats_reactor: state.reactor.clone(),
         ..Default::default()

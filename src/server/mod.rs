@@ -200,8 +200,17 @@ pub struct Server {
     keys: Arc<crate::auth::callout::ServerKeys>,
     /// Operator mode's accounts (they live as long as the server: a reload keeps them).
     operator_accounts: Option<Arc<crate::auth::operator::accounts::OperatorAccounts>>,
-    /// The authenticator in force.
+    /// The authenticator of the security configuration (trusted proxies are put in front
+    /// of it for the shards).
     authenticator: Arc<dyn crate::core::auth::Authenticator>,
+}
+
+/// `auth` with the trusted proxies of `opts` in front.
+fn with_proxies(
+    auth: &Arc<dyn crate::core::auth::Authenticator>,
+    opts: &Options,
+) -> Arc<dyn crate::core::auth::Authenticator> {
+    crate::auth::proxies::TrustedProxies::wrap(auth.clone(), opts.security.proxies.as_deref().unwrap_or_default())
 }
 
 impl Server {
@@ -271,7 +280,7 @@ impl Server {
         let mut core = opts.core_config();
         let (authenticator, operator_accounts) = apply_security(&shared, &keys, &opts)?;
         let auth_in_force = authenticator.clone();
-        core.authenticator = authenticator;
+        core.authenticator = with_proxies(&authenticator, &opts);
         core.info = ServerInfo {
             server_id: server_id.clone(),
             server_name,
@@ -498,7 +507,7 @@ impl Server {
         }
         self.info.max_payload = self.opts.max_payload.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
         let mut core = self.opts.core_config();
-        core.authenticator = authenticator;
+        core.authenticator = with_proxies(&authenticator, &self.opts);
         self.info.auth_required = core.authenticator.advertised();
         core.info = self.info.clone();
         if let Some(r) = &self.running {

@@ -315,16 +315,10 @@ impl Options {
         if let Some(f) = self.flags_not_yet.feature() {
             return Err(OptionsError::NotYet(f.to_string()));
         }
-        let s = &self.security;
-        let proxies = s.users.iter().any(|u| u.proxy_required) || s.nkeys.iter().any(|u| u.proxy_required);
-        let missing = [
-            (proxies || s.proxy_required, "proxy_required"),
-            (s.resolver_tls.is_some(), "resolver_tls"),
-        ];
-        match missing.iter().find(|(on, _)| *on) {
-            Some((_, what)) => Err(OptionsError::NotYet(what.to_string())),
-            None => Ok(()),
+        if self.security.resolver_tls.is_some() {
+            return Err(OptionsError::NotYet("resolver_tls".to_string()));
         }
+        Ok(())
     }
 
     /// The authorization timeout in force (nats-server's default: 2 s without TLS).
@@ -410,6 +404,7 @@ fn legacy_directory(auth: &Auth) -> crate::auth::users::UserDirectory {
                         account: crate::core::accounts::GLOBAL,
                         permissions: None,
                         conn_types: Vec::new(),
+                        proxy_required: false,
                     },
                 );
             }

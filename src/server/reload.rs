@@ -306,12 +306,39 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, ReloadError> {
         }
         messages.push(msg(new));
     }
+    messages.extend(proxies_messages(old, new));
     Ok(Plan {
         messages,
         logging_changed: LogConfig::from_options(old) != LogConfig::from_options(new),
         pid_file_changed: old.pid_file != new.pid_file,
         ports_dir_changed: old.ports_file_dir != new.ports_file_dir,
     })
+}
+
+/// nats-server's `proxiesReload` lines: removed keys first, then added ones, each list
+/// in file order and printed as Go's `%q` of a string slice.
+fn proxies_messages(old: &Options, new: &Options) -> Vec<String> {
+    let (a, b) = (
+        old.security.proxies.as_deref().unwrap_or_default(),
+        new.security.proxies.as_deref().unwrap_or_default(),
+    );
+    let quoted = |keys: Vec<&String>| {
+        let q: Vec<String> = keys
+            .iter()
+            .map(|k| crate::proto::reply::go_quote(k.as_bytes()))
+            .collect();
+        format!("[{}]", q.join(" "))
+    };
+    let del: Vec<&String> = a.iter().filter(|k| !b.contains(k)).collect();
+    let add: Vec<&String> = b.iter().filter(|k| !a.contains(k)).collect();
+    let mut out = Vec::new();
+    if !del.is_empty() {
+        out.push(format!("Reloaded: proxies trusted keys {} were removed", quoted(del)));
+    }
+    if !add.is_empty() {
+        out.push(format!("Reloaded: proxies trusted keys {} were added", quoted(add)));
+    }
+    out
 }
 
 /// Everything short of applying: load, validate, compare, and check that a new log

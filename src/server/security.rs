@@ -257,6 +257,7 @@ pub fn apply(
     let mut dir = UserDirectory {
         listed: !sec.users.is_empty() || !sec.nkeys.is_empty(),
         default_permissions: sec.default_permissions.as_ref().map(perm_spec),
+        proxy_required: sec.proxy_required,
         ..Default::default()
     };
     if !simple.token.is_empty() {
@@ -276,6 +277,7 @@ pub fn apply(
                 account,
                 permissions: u.permissions.as_ref().map(perm_spec),
                 conn_types: conn_types(&u.allowed_connection_types),
+                proxy_required: u.proxy_required,
             },
         );
     }
@@ -290,6 +292,7 @@ pub fn apply(
                 account,
                 permissions: u.permissions.as_ref().map(perm_spec),
                 conn_types: conn_types(&u.allowed_connection_types),
+                proxy_required: u.proxy_required,
             },
         );
     }
@@ -312,6 +315,7 @@ pub fn apply(
                 account: global,
                 permissions: None,
                 conn_types: Vec::new(),
+                proxy_required: false,
             },
         );
         dir.no_auth_user = Some(hidden.clone());

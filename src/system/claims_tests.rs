@@ -66,6 +66,7 @@ fn world(
             account: sys,
             permissions: None,
             conn_types: Vec::new(),
+            proxy_required: false,
         },
     );
     let cfg = Arc::new(CoreConfig {

@@ -14,7 +14,7 @@ pub mod accounts;
 pub mod user;
 
 use crate::auth::jwt;
-use crate::core::auth::{AuthLater, AuthRequest, AuthVerdict, Authenticator, Denied, Identity, Recheck};
+use crate::core::auth::{AuthLater, AuthRequest, AuthVerdict, Authenticator, Denied, Identity, ProxyFailure, Recheck};
 use crate::proto::connect::ClientOpts;
 use accounts::{unix_now, AccountError, OperatorAccounts};
 use std::collections::HashSet;
@@ -32,7 +32,7 @@ pub struct OperatorAuthenticator {
 
 impl OperatorAuthenticator {
     /// The user JWT a client presented (or the sentinel), decoded.
-    fn user_claims(&self, opts: &ClientOpts) -> Result<(jwt::UserClaims, String), Denied> {
+    fn user_claims(&self, opts: &ClientOpts, proxied: bool) -> Result<(jwt::UserClaims, String), Denied> {
         let mut token = opts.jwt.clone();
         if jwt::decode_user(&token).is_err() {
             match &self.default_sentinel {
@@ -42,8 +42,8 @@ impl OperatorAuthenticator {
             }
         }
         let claims = jwt::decode_user(&token).map_err(|e| Denied::because(format!("User JWT not valid: {e}")))?;
-        if claims.nats.limits.proxy_required {
-            return Err(Denied::because("proxy required"));
+        if claims.nats.limits.proxy_required && !proxied {
+            return Err(Denied::proxy(ProxyFailure::Required));
         }
         claims
             .validate(unix_now())
@@ -100,7 +100,7 @@ impl Authenticator for OperatorAuthenticator {
     }
 
     fn authenticate(&self, req: &AuthRequest<'_>, later: AuthLater) -> AuthVerdict {
-        let (user, token) = match self.user_claims(req.opts) {
+        let (user, token) = match self.user_claims(req.opts, req.trusted_proxy.is_some()) {
             Ok(u) => u,
             Err(d) => return AuthVerdict::Deny(d),
         };

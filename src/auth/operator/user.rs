@@ -212,5 +212,6 @@ pub fn check(
             user.claims.issuer.clone()
         },
         jwt: Some(token.to_string()),
+        proxy_key: None,
     })
 }

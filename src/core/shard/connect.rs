@@ -3,7 +3,7 @@
 //! re-checking connected clients after a reload (protocol.md §3; FEATURES.md §8).
 
 use super::ShardCore;
-use crate::core::auth::{AuthLater, AuthRequest, AuthVerdict, ConnType, Denied, Identity, Recheck};
+use crate::core::auth::{AuthLater, AuthRequest, AuthVerdict, ConnType, Denied, Identity, ProxyFailure, Recheck};
 use crate::core::client::{ClosedState, ConnKey, Pause};
 use crate::core::perms::Perms;
 use crate::proto::reply;
@@ -56,6 +56,19 @@ impl ShardCore {
                 self.remove_sub(s);
             }
         }
+        // A trusted proxy vouches first (nats-server's `proxyCheck`).
+        let Some(c) = self.client(key) else { return };
+        match cfg.authenticator.proxy_check(&c.opts, &c.nonce) {
+            Ok(k) => {
+                if let Some(c) = self.client_mut(key) {
+                    c.proxy_key = k;
+                }
+            }
+            Err(f) => {
+                self.auth_denied(key, &Denied::proxy(f), now);
+                return;
+            }
+        }
         let Some(c) = self.client(key) else { return };
         let later = AuthLater::new(self.idx, key, self.post.clone());
         let req = AuthRequest {
@@ -66,6 +79,7 @@ impl ShardCore {
             cid: c.cid,
             shard: self.idx,
             key,
+            trusted_proxy: c.proxy_key.as_deref(),
         };
         match cfg.authenticator.authenticate(&req, later) {
             AuthVerdict::Allow(id) => self.connect_authorized(key, *id, first, now),
@@ -161,7 +175,8 @@ impl ShardCore {
 
     /// Bind the connection to `id`: its account (and that account's connection limit),
     /// limits, permissions and expiry. False if the connection was refused.
-    fn bind_identity(&mut self, key: ConnKey, id: Identity, now: Instant) -> bool {
+    fn bind_identity(&mut self, key: ConnKey, mut id: Identity, now: Instant) -> bool {
+        id.proxy_key = self.client(key).and_then(|c| c.proxy_key.clone());
         // The authenticator may just have registered the account (operator mode).
         self.sync_accounts();
         let Some(def) = self.table.get(id.account).cloned() else {
@@ -252,10 +267,21 @@ impl ShardCore {
             self.close(key, ClosedState::MaxAccountConnectionsExceeded);
             return;
         }
-        self.auth_violation(key, now);
+        let state = match d.proxy {
+            None => ClosedState::AuthenticationViolation,
+            Some(ProxyFailure::NotTrusted) => ClosedState::ProxyNotTrusted,
+            Some(ProxyFailure::Required) => ClosedState::ProxyRequired,
+        };
+        self.auth_violation_as(key, state, now);
     }
 
     pub(super) fn auth_violation(&mut self, key: ConnKey, now: Instant) {
+        self.auth_violation_as(key, ClosedState::AuthenticationViolation, now);
+    }
+
+    /// `-ERR 'Authorization Violation'` and close with `state` (nats-server's
+    /// `authViolation`: the client never learns more than that).
+    fn auth_violation_as(&mut self, key: ConnKey, state: ClosedState, now: Instant) {
         let label = self.label(key);
         let who = self.auth_user_text(key);
         if who.is_empty() {
@@ -264,7 +290,7 @@ impl ShardCore {
             tracing::error!("{label} - authentication error - {who}");
         }
         self.send_err(key, reply::ERR_AUTH_VIOLATION, now);
-        self.close(key, ClosedState::AuthenticationViolation);
+        self.close(key, state);
     }
 
     /// The user JWT of a connection expired.
@@ -300,10 +326,13 @@ impl ShardCore {
                     idx: i as u32,
                     gen: c.gen,
                 };
-                let v = c
-                    .identity
-                    .as_deref()
-                    .and_then(|id| cfg.authenticator.recheck(&c.opts, id));
+                let v = match (&c.proxy_key, c.identity.as_deref()) {
+                    // The proxy it came through is no longer trusted.
+                    (Some(k), Some(_)) if !cfg.authenticator.proxy_trusted(k) => {
+                        Some(Recheck::Proxy(ProxyFailure::NotTrusted))
+                    }
+                    (_, id) => id.and_then(|id| cfg.authenticator.recheck(&c.opts, id)),
+                };
                 (key, v)
             })
             .collect();
@@ -321,6 +350,7 @@ impl ShardCore {
                     self.send_err(key, ERR_ACCOUNT_EXPIRED, now);
                     self.close(key, ClosedState::AuthenticationExpired);
                 }
+                Some(Recheck::Proxy(f)) => self.auth_denied(key, &Denied::proxy(f), now),
             }
         }
     }

@@ -104,6 +104,7 @@ impl ShardCore {
         r.account = self.table.name(c.account).to_string();
         r.user = raw_user(c);
         r.jwt = c.opts.jwt.clone();
+        r.proxy_key = c.proxy_key.clone().unwrap_or_default();
         if let Some(id) = &c.identity {
             r.tags = id.tags.clone();
             r.issuer_key = id.issuer_key.clone();

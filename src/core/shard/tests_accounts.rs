@@ -51,6 +51,7 @@ fn world(n: usize, perms_b: Option<PermSpec>, kind: ResponseType) -> World {
                 account: acc,
                 permissions: perms,
                 conn_types: Vec::new(),
+                proxy_required: false,
             },
         );
     }

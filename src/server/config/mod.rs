@@ -12,6 +12,7 @@
 //! - `subjects`: subject rules, and `check_mapping`, where mapping destinations are
 //!   validated.
 //! - `validate`: the startup checks of the security settings (not made by `-t`).
+//! - `proxies`: the trusted proxies.
 //! - `unsupported`: reference keys that rnats does not implement yet.
 
 mod accounts;
@@ -21,6 +22,7 @@ mod jwt;
 mod links;
 mod mappings;
 mod permissions;
+mod proxies;
 mod subjects;
 mod trust;
 mod unsupported;
@@ -341,6 +343,7 @@ fn top_level(cx: &mut Cx, o: &mut Options, key: &str, e: &Entry) {
         }
         "default_sentinel" => set(cx.string(e), |v| o.security.default_sentinel = v.into()),
         "no_auth_user" => set(cx.string(e), |v| o.security.no_auth_user = v.into()),
+        "proxies" => set(proxies::proxies(cx, e), |v| o.security.proxies = Some(v)),
         // Read first, by `system_account()`.
         "system_account" | "system" => {}
         "no_system_account" | "no_system" | "no_sys_acc" => {

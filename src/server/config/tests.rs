@@ -209,7 +209,10 @@ mod security {
         assert_eq!(s.nkeys[0].nkey, u);
         assert_eq!(s.nkeys[0].permissions.as_ref().unwrap().subscribe, deny_all);
         assert_eq!(s.no_auth_user, "b");
-        assert!(o.validate().is_err(), "permissions and nkeys are refused at startup");
+        assert!(
+            o.refuse_missing_features().is_ok(),
+            "proxy_required and the rest are all supported"
+        );
     }
 
     #[test]

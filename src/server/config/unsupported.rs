@@ -28,7 +28,6 @@ const NOT_YET: &[&str] = &[
     "https_port",
     "prof_port",
     "proxy_protocol",
-    "proxies",
     "default_js_domain",
 ];
 

@@ -170,7 +170,16 @@ fn no_auth_user(s: &SecurityConfig) -> Result<(), String> {
 /// The checks, in the reference's order; the error is its text.
 pub fn validate_security(s: &SecurityConfig) -> Result<(), String> {
     trusted_operators(s)?;
-    no_auth_user(s)
+    no_auth_user(s)?;
+    for k in s.proxies.iter().flatten() {
+        if !super::proxies::valid_key(k) {
+            return Err(format!(
+                "proxy trusted key {} is invalid",
+                crate::proto::reply::go_quote(k.as_bytes())
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
