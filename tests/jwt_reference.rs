@@ -343,6 +343,34 @@ fn operator_mode(bin: &PathBuf, extra: &[&str]) {
     let (resp, _c) = connect_via(server.port, &c1.encode(&acc, t).expect("u1"), &u1, Some(&proxy));
     assert_eq!(resp, ["PONG"], "proxied user without the requirement");
 
+    // Connect times in a named zone: a window around now in Tokyo admits, one later
+    // today does not, an unknown zone refuses.
+    let tokyo = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::get("Asia/Tokyo").expect("tz"));
+    let clock = |z: &jiff::Zoned| z.strftime("%H:%M:%S").to_string();
+    let plus = |h: i64| tokyo.checked_add(jiff::SignedDuration::from_hours(h)).expect("time");
+    for (zone, from, to, admitted) in [
+        ("Asia/Tokyo", plus(-1), plus(1), true),
+        ("Asia/Tokyo", plus(2), plus(3), false),
+        ("Mars/Olympus_Mons", plus(-1), plus(1), false),
+    ] {
+        let u = KeyPair::new_user();
+        let mut c = UserClaims::new(u.public_key());
+        c.nats.limits.limits.user.locale = zone.into();
+        c.nats.limits.limits.user.times = vec![rnats::auth::jwt::types::TimeRange {
+            start: clock(&from),
+            end: clock(&to),
+        }];
+        let (resp, _c) = connect(server.port, &c.encode(&acc, t).expect("times"), &u);
+        let want = if admitted { "PONG" } else { AUTH_VIOLATION };
+        assert_eq!(
+            resp.first().map(String::as_str),
+            Some(want),
+            "{zone} {}-{}",
+            clock(&from),
+            clock(&to)
+        );
+    }
+
     // The preloaded accounts raised no validation findings.
     let log = server.log();
     assert!(log.contains("Server is ready"), "{log}");

@@ -9,7 +9,7 @@ use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::json::{go_quote, is_default};
-use super::validation::{parse_cidr, parse_clock, plausible_time_zone, validate_permission_subject, ValidationResults};
+use super::validation::{known_time_zone, parse_cidr, parse_clock, validate_permission_subject, ValidationResults};
 
 /// jwt v2's `NoLimit`.
 pub const NO_LIMIT: i64 = -1;
@@ -168,7 +168,7 @@ impl Limits {
         for t in &self.user.times {
             t.validate(vr);
         }
-        if !self.user.locale.is_empty() && !plausible_time_zone(&self.user.locale) {
+        if !self.user.locale.is_empty() && !known_time_zone(&self.user.locale) {
             vr.add_error(format!(
                 "could not parse iana time zone by name: unknown time zone {}",
                 self.user.locale

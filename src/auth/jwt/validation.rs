@@ -250,17 +250,18 @@ pub fn cidr_contains(net: (IpAddr, u8), ip: IpAddr) -> bool {
     n & mask == a & mask
 }
 
-/// The shape of a time zone name `time.LoadLocation` could load: `UTC`, `Local`, or an
-/// IANA name (`Area/Location`, letters, digits, `_+-/`). Whether the zone exists needs the
-/// zone database, which is the caller's business (no I/O here).
-pub fn plausible_time_zone(name: &str) -> bool {
+/// A time zone `time.LoadLocation` loads: `UTC`, `Local`, or a zone of the system's
+/// zoneinfo (read once per name and cached by `jiff`). Names that could escape the
+/// zoneinfo directory are refused before any lookup.
+pub fn known_time_zone(name: &str) -> bool {
     if name == "UTC" || name == "Local" {
         return true;
     }
-    !name.is_empty()
+    let plausible = !name.is_empty()
         && !name.starts_with('/')
         && !name.contains("..")
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_+-/".contains(&b))
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_+-/".contains(&b));
+    plausible && jiff::tz::db().get(name).is_ok()
 }
 
 #[cfg(test)]

@@ -78,44 +78,63 @@ fn source_allowed(src: &[String], peer: SocketAddr) -> bool {
         .any(|c| jwt::validation::parse_cidr(c).is_some_and(|net| jwt::validation::cidr_contains(net, ip)))
 }
 
-/// Seconds of the day now, in the zone the claims name (empty: the server's local time).
-fn clock_now(locale: &str) -> Option<u32> {
-    let now = SystemTime::now();
-    let utc = match locale {
-        "" | "Local" => false,
-        "UTC" | "Etc/UTC" | "GMT" => true,
-        _ => return None,
-    };
-    let p = crate::proto::gotime::day_seconds(now, utc);
-    Some(p)
+/// The zone the claims name, as Go's `time.LoadLocation` finds it: empty or `Local` is
+/// the server's local zone (`TZ`, `/etc/localtime`), `UTC` is UTC, anything else comes
+/// from the system's zoneinfo. `None` when there is no such zone.
+fn zone(locale: &str) -> Option<jiff::tz::TimeZone> {
+    match locale {
+        "" | "Local" => Some(jiff::tz::TimeZone::system()),
+        "UTC" => Some(jiff::tz::TimeZone::UTC),
+        name if jwt::validation::known_time_zone(name) => jiff::tz::db().get(name).ok(),
+        _ => None,
+    }
 }
 
 /// Within one of the connect-time windows? Returns how long until the window closes.
 fn times_allow(times: &[jwt::types::TimeRange], locale: &str) -> Result<Option<Duration>, &'static str> {
+    times_allow_at(times, locale, jiff::Timestamp::now())
+}
+
+/// [`times_allow`] at `now` (nats-server's `validateTimesAt`): each window is placed on
+/// today's date in the zone; one whose start is after its end crosses midnight.
+fn times_allow_at(
+    times: &[jwt::types::TimeRange],
+    locale: &str,
+    now: jiff::Timestamp,
+) -> Result<Option<Duration>, &'static str> {
+    const OUTSIDE: &str = "Outside connect times";
     if times.is_empty() {
         return Ok(None);
     }
-    let Some(now) = clock_now(locale) else {
-        return Err("Outside connect times");
+    let tz = zone(locale).ok_or(OUTSIDE)?;
+    let today = now.to_zoned(tz.clone()).date();
+    let at = |clock: u32, date: jiff::civil::Date| -> Option<jiff::Timestamp> {
+        let (h, m, s) = (clock / 3600, clock / 60 % 60, clock % 60);
+        let t = jiff::civil::Time::new(h as i8, m as i8, s as i8, 0).ok()?;
+        date.to_datetime(t).to_zoned(tz.clone()).ok().map(|z| z.timestamp())
     };
-    let mut best: Option<u32> = None;
+    let mut best: Option<jiff::SignedDuration> = None;
     for r in times {
-        let (Some(start), Some(end)) = (
+        let (Some(s), Some(e)) = (
             jwt::validation::parse_clock(&r.start),
             jwt::validation::parse_clock(&r.end),
         ) else {
-            return Err("Outside connect times");
+            return Err(OUTSIDE);
         };
-        let left = if start < end {
-            (start < now && now < end).then(|| end - now)
+        let (Some(start), Some(end)) = (at(s, today), at(e, today)) else {
+            return Err(OUTSIDE);
+        };
+        let left = if start < now && now < end {
+            Some(end.duration_since(now))
         } else if start > end {
-            // Crosses midnight.
+            // Crosses midnight: after it (22:00-06:00 at 05:00), or before it (at 23:30).
             if now < end {
-                Some(end - now)
-            } else if start < now {
-                Some(86_400 - now + end)
+                Some(end.duration_since(now))
             } else {
-                None
+                let tomorrow = today.tomorrow().ok().and_then(|d| at(e, d));
+                tomorrow
+                    .filter(|t| start < now && now < *t)
+                    .map(|t| t.duration_since(now))
             }
         } else {
             None
@@ -124,10 +143,7 @@ fn times_allow(times: &[jwt::types::TimeRange], locale: &str) -> Result<Option<D
             best = Some(best.map_or(l, |b| b.max(l)));
         }
     }
-    match best {
-        Some(l) => Ok(Some(Duration::from_secs(u64::from(l)))),
-        None => Err("Outside connect times"),
-    }
+    best.map(|l| Some(l.unsigned_abs())).ok_or(OUTSIDE)
 }
 
 /// The identity of `user` in `account` (id `id`), or why not.
@@ -214,4 +230,67 @@ pub fn check(
         jwt: Some(token.to_string()),
         proxy_key: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use jwt::types::TimeRange;
+
+    fn window(start: &str, end: &str) -> Vec<TimeRange> {
+        vec![TimeRange {
+            start: start.into(),
+            end: end.into(),
+        }]
+    }
+
+    fn at(s: &str) -> jiff::Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn hours(h: f64) -> Option<Duration> {
+        Some(Duration::from_secs_f64(h * 3600.0))
+    }
+
+    #[test]
+    fn connect_times_in_utc_and_across_midnight() {
+        let day = window("09:00:00", "17:00:00");
+        assert_eq!(times_allow_at(&day, "UTC", at("2026-12-01T12:00:00Z")), Ok(hours(5.0)));
+        assert!(times_allow_at(&day, "UTC", at("2026-12-01T18:00:00Z")).is_err());
+        let night = window("22:00:00", "06:00:00");
+        assert_eq!(
+            times_allow_at(&night, "UTC", at("2026-12-01T23:30:00Z")),
+            Ok(hours(6.5))
+        );
+        assert_eq!(
+            times_allow_at(&night, "UTC", at("2026-12-01T05:00:00Z")),
+            Ok(hours(1.0))
+        );
+        assert!(times_allow_at(&night, "UTC", at("2026-12-01T12:00:00Z")).is_err());
+        assert_eq!(
+            times_allow_at(&[], "Nowhere/Land", at("2026-12-01T12:00:00Z")),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn connect_times_in_named_zones() {
+        let day = window("09:00:00", "17:00:00");
+        // 15:00 UTC is 10:00 in New York in December.
+        assert_eq!(
+            times_allow_at(&day, "America/New_York", at("2026-12-01T15:00:00Z")),
+            Ok(hours(7.0))
+        );
+        assert!(times_allow_at(&day, "America/New_York", at("2026-12-01T13:00:00Z")).is_err());
+        // The night Berlin moves its clocks forward: 01:30 CET to 04:00 CEST is 1.5 h.
+        let dst = window("01:00:00", "04:00:00");
+        assert_eq!(
+            times_allow_at(&dst, "Europe/Berlin", at("2026-03-29T00:30:00Z")),
+            Ok(hours(1.5))
+        );
+        for bad in ["Mars/Olympus_Mons", "../../etc/passwd", "/etc/localtime"] {
+            assert!(times_allow_at(&day, bad, at("2026-12-01T15:00:00Z")).is_err(), "{bad}");
+        }
+    }
 }
