@@ -43,6 +43,7 @@ pub enum ClosedState {
     MaxAccountConnectionsExceeded,
     MaxSubscriptionsExceeded,
     AuthenticationExpired,
+    TlsHandshakeError,
 }
 
 impl ClosedState {
@@ -67,6 +68,7 @@ impl ClosedState {
             ClosedState::MaxAccountConnectionsExceeded => "Maximum Account Connections Exceeded",
             ClosedState::MaxSubscriptionsExceeded => "Maximum Subscriptions Exceeded",
             ClosedState::AuthenticationExpired => "Authentication Expired",
+            ClosedState::TlsHandshakeError => "TLS Handshake Failure",
         }
     }
 
@@ -78,6 +80,7 @@ impl ClosedState {
                 | ClosedState::WriteError
                 | ClosedState::SlowConsumerPendingBytes
                 | ClosedState::SlowConsumerWriteDeadline
+                | ClosedState::TlsHandshakeError
         )
     }
 }
@@ -166,6 +169,8 @@ pub struct Client {
     pub auth_first: bool,
     /// A server-side client without a socket (system services, JetStream, ...).
     pub internal: bool,
+    /// TLS and WebSocket details (`None` for a plain TCP client).
+    pub transport: Option<Box<super::auth::TransportInfo>>,
 }
 
 impl Client {
@@ -211,6 +216,7 @@ impl Client {
             expires_at: None,
             auth_first: true,
             internal: false,
+            transport: None,
         }
     }
 

@@ -399,6 +399,7 @@ impl Options {
             debug: self.debug,
             max_traced_msg_len: self.max_traced_msg_len.max(0) as usize,
             info: Default::default(),
+            websocket: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! re-checking connected clients after a reload (protocol.md §3; FEATURES.md §8).
 
 use super::ShardCore;
-use crate::core::auth::{AuthLater, AuthRequest, AuthVerdict, ConnType, Denied, Identity, Recheck};
+use crate::core::auth::{AuthLater, AuthRequest, AuthVerdict, Denied, Identity, Recheck, WsCookies};
 use crate::core::client::{ClosedState, ConnKey, Pause};
 use crate::core::perms::Perms;
 use crate::proto::reply;
@@ -21,6 +21,21 @@ pub(super) fn min_limit(a: i64, b: i64) -> i64 {
         (true, _) => b,
         (_, true) => a,
         _ => a.min(b),
+    }
+}
+
+/// A WebSocket client's cookies fill the CONNECT fields it left empty (nats-server's
+/// `jwt_cookie`, `user_cookie`, `pass_cookie`, `token_cookie`).
+fn apply_ws_cookies(opts: &mut crate::proto::connect::ClientOpts, c: &WsCookies) {
+    for (field, cookie) in [
+        (&mut opts.jwt, &c.jwt),
+        (&mut opts.user, &c.user),
+        (&mut opts.pass, &c.pass),
+        (&mut opts.auth_token, &c.token),
+    ] {
+        if field.is_empty() && !cookie.is_empty() {
+            cookie.clone_into(field);
+        }
     }
 }
 
@@ -54,18 +69,25 @@ impl ShardCore {
                 self.remove_sub(s);
             }
         }
+        if let Some(c) = self.client_mut(key) {
+            if let Some(t) = c.transport.as_deref() {
+                apply_ws_cookies(&mut c.opts, &t.ws_cookies);
+            }
+        }
         let Some(c) = self.client(key) else { return };
         let later = AuthLater::new(self.idx, key, self.post.clone());
+        let authenticator = self.authenticator_of(c);
         let req = AuthRequest {
             opts: &c.opts,
             nonce: &c.nonce,
             peer: c.peer,
-            conn_type: ConnType::Standard,
+            conn_type: Self::conn_type_of(c),
             cid: c.cid,
             shard: self.idx,
             key,
+            tls: c.transport.as_deref().and_then(|t| t.tls.as_deref()),
         };
-        match cfg.authenticator.authenticate(&req, later) {
+        match authenticator.authenticate(&req, later) {
             AuthVerdict::Allow(id) => self.connect_authorized(key, *id, first, now),
             AuthVerdict::Deny(d) => self.auth_denied(key, &d, now),
             AuthVerdict::Pending => {
@@ -271,7 +293,6 @@ impl ShardCore {
     /// quietly; one whose credentials no longer match gets `-ERR 'Authorization
     /// Violation'`; the others take their (possibly new) account, permissions and limits.
     pub(super) fn recheck_auth(&mut self, now: Instant) {
-        let cfg = self.cfg.clone();
         let verdicts: Vec<(ConnKey, Option<Recheck>)> = self
             .clients
             .iter()
@@ -284,7 +305,7 @@ impl ShardCore {
                 let v = c
                     .identity
                     .as_deref()
-                    .and_then(|id| cfg.authenticator.recheck(&c.opts, id));
+                    .and_then(|id| self.authenticator_of(c).recheck(&c.opts, id));
                 (key, v)
             })
             .collect();
