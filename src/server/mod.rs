@@ -21,6 +21,7 @@ pub mod options;
 pub mod reload;
 pub mod signals;
 pub mod state;
+pub mod transport;
 
 use crate::driver::{self, RuntimeConfig};
 use crate::proto::info::ServerInfo;
@@ -54,6 +55,9 @@ pub enum StartError {
     Reactor(String),
     #[error("Could not write pidfile: {0}")]
     PidFile(String),
+    /// TLS or WebSocket settings that cannot be used.
+    #[error("{0}")]
+    Transport(String),
 }
 
 /// Payloads above this draw nats-server's startup warning.
@@ -162,6 +166,10 @@ pub struct Server {
     ldm: bool,
     /// Where clients connect.
     pub client_addr: SocketAddr,
+    /// TLS and WebSocket settings of the listeners (replaced on reload).
+    transports: driver::Transports,
+    /// The bound WebSocket port, if any.
+    pub ws_port: Option<u16>,
 }
 
 impl Server {
@@ -217,6 +225,11 @@ impl Server {
             ),
         })?;
         let bound = listener.local_addr()?;
+        let ws = transport::bind_websocket(&opts).map_err(StartError::Transport)?;
+        let ws_port = ws.as_ref().map(|(_, p)| *p);
+        let transports: driver::Transports = Arc::new(RwLock::new(
+            transport::listener_transports(&opts).map_err(StartError::Transport)?,
+        ));
 
         let mut core = opts.core_config();
         core.info = ServerInfo {
@@ -235,6 +248,7 @@ impl Server {
             rnats_version: RNATS_VERSION.into(),
             ..Default::default()
         };
+        transport::apply_core(&opts, &mut core, ws_port);
         let shared = Arc::new(crate::core::stats::Shared::new(nshards));
         let info = core.info.clone();
         let rt = RuntimeConfig {
@@ -243,6 +257,7 @@ impl Server {
             core: Arc::new(core),
             shared: shared.clone(),
             spin_us: opts.spin_us,
+            transports: transports.clone(),
         };
         let mut running_opts = opts.clone();
         running_opts.port = i64::from(bound.port());
@@ -293,7 +308,7 @@ impl Server {
             None => None,
         };
 
-        let running = if chosen.uring {
+        let mut running = if chosen.uring {
             #[cfg(all(target_os = "linux", feature = "uring"))]
             {
                 driver::uring::start(rt, listener)?
@@ -305,6 +320,9 @@ impl Server {
         } else {
             driver::mio::start(rt, listener)?
         };
+        if let Some((l, _)) = ws {
+            running.add_listener(l, driver::WEBSOCKET_LISTENER)?;
+        }
         tracing::info!("Using the {} reactor on {} shards", running.name, nshards);
 
         let pid_file = if opts.pid_file.is_empty() {
@@ -318,7 +336,10 @@ impl Server {
             "Listening for client connections on {}",
             host_port(&opts.host, bound.port())
         );
+        transport::log_client_tls(&opts);
         let mut srv = Server {
+            transports,
+            ws_port,
             state,
             running: Some(running),
             _monitor: monitor,
@@ -411,6 +432,16 @@ impl Server {
         let mut core = self.opts.core_config();
         self.info.auth_required = core.authenticator.required();
         core.info = self.info.clone();
+        transport::apply_core(&self.opts, &mut core, self.ws_port);
+        self.info = core.info.clone();
+        match transport::listener_transports(&self.opts) {
+            Ok(t) => {
+                if let Ok(mut w) = self.transports.write() {
+                    *w = t;
+                }
+            }
+            Err(e) => tracing::error!("{e}"),
+        }
         if let Some(r) = &self.running {
             r.reconfigure(Arc::new(core));
         }

@@ -347,6 +347,10 @@ impl Transport {
                 Ok(o) => o,
                 Err(e) => {
                     self.scratch = plain;
+                    if matches!(&e, TransportError::Tls { text, .. } if text == tls::session::NOT_TLS) {
+                        // Not a TLS client: the reference answers nothing (no alert).
+                        self.tls = None;
+                    }
                     return Err(e);
                 }
             };
@@ -585,6 +589,12 @@ impl Transport {
             });
         }
         None
+    }
+
+    /// The configured cookie names (`jwt_cookie`, `user_cookie`, `pass_cookie`,
+    /// `token_cookie`).
+    pub fn ws_cookie_names(&self) -> [String; 4] {
+        self.ws_mode.as_ref().map(|w| w.cookies.clone()).unwrap_or_default()
     }
 
     /// TLS is (or will be) in use on this connection.

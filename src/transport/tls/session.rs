@@ -32,10 +32,13 @@ pub struct TlsSession {
     was_handshaking: bool,
 }
 
+/// Go's error for a client that does not speak TLS.
+pub const NOT_TLS: &str = "tls: first record does not look like a TLS handshake";
+
 /// Go's wording for the most common failures (clients and tests look for these).
 pub fn go_error_text(e: &Error, first_record: bool) -> String {
     match e {
-        Error::InvalidMessage(_) if first_record => "tls: first record does not look like a TLS handshake".into(),
+        Error::InvalidMessage(_) if first_record => NOT_TLS.into(),
         Error::NoCertificatesPresented => "tls: client didn't provide a certificate".into(),
         Error::InvalidCertificate(c) => {
             let what = match c {
