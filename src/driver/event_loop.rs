@@ -411,14 +411,6 @@ impl<P: Poller> EventLoop<P> {
     fn service_one(&mut self, key: ConnKey, now: Instant) {
         let Some(t) = self.token(key) else { return };
         let status = self.core.status(key);
-        if matches!(status, ConnStatus::Close | ConnStatus::Flush) {
-            // The WebSocket close frame and the TLS close_notify follow what is queued.
-            if let Some(reason) = self.core.closing_reason(key) {
-                if let Some(tr) = self.conns.get_mut(t).and_then(|c| c.transport.as_mut()) {
-                    tr.close(reason);
-                }
-            }
-        }
         match status {
             ConnStatus::Gone => self.drop_conn(t, key),
             ConnStatus::Close => self.flush_closing(t, key, now),
@@ -455,6 +447,12 @@ impl<P: Poller> EventLoop<P> {
     /// The core is done with a connection: write what its transport still holds (a
     /// close frame, an alert), briefly, then close.
     fn flush_closing(&mut self, t: usize, key: ConnKey, now: Instant) {
+        // The WebSocket close frame and the TLS close_notify follow what was queued.
+        if let Some(reason) = self.core.closing_reason(key) {
+            if let Some(tr) = self.conns.get_mut(t).and_then(|c| c.transport.as_mut()) {
+                tr.close(reason);
+            }
+        }
         let pending = self
             .conns
             .get(t)

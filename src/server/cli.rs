@@ -912,19 +912,7 @@ mod tests {
                 &["--cluster_listen=nats://127.0.0.1:6222", "--routes", "nats://h:1"][..],
                 "clustering (--cluster, --cluster_listen, --routes)",
             ),
-            (
-                &["--tls"][..],
-                "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
-            ),
-            (
-                &["--tlscert", "c.pem", "--tlskey", "k.pem"][..],
-                "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
-            ),
-            (
-                &["--tlsverify", "--tlscacert=ca.pem"][..],
-                "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
-            ),
-            (&["-ms", "8443"][..], "HTTPS monitoring (-ms/--https_port)"),
+            (&["-ms", "8443"][..], "HTTPS monitoring (-ms/--https_port, https_port)"),
             (&["--profile", "6060"][..], "profiling (--profile)"),
         ];
         for (args, feature) in refused {
@@ -958,10 +946,27 @@ mod tests {
             msg(run(&["--no_advertise=x"])),
             "invalid boolean value \"x\" for -no_advertise: parse error"
         );
+        assert!(matches!(run(&["--help_tls"]), Command::HelpTls));
+        // The --tls* flags need a certificate and a key, as in the reference.
         assert_eq!(
-            msg(run(&["--help_tls"])),
-            "nats-server: TLS is not supported by rnats yet"
+            msg(run(&["--tls"])),
+            "nats-server: TLS Server certificate must be present and valid"
         );
+        assert_eq!(
+            msg(run(&["--tlsverify", "--tlscert", "c.pem"])),
+            "nats-server: TLS Server private key must be present and valid"
+        );
+        assert_eq!(
+            msg(run(&[
+                "--tlscert",
+                "/nonexistent/c.pem",
+                "--tlskey",
+                "/nonexistent/k.pem"
+            ])),
+            "nats-server: error parsing X509 certificate/key pair: open /nonexistent/c.pem: no such file or directory"
+        );
+        // --tls=false turns TLS off whatever else is given.
+        assert!(opts(&["--tls=false", "--tlscert", "/nonexistent/c.pem"]).tls.is_none());
     }
 
     #[test]

@@ -501,7 +501,7 @@ impl Transport {
     /// The core's protocol bytes may be taken now (the protocol flows and what was
     /// taken before is on its way).
     pub fn accepts_output(&self) -> bool {
-        self.phase == Phase::Open && !self.closed && self.pending() < OUT_HIGH_WATER
+        self.phase == Phase::Open && self.pending() < OUT_HIGH_WATER
     }
 
     /// Take protocol bytes from the core.

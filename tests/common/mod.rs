@@ -2,6 +2,9 @@
 //! reactor, talk to it with raw TCP or `async-nats`, and stop it.
 #![allow(dead_code, clippy::unwrap_used, clippy::indexing_slicing)]
 
+pub mod pki;
+pub mod ws;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
