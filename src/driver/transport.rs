@@ -59,7 +59,7 @@ impl<P: Poller> EventLoop<P> {
                     }
                 }
                 if let Some(up) = ev.upgraded {
-                    let k = self.upgraded(t, &mut tr, up, now);
+                    let k = self.upgraded(t, &mut tr, &up, now);
                     key = Some(k);
                 }
                 if let (Some(k), Some(tls)) = (key, ev.send_info) {
@@ -103,7 +103,7 @@ impl<P: Poller> EventLoop<P> {
     }
 
     /// A WebSocket upgrade succeeded: the connection becomes a NATS client.
-    fn upgraded(&mut self, t: usize, tr: &mut Transport, up: Box<Upgraded>, now: Instant) -> ConnKey {
+    fn upgraded(&mut self, t: usize, tr: &mut Transport, up: &Upgraded, now: Instant) -> ConnKey {
         let (peer, tls_peer) = match self.conns.get_mut(t) {
             Some(c) => (c.peer, c.tls_peer.take()),
             None => (std::net::SocketAddr::from(([0, 0, 0, 0], 0)), None),

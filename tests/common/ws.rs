@@ -178,7 +178,7 @@ impl<S: Read + Write> WsClient<S> {
             }
             let f = self.next_frame()?;
             match f.opcode {
-                0 | 1 | 2 => {
+                0..=2 => {
                     if f.opcode != 0 {
                         compressed = f.rsv1;
                     }

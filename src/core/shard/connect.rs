@@ -43,9 +43,13 @@ impl ShardCore {
     pub(super) fn on_connect(&mut self, key: ConnKey, arg: &[u8], now: Instant) {
         let cfg = self.cfg.clone();
         let mut jitter = self.next_rand();
+        let ping_interval = match self.client(key) {
+            Some(c) => self.ping_interval_of(c),
+            None => return,
+        };
         let Some(c) = self.client_mut(key) else { return };
         c.rtt = Some(now.saturating_duration_since(c.start).max(Duration::from_nanos(1)));
-        let first_ping = cfg.ping_interval.min(FIRST_PING);
+        let first_ping = ping_interval.min(FIRST_PING);
         let fifth = (first_ping.as_nanos() / 5) as u64;
         if fifth > 0 {
             jitter %= fifth;

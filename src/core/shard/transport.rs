@@ -29,6 +29,14 @@ pub struct ConnSetup {
 }
 
 impl ShardCore {
+    /// The ping interval of this client (WebSocket clients may have their own).
+    pub(super) fn ping_interval_of(&self, c: &Client) -> std::time::Duration {
+        match (&self.cfg.websocket, Self::is_ws(c)) {
+            (Some(ws), true) => ws.ping_interval.unwrap_or(self.cfg.ping_interval),
+            _ => self.cfg.ping_interval,
+        }
+    }
+
     fn is_ws(c: &Client) -> bool {
         c.transport.as_ref().is_some_and(|t| t.conn_type == ConnType::Websocket)
     }

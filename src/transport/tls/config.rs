@@ -271,10 +271,13 @@ fn system_roots() -> RootCertStore {
     roots
 }
 
+/// Certificates with the DNS names they are for.
+type NamedKeys = Vec<(Vec<String>, Arc<CertifiedKey>)>;
+
 /// Several certificates: the one whose DNS names match the SNI, else the first.
 #[derive(Debug)]
 struct BySni {
-    keys: Vec<(Vec<String>, Arc<CertifiedKey>)>,
+    keys: NamedKeys,
 }
 
 fn dns_matches(pattern: &str, host: &str) -> bool {
@@ -301,7 +304,7 @@ impl ResolvesServerCert for BySni {
 }
 
 /// The certificates of `o`, each with its DNS names.
-fn certified_keys(o: &TlsOptions) -> Result<Vec<(Vec<String>, Arc<CertifiedKey>)>, TlsConfigError> {
+fn certified_keys(o: &TlsOptions) -> Result<NamedKeys, TlsConfigError> {
     let mut out = Vec::new();
     let names = |ck: &CertifiedKey| {
         ck.cert
@@ -397,6 +400,7 @@ pub fn build_server_config(o: &TlsOptions) -> Result<Arc<ServerConfig>, TlsConfi
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

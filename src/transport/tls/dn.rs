@@ -280,6 +280,7 @@ pub fn domain_components(rdns: &[Vec<Attribute>]) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
@@ -290,9 +291,11 @@ mod tests {
         }
     }
 
+    type Rdns<'a> = Vec<Vec<(&'a str, &'a str)>>;
+
     #[test]
     fn parse_cases() {
-        let cases: &[(&str, Result<Vec<Vec<(&str, &str)>>, DnError>)] = &[
+        let cases: &[(&str, Result<Rdns<'_>, DnError>)] = &[
             ("CN=a,O=b", Ok(vec![vec![("CN", "a")], vec![("O", "b")]])),
             (" CN = a , O=b ", Ok(vec![vec![("CN", "a")], vec![("O", "b")]])),
             (

@@ -97,6 +97,7 @@ pub fn inflate(d: &mut Decompress, input: &[u8], limit: usize, out: &mut Vec<u8>
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

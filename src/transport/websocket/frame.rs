@@ -292,12 +292,21 @@ impl Decoder {
         if !self.masked {
             return;
         }
-        let mut p = self.mask_pos;
-        for b in data.iter_mut() {
-            *b ^= self.mask[p & 3];
-            p += 1;
+        // The key rotated to where this frame's payload stands, applied a word at a time.
+        let p = self.mask_pos;
+        let mut key = self.mask;
+        key.rotate_left(p & 3);
+        let word = u64::from_ne_bytes([key[0], key[1], key[2], key[3], key[0], key[1], key[2], key[3]]);
+        let mut chunks = data.chunks_exact_mut(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            c.copy_from_slice(&(u64::from_ne_bytes(w) ^ word).to_ne_bytes());
         }
-        self.mask_pos = p & 3;
+        for (b, k) in chunks.into_remainder().iter_mut().zip(key.iter().cycle()) {
+            *b ^= *k;
+        }
+        self.mask_pos = (p + data.len()) & 3;
     }
 
     /// Decode `input`: message data is appended to `app`, frames the server must send
@@ -463,6 +472,7 @@ impl Decoder {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -463,6 +463,7 @@ pub fn upgrade(req: &Request, policy: &UpgradePolicy, extra: bool) -> Result<Upg
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
