@@ -8,32 +8,14 @@
 
 mod common;
 
+use common::diff::{compare, Scenario, Step::*};
 use common::{bin, reference_server, Reactor, Server};
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
-
-/// One connection's part of a scenario: bytes to send, in order, with optional pauses.
-enum Step {
-    /// Send on connection `n`.
-    Send(usize, &'static [u8]),
-    /// Let the server settle.
-    Sleep(u64),
-}
-
-use Step::*;
-
-struct Scenario {
-    name: &'static str,
-    conns: usize,
-    steps: Vec<Step>,
-}
 
 fn s(name: &'static str, data: &'static [u8]) -> Scenario {
     Scenario {
-        name,
+        name: name.into(),
         conns: 1,
-        steps: vec![Send(0, data)],
+        steps: vec![Send(0, data.to_vec())],
     }
 }
 
@@ -116,34 +98,34 @@ fn scenarios() -> Vec<Scenario> {
         s("long-line-incomplete", &LONG_PUB_PREFIX),
         s("many-spaces-before-arg", &SPACEY_SUB),
         Scenario {
-            name: "two-conns-pub-sub",
+            name: "two-conns-pub-sub".into(),
             conns: 2,
             steps: vec![
-                Send(0, b"CONNECT {\"verbose\":false}\r\nSUB t.* 1\r\nSUB t.> q 2\r\nPING\r\n"),
+                Send(0, b"CONNECT {\"verbose\":false}\r\nSUB t.* 1\r\nSUB t.> q 2\r\nPING\r\n".to_vec()),
                 Sleep(50),
-                Send(1, b"CONNECT {\"verbose\":false}\r\nPUB t.a r 3\r\nabc\r\nPUB t.a.b 0\r\n\r\nPING\r\n"),
+                Send(1, b"CONNECT {\"verbose\":false}\r\nPUB t.a r 3\r\nabc\r\nPUB t.a.b 0\r\n\r\nPING\r\n".to_vec()),
             ],
         },
         Scenario {
-            name: "two-conns-headers-stripped",
+            name: "two-conns-headers-stripped".into(),
             conns: 2,
             steps: vec![
-                Send(0, b"CONNECT {\"verbose\":false}\r\nSUB h 1\r\nPING\r\n"),
+                Send(0, b"CONNECT {\"verbose\":false}\r\nSUB h 1\r\nPING\r\n".to_vec()),
                 Sleep(50),
-                Send(1, b"CONNECT {\"verbose\":false,\"headers\":true}\r\nHPUB h 22 24\r\nNATS/1.0\r\nA: b\r\n\r\nhi\r\nPING\r\n"),
+                Send(1, b"CONNECT {\"verbose\":false,\"headers\":true}\r\nHPUB h 22 24\r\nNATS/1.0\r\nA: b\r\n\r\nhi\r\nPING\r\n".to_vec()),
             ],
         },
         Scenario {
-            name: "split-frames",
+            name: "split-frames".into(),
             conns: 1,
             steps: vec![
-                Send(0, b"CONNECT {\"verbose\":false}\r\nSU"),
+                Send(0, b"CONNECT {\"verbose\":false}\r\nSU".to_vec()),
                 Sleep(20),
-                Send(0, b"B foo 1\r\nPUB foo 5\r\nhe"),
+                Send(0, b"B foo 1\r\nPUB foo 5\r\nhe".to_vec()),
                 Sleep(20),
-                Send(0, b"llo\r"),
+                Send(0, b"llo\r".to_vec()),
                 Sleep(20),
-                Send(0, b"\nPING\r\n"),
+                Send(0, b"\nPING\r\n".to_vec()),
             ],
         },
     ]
@@ -185,178 +167,6 @@ static SPACEY_SUB: [u8; 5016] = {
     b
 };
 
-/// Split a reply stream into frames: protocol lines, with MSG/HMSG payloads attached.
-fn frames(out: &str) -> Vec<String> {
-    let mut frames = Vec::new();
-    let mut rest = out;
-    while !rest.is_empty() {
-        let Some(nl) = rest.find("\r\n") else {
-            frames.push(rest.to_string());
-            break;
-        };
-        let line = &rest[..nl + 2];
-        let mut len = line.len();
-        let args: Vec<&str> = line.trim_end().split(' ').collect();
-        if matches!(args.first(), Some(&"MSG") | Some(&"HMSG")) {
-            if let Some(n) = args.last().and_then(|n| n.parse::<usize>().ok()) {
-                len = (len + n + 2).min(rest.len());
-            }
-        }
-        frames.push(rest[..len].to_string());
-        rest = &rest[len..];
-    }
-    frames
-}
-
-/// The subject and body of a MSG/HMSG frame, without the sid.
-fn msg_key(frame: &str) -> Option<(String, String)> {
-    let (line, body) = frame.split_once("\r\n")?;
-    let mut args = line.split(' ');
-    let op = args.next()?;
-    if op != "MSG" && op != "HMSG" {
-        return None;
-    }
-    Some((args.next()?.to_string(), body.to_string()))
-}
-
-/// nats-server delivers one message to several subscriptions of a connection in no
-/// fixed order; sort each run of copies of the same message.
-fn sort_copies(frames: Vec<String>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let mut run: Vec<String> = Vec::new();
-    for f in frames {
-        if !run.is_empty() && msg_key(&f).is_some() && msg_key(&f) == msg_key(&run[0]) {
-            run.push(f);
-            continue;
-        }
-        run.sort();
-        out.append(&mut run);
-        run.push(f);
-    }
-    run.sort();
-    out.append(&mut run);
-    out
-}
-
-/// Replace INFO lines by their JSON with volatile fields removed and keys sorted.
-fn normalize(out: &str) -> String {
-    let mut res = String::new();
-    for line in sort_copies(frames(out)) {
-        let line = line.as_str();
-        if let Some(json) = line.strip_prefix("INFO ").and_then(|l| l.strip_suffix(" \r\n")) {
-            let mut v: serde_json::Value = serde_json::from_str(json).unwrap_or(serde_json::Value::Null);
-            if let Some(o) = v.as_object_mut() {
-                for k in [
-                    "server_id",
-                    "server_name",
-                    "xkey",
-                    "client_id",
-                    "go",
-                    "git_commit",
-                    "rnats_version",
-                    "port",
-                    "nonce",
-                ] {
-                    o.remove(k);
-                }
-            }
-            let sorted: std::collections::BTreeMap<String, serde_json::Value> =
-                serde_json::from_value(v).unwrap_or_default();
-            res.push_str(&format!("INFO {} \r\n", serde_json::to_string(&sorted).unwrap()));
-        } else {
-            res.push_str(line);
-        }
-    }
-    res
-}
-
-/// How many PONGs a connection's input asks for (a PING op at the start of a line).
-fn pings_sent(sc: &Scenario, n: usize) -> usize {
-    let mut all = Vec::new();
-    for step in &sc.steps {
-        if let Send(c, d) = step {
-            if *c == n {
-                all.extend_from_slice(d);
-            }
-        }
-    }
-    all.split(|&b| b == b'\n')
-        .filter(|l| l.len() >= 4 && l[..4].eq_ignore_ascii_case(b"PING"))
-        .count()
-}
-
-/// Play a scenario against a server; returns what each connection received, with
-/// `<CLOSED>` when the server closed it. A connection is done when it was closed, when
-/// it got a PONG for every PING it sent, or after a quiet period.
-fn play(port: u16, sc: &Scenario) -> Vec<String> {
-    let mut conns: Vec<TcpStream> = (0..sc.conns)
-        .map(|_| {
-            let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-            s.set_nodelay(true).unwrap();
-            s
-        })
-        .collect();
-    for step in &sc.steps {
-        match step {
-            Send(n, data) => {
-                let _ = conns[*n].write_all(data);
-            }
-            Sleep(ms) => std::thread::sleep(Duration::from_millis(*ms)),
-        }
-    }
-    conns
-        .iter_mut()
-        .enumerate()
-        .map(|(i, c)| {
-            let want_pongs = pings_sent(sc, i);
-            let mut out = Vec::new();
-            let mut closed = false;
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                let pongs = out.windows(6).filter(|w| w == b"PONG\r\n").count();
-                let quiet = if want_pongs > 0 && pongs >= want_pongs { 30 } else { 300 };
-                c.set_read_timeout(Some(Duration::from_millis(quiet))).unwrap();
-                let mut buf = [0u8; 65536];
-                match c.read(&mut buf) {
-                    Ok(0) => {
-                        closed = true;
-                        break;
-                    }
-                    Ok(n) => out.extend_from_slice(&buf[..n]),
-                    Err(e)
-                        if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut =>
-                    {
-                        break
-                    }
-                    Err(_) => {
-                        closed = true;
-                        break;
-                    }
-                }
-            }
-            let mut s = normalize(&String::from_utf8_lossy(&out));
-            if closed {
-                s.push_str("<CLOSED>");
-            }
-            s
-        })
-        .collect()
-}
-
-/// Wait until the server has dropped every connection of the previous scenario, so
-/// that its subscriptions cannot leak into the next one.
-fn settle(s: &Server) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        let (_, body) = s.http_get("/varz");
-        if body.contains("\"connections\": 0,") {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    panic!("connections still open after a scenario");
-}
-
 fn compare_against_reference(r: Reactor) {
     let reference = Server::start_cmd(&reference_server(), &["-a", "127.0.0.1", "-p", "-1", "-m", "-1"]);
     let ours = Server::start_cmd(
@@ -374,37 +184,7 @@ fn compare_against_reference(r: Reactor) {
             r.flag(),
         ],
     );
-    let scs = scenarios();
-    // Scenarios share subjects, so each server plays them one after another; the two
-    // servers run side by side.
-    let run = |srv: &Server| {
-        scs.iter()
-            .map(|sc| {
-                let r = play(srv.port, sc);
-                settle(srv);
-                r
-            })
-            .collect::<Vec<_>>()
-    };
-    let (want, got) = std::thread::scope(|scope| {
-        let a = scope.spawn(|| run(&reference));
-        let b = scope.spawn(|| run(&ours));
-        (a.join().unwrap(), b.join().unwrap())
-    });
-    let results: Vec<_> = want.into_iter().zip(got).collect();
-    let mut failures = Vec::new();
-    for (sc, (want, got)) in scs.iter().zip(results) {
-        if want != got {
-            failures.push(format!("{}:\n  reference: {want:?}\n  rnats:     {got:?}", sc.name));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} scenarios differ:\n{}",
-        failures.len(),
-        scs.len(),
-        failures.join("\n")
-    );
+    compare(&reference, &ours, &scenarios(), &|s| s.to_string());
 }
 
 both_reactors!(same_bytes_as_the_reference, |r| compare_against_reference(r));

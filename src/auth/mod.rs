@@ -8,6 +8,8 @@
 //! - [`secret`]: password and token comparison (bcrypt or constant time).
 //! - [`users`]: config mode: token, single user, users with passwords or nkeys,
 //!   `no_auth_user`, accounts and permissions of configured users.
+//! - [`operator`]: operator (JWT) mode: user JWTs against account JWTs from the resolver.
+//! - [`resolver`]: account resolvers of operator mode (memory, URL, full/cache directory).
 //! - [`jwt`]: NATS JWT v2 claims (operator, account, user, activation, authorization
 //!   request/response): decoding, verification and encoding.
 //!
@@ -16,5 +18,7 @@
 
 pub mod config;
 pub mod jwt;
+pub mod operator;
+pub mod resolver;
 pub mod secret;
 pub mod users;

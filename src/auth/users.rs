@@ -49,6 +49,9 @@ pub struct UserDirectory {
     /// A `users` list was configured, even an empty one (nats-server then requires
     /// authentication and, with no users, admits nobody).
     pub listed: bool,
+    /// `no_auth_user` is the server's own hidden user (a system account with users and
+    /// nothing else configured): INFO keeps saying authentication is required.
+    pub hidden_no_auth_user: bool,
     /// `tls { verify_and_map }`: users are named by the client certificate.
     pub tls_map: bool,
 }
@@ -220,6 +223,10 @@ impl ConfigAuthenticator {
 impl Authenticator for ConfigAuthenticator {
     fn required(&self) -> bool {
         self.dir.required()
+    }
+
+    fn advertised(&self) -> bool {
+        self.dir.required() && (self.dir.no_auth_user.is_none() || self.dir.hidden_no_auth_user)
     }
 
     fn nonce_required(&self) -> bool {

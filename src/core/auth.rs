@@ -167,8 +167,12 @@ pub enum AuthVerdict {
 /// Decides who a connection is. Shared by all shards; must not block (slow work goes to
 /// another thread and answers through [`AuthLater`]).
 pub trait Authenticator: Send + Sync + std::fmt::Debug {
-    /// INFO `auth_required`.
+    /// Clients must authenticate (send CONNECT first, within the auth timeout).
     fn required(&self) -> bool;
+    /// INFO `auth_required` (false with a `no_auth_user`, as nats-server says).
+    fn advertised(&self) -> bool {
+        self.required()
+    }
     /// INFO carries a `nonce` (nkeys, JWTs or auth callout configured).
     fn nonce_required(&self) -> bool;
     /// Decide for a CONNECT.
@@ -189,6 +193,10 @@ pub enum Recheck {
     Removed,
     /// Still allowed, with these (possibly new) settings.
     Rebind(Box<Identity>),
+    /// The user's JWT was revoked: `-ERR 'User Authentication Revoked'` and close.
+    Revoked,
+    /// The account's JWT expired: `-ERR 'Account Authentication Expired'` and close.
+    AccountExpired,
 }
 
 /// Where a pending verdict goes: the connection's own shard.

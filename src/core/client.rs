@@ -43,6 +43,7 @@ pub enum ClosedState {
     MaxAccountConnectionsExceeded,
     MaxSubscriptionsExceeded,
     AuthenticationExpired,
+    Revocation,
     TlsHandshakeError,
 }
 
@@ -68,6 +69,7 @@ impl ClosedState {
             ClosedState::MaxAccountConnectionsExceeded => "Maximum Account Connections Exceeded",
             ClosedState::MaxSubscriptionsExceeded => "Maximum Subscriptions Exceeded",
             ClosedState::AuthenticationExpired => "Authentication Expired",
+            ClosedState::Revocation => "Credentials Revoked",
             ClosedState::TlsHandshakeError => "TLS Handshake Failure",
         }
     }

@@ -225,7 +225,7 @@ impl<P: Poller> EventLoop<P> {
                     Control::CloseClients(n) => {
                         self.core.close_clients(n, now);
                     }
-                    Control::Run(job) => job(&mut self.core, now),
+                    Control::Run(job) => self.core.run_job(job, now),
                 }
                 worked = true;
             }

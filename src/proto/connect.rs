@@ -147,6 +147,22 @@ impl ClientOpts {
     }
 }
 
+/// The `sub` claim of a JWT, read without verifying it (for log lines only); empty when
+/// the token is not readable.
+pub fn jwt_subject(token: &str) -> String {
+    use base64::Engine;
+    let Some(payload) = token.split('.').nth(1) else {
+        return String::new();
+    };
+    let Ok(raw) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload) else {
+        return String::new();
+    };
+    serde_json::from_slice::<Value>(&raw)
+        .ok()
+        .and_then(|v| v.get("sub").and_then(Value::as_str).map(str::to_string))
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -1,7 +1,7 @@
 //! Go's time formats as nats-server's JSON carries them: `time.Time` as RFC 3339 with
 //! nanoseconds, `time.Duration` as integer nanoseconds.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Go's RFC3339Nano in UTC: trailing zeros of the fraction dropped.
 pub fn rfc3339_nano(t: SystemTime) -> String {
@@ -44,4 +44,74 @@ pub fn civil_utc(secs: i64) -> (i32, u32, u32, u32, u32, u32) {
 /// A `time.Duration` as encoding/json writes it.
 pub fn duration_nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// Broken-down time: year, month, day, hour, minute, second, nanosecond, UTC offset in
+/// seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parts {
+    pub year: i32,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+    pub nanos: u32,
+    pub offset: i64,
+}
+
+/// `t` in local time (or UTC).
+pub fn parts(t: SystemTime, utc: bool) -> Parts {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (year, month, day, hour, minute, second, offset) = broken_down(secs, utc);
+    Parts {
+        year,
+        month,
+        day,
+        hour,
+        minute,
+        second,
+        nanos: d.subsec_nanos(),
+        offset,
+    }
+}
+
+#[cfg(unix)]
+fn broken_down(secs: i64, utc: bool) -> (i32, u32, u32, u32, u32, u32, i64) {
+    let utc_fields = || {
+        let (y, mo, d, h, mi, s) = civil_utc(secs);
+        (y, mo, d, h, mi, s, 0)
+    };
+    if utc {
+        return utc_fields();
+    }
+    // SAFETY: localtime_r writes into the tm we own and reads only `t`.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let t: libc::time_t = secs as libc::time_t;
+    // SAFETY: as above.
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return utc_fields();
+    }
+    (
+        tm.tm_year + 1900,
+        (tm.tm_mon + 1) as u32,
+        tm.tm_mday as u32,
+        tm.tm_hour as u32,
+        tm.tm_min as u32,
+        tm.tm_sec as u32,
+        tm.tm_gmtoff as i64,
+    )
+}
+
+#[cfg(not(unix))]
+fn broken_down(secs: i64, _utc: bool) -> (i32, u32, u32, u32, u32, u32, i64) {
+    let (y, mo, d, h, mi, s) = civil_utc(secs);
+    (y, mo, d, h, mi, s, 0)
+}
+
+/// Seconds since midnight of `t`, in local time (or UTC).
+pub fn day_seconds(t: SystemTime, utc: bool) -> u32 {
+    let p = parts(t, utc);
+    p.hour * 3600 + p.minute * 60 + p.second
 }

@@ -17,8 +17,10 @@ pub mod config;
 pub mod lame_duck;
 pub mod logging;
 pub mod monitor;
+pub mod operator;
 pub mod options;
 pub mod reload;
+pub mod security;
 pub mod signals;
 pub mod state;
 pub mod transport;
@@ -55,9 +57,39 @@ pub enum StartError {
     Reactor(String),
     #[error("Could not write pidfile: {0}")]
     PidFile(String),
+    #[error("{0}")]
+    Security(#[from] security::SecurityError),
     /// TLS or WebSocket settings that cannot be used.
     #[error("{0}")]
     Transport(String),
+}
+
+/// Put the security configuration of `opts` in place (accounts, users) and return the
+/// authenticators for it: the clients' and the WebSocket clients'.
+fn apply_security(
+    shared: &Arc<crate::core::stats::Shared>,
+    opts: &Options,
+) -> Result<
+    (
+        Arc<dyn crate::core::auth::Authenticator>,
+        Arc<dyn crate::core::auth::Authenticator>,
+    ),
+    security::SecurityError,
+> {
+    if operator::enabled(&opts.security) {
+        let (_accounts, auth) = operator::apply(shared, &opts.security)?;
+        let auth: Arc<dyn crate::core::auth::Authenticator> = Arc::new(auth);
+        return Ok((auth.clone(), auth));
+    }
+    let simple = security::SimpleAuth {
+        username: &opts.username,
+        password: &opts.password,
+        token: &opts.authorization,
+        tls_map: opts.tls.as_ref().is_some_and(|t| t.map),
+    };
+    let applied = security::apply(&shared.accounts, &opts.security, &simple)?;
+    let ws = transport::ws_authenticator(opts, applied.directory);
+    Ok((applied.authenticator, ws))
 }
 
 /// Payloads above this draw nats-server's startup warning.
@@ -231,7 +263,10 @@ impl Server {
             transport::listener_transports(&opts).map_err(StartError::Transport)?,
         ));
 
+        let shared = Arc::new(crate::core::stats::Shared::new(nshards));
         let mut core = opts.core_config();
+        let (authenticator, ws_authenticator) = apply_security(&shared, &opts)?;
+        core.authenticator = authenticator;
         core.info = ServerInfo {
             server_id: server_id.clone(),
             server_name,
@@ -241,15 +276,14 @@ impl Server {
             host: opts.host.clone(),
             port: bound.port(),
             headers: !opts.no_header_support,
-            auth_required: core.authenticator.required(),
+            auth_required: core.authenticator.advertised(),
             max_payload: opts.max_payload.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
             api_lvl: API_LEVEL,
             xkey,
             rnats_version: RNATS_VERSION.into(),
             ..Default::default()
         };
-        transport::apply_core(&opts, &mut core, ws_port);
-        let shared = Arc::new(crate::core::stats::Shared::new(nshards));
+        transport::apply_core(&opts, &mut core, ws_port, ws_authenticator);
         let info = core.info.clone();
         let rt = RuntimeConfig {
             nshards,
@@ -324,6 +358,16 @@ impl Server {
             running.add_listener(l, driver::WEBSOCKET_LISTENER)?;
         }
         tracing::info!("Using the {} reactor on {} shards", running.name, nshards);
+        let system = Arc::new(crate::system::SystemContext {
+            server: crate::system::envelope::ServerIdentity {
+                name: info.server_name.clone(),
+                host: opts.host.clone(),
+                id: info.server_id.clone(),
+                version: NATS_VERSION.into(),
+                ..Default::default()
+            },
+        });
+        crate::system::install(&running.controls, system);
 
         let pid_file = if opts.pid_file.is_empty() {
             None
@@ -396,6 +440,7 @@ impl Server {
     /// over the file as at startup. On error nothing changed.
     pub fn reload(&mut self, flags: &[String]) -> Result<(), reload::ReloadError> {
         let (new, plan) = reload::prepare(&self.opts, flags, self.client_addr.port())?;
+        let (authenticator, ws_authenticator) = apply_security(&self.state.shared, &new)?;
         for m in &plan.messages {
             if m.starts_with("Reloaded: pid_file") {
                 if let Err(e) = write_pid_file(&new.pid_file) {
@@ -430,9 +475,10 @@ impl Server {
         }
         self.info.max_payload = self.opts.max_payload.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
         let mut core = self.opts.core_config();
-        self.info.auth_required = core.authenticator.required();
+        core.authenticator = authenticator;
+        self.info.auth_required = core.authenticator.advertised();
         core.info = self.info.clone();
-        transport::apply_core(&self.opts, &mut core, self.ws_port);
+        transport::apply_core(&self.opts, &mut core, self.ws_port, ws_authenticator);
         self.info = core.info.clone();
         match transport::listener_transports(&self.opts) {
             Ok(t) => {

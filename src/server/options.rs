@@ -373,26 +373,17 @@ impl Options {
         }
         self.refuse_missing_transport_features()?;
         let s = &self.security;
-        let user_extras = s
-            .users
-            .iter()
-            .any(|u| u.permissions.is_some() || u.allowed_connection_types.is_some() || u.proxy_required);
+        let proxies = s.users.iter().any(|u| u.proxy_required) || s.nkeys.iter().any(|u| u.proxy_required);
         let missing = [
-            (!s.accounts.is_empty(), "accounts"),
-            (!s.global_mappings.is_empty(), "mappings"),
-            (!s.nkeys.is_empty(), "nkey users"),
-            (user_extras, "user permissions, connection types and proxy_required"),
-            (s.default_permissions.is_some(), "default_permissions"),
-            (s.proxy_required, "proxy_required"),
+            (proxies || s.proxy_required, "proxy_required"),
             (s.auth_callout.is_some(), "auth_callout"),
-            (!s.no_auth_user.is_empty(), "no_auth_user"),
-            (!s.operators.is_empty(), "operator"),
-            (!s.trusted_keys.is_empty(), "trusted keys"),
-            (s.resolver.is_some(), "resolver"),
+            (
+                s.resolver
+                    .as_ref()
+                    .is_some_and(|r| !matches!(r, crate::auth::config::ResolverConfig::Memory)),
+                "resolver",
+            ),
             (s.resolver_tls.is_some(), "resolver_tls"),
-            (!s.resolver_preload.is_empty(), "resolver_preload"),
-            (!s.resolver_pinned_accounts.is_empty(), "resolver_pinned_accounts"),
-            (!s.default_sentinel.is_empty(), "default_sentinel"),
         ];
         match missing.iter().find(|(on, _)| *on) {
             Some((_, what)) => Err(OptionsError::NotYet(what.to_string())),
@@ -445,20 +436,6 @@ impl Options {
         let mut dir = legacy_directory(&auth);
         dir.tls_map = self.tls.as_ref().is_some_and(|t| t.map);
         dir
-    }
-
-    /// The authenticator of WebSocket clients: the block's `verify_and_map`, and its
-    /// user, token and `no_auth_user` instead of the server's when it sets any.
-    pub fn ws_authenticator(&self) -> std::sync::Arc<dyn crate::core::auth::Authenticator> {
-        let mut dir = self.directory();
-        let w = &self.websocket;
-        dir.tls_map = w.tls.as_ref().is_some_and(|t| t.map);
-        if crate::server::transport::ws_auth_override(self) {
-            dir.token = (!w.token.is_empty()).then(|| w.token.clone());
-            dir.single = (!w.username.is_empty()).then(|| (w.username.clone(), w.password.clone()));
-            dir.no_auth_user = (!w.no_auth_user.is_empty()).then(|| w.no_auth_user.clone());
-        }
-        std::sync::Arc::new(crate::auth::users::ConfigAuthenticator::new(dir))
     }
 
     /// The core's view of these options (without the INFO template).

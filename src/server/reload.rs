@@ -27,6 +27,8 @@ pub enum ReloadError {
     },
     #[error("{0}")]
     Log(#[from] LogError),
+    #[error("{0}")]
+    Security(#[from] super::security::SecurityError),
 }
 
 /// Read the config file again and apply `flags` over it, as at startup.

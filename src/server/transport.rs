@@ -215,6 +215,21 @@ pub fn ws_settings(
     }
 }
 
+/// The authenticator of WebSocket clients: the server's users, with the block's
+/// `verify_and_map`, and its user, token and `no_auth_user` instead of the server's when
+/// it sets any (nats-server's `authOverride`).
+pub fn ws_authenticator(o: &Options, mut dir: crate::auth::users::UserDirectory) -> Arc<dyn Authenticator> {
+    let w = &o.websocket;
+    dir.tls_map = w.tls.as_ref().is_some_and(|t| t.map);
+    if ws_auth_override(o) {
+        dir.token = (!w.token.is_empty()).then(|| w.token.clone());
+        dir.single = (!w.username.is_empty()).then(|| (w.username.clone(), w.password.clone()));
+        dir.no_auth_user = (!w.no_auth_user.is_empty()).then(|| w.no_auth_user.clone());
+        dir.hidden_no_auth_user = false;
+    }
+    Arc::new(crate::auth::users::ConfigAuthenticator::new(dir))
+}
+
 /// Whether the WebSocket block overrides authentication (a user, a token or a
 /// `no_auth_user` of its own).
 pub fn ws_auth_override(o: &Options) -> bool {
@@ -273,7 +288,12 @@ pub fn bind_websocket(o: &Options) -> Result<Option<(std::net::TcpListener, u16)
 
 /// Fill what TLS and WebSocket change in the core's configuration: INFO's TLS fields and
 /// the WebSocket clients' settings (`ws_port`: the bound WebSocket port).
-pub fn apply_core(o: &Options, core: &mut crate::core::config::CoreConfig, ws_port: Option<u16>) {
+pub fn apply_core(
+    o: &Options,
+    core: &mut crate::core::config::CoreConfig,
+    ws_port: Option<u16>,
+    ws_authenticator: Arc<dyn Authenticator>,
+) {
     core.info.tls_required = false;
     core.info.tls_verify = false;
     core.info.tls_available = false;
@@ -283,13 +303,7 @@ pub fn apply_core(o: &Options, core: &mut crate::core::config::CoreConfig, ws_po
         if wo.websocket.host.is_empty() {
             wo.websocket.host = "0.0.0.0".into();
         }
-        Arc::new(ws_settings(
-            &wo,
-            &core.info,
-            port,
-            o.ws_authenticator(),
-            core.auth_timeout,
-        ))
+        Arc::new(ws_settings(&wo, &core.info, port, ws_authenticator, core.auth_timeout))
     });
 }
 

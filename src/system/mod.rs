@@ -2,6 +2,7 @@
 //! the system account that answer `$SYS.REQ.*` requests, and the events the server
 //! publishes there.
 //!
+//! - [`accounts`]: the system account's exports and every account's imports from it.
 //! - [`envelope`]: the `{"server": ..., "data": ..., "error": ...}` response envelope and
 //!   the server description every response and event carries.
 //! - [`user_info`]: `$SYS.REQ.USER.INFO`, answered on the requester's own shard.
@@ -10,6 +11,7 @@
 //! per-connection services subscribe locally on every shard, server-wide ones on shard 0
 //! (the one that also hosts the meta group later). [`install`] posts the subscriptions.
 
+pub mod accounts;
 pub mod envelope;
 pub mod user_info;
 
@@ -24,17 +26,34 @@ pub struct SystemContext {
     pub server: ServerIdentity,
 }
 
-/// Subscribe the system services on every shard. Without a system account nothing is
+/// Subscribe the system services on every shard and wait until every shard has them
+/// (so that the first client can use them). Without a system account nothing is
 /// installed.
 pub fn install(post: &dyn Post, ctx: Arc<SystemContext>) {
-    for shard in 0..post.shards() {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let n = post.shards();
+    for shard in 0..n {
         let ctx = ctx.clone();
         let job: Job = Box::new(move |core: &mut ShardCore, now: Instant| {
-            let Some(sys) = core.account_table().system() else {
-                return;
-            };
-            user_info::subscribe(core, sys, ctx.clone(), now);
+            if let Some(sys) = core.account_table().system() {
+                user_info::subscribe(core, sys, ctx.clone(), now);
+            }
         });
         post.post(shard, job);
+        // Acknowledged by a second job: it runs after the first one's step has finished
+        // (its statistics published).
+        let tx = tx.clone();
+        let ack: Job = Box::new(move |_core: &mut ShardCore, _now: Instant| {
+            let _ = tx.send(());
+        });
+        post.post(shard, ack);
+    }
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    for _ in 0..n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if rx.recv_timeout(left).is_err() {
+            tracing::warn!("system services not installed on every shard");
+            break;
+        }
     }
 }

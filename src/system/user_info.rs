@@ -24,12 +24,20 @@ pub fn direct_subject(account: &str) -> String {
     format!("$SYS.REQ.USER.{account}.INFO")
 }
 
+/// A permission list as nats-server reports it: subjects only (a queue qualifier of a
+/// subscribe entry is not shown).
 #[derive(Serialize)]
-struct SubjectPermission<'a> {
+struct SubjectPermission {
     #[serde(skip_serializing_if = "Option::is_none")]
-    allow: Option<&'a [String]>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    deny: &'a [String],
+    allow: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    deny: Vec<String>,
+}
+
+fn subjects(list: &[String]) -> Vec<String> {
+    list.iter()
+        .map(|e| e.split_whitespace().next().unwrap_or_default().to_string())
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -39,9 +47,9 @@ struct ResponsePermission {
 }
 
 #[derive(Serialize)]
-struct Permissions<'a> {
-    publish: SubjectPermission<'a>,
-    subscribe: SubjectPermission<'a>,
+struct Permissions {
+    publish: SubjectPermission,
+    subscribe: SubjectPermission,
     #[serde(skip_serializing_if = "Option::is_none")]
     responses: Option<ResponsePermission>,
 }
@@ -55,7 +63,7 @@ struct UserInfo<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]
     user_name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    permissions: Option<Permissions<'a>>,
+    permissions: Option<Permissions>,
     #[serde(skip_serializing_if = "is_zero")]
     expires: i64,
 }
@@ -64,21 +72,20 @@ fn is_zero(n: &i64) -> bool {
     *n == 0
 }
 
-fn side(p: &Option<crate::core::perms::SubjectPerm>) -> SubjectPermission<'_> {
-    const NONE: &[String] = &[];
+fn side(p: &Option<crate::core::perms::SubjectPerm>) -> SubjectPermission {
     match p {
         Some(p) => SubjectPermission {
-            allow: p.allow.as_deref(),
-            deny: &p.deny,
+            allow: p.allow.as_deref().map(subjects),
+            deny: subjects(&p.deny),
         },
         None => SubjectPermission {
             allow: None,
-            deny: NONE,
+            deny: Vec::new(),
         },
     }
 }
 
-fn permissions(spec: &PermSpec) -> Permissions<'_> {
+fn permissions(spec: &PermSpec) -> Permissions {
     Permissions {
         publish: side(&spec.publish),
         subscribe: side(&spec.subscribe),
@@ -119,7 +126,7 @@ fn answer(core: &ShardCore, server: &ServerIdentity, m: &InternalMsg) -> Vec<u8>
     let info = UserInfo {
         user,
         account,
-        account_name: "",
+        account_name: account,
         user_name: id.map(|i| i.name_tag.as_str()).unwrap_or(""),
         permissions: c.perms.as_deref().map(|p| permissions(p.spec())),
         expires,

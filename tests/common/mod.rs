@@ -2,6 +2,7 @@
 //! reactor, talk to it with raw TCP or `async-nats`, and stop it.
 #![allow(dead_code, clippy::unwrap_used, clippy::indexing_slicing)]
 
+pub mod diff;
 pub mod pki;
 pub mod ws;
 

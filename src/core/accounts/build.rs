@@ -79,7 +79,7 @@ pub struct AccountSpec {
     pub limits: AccountLimits,
     pub exports: Vec<ExportSpec>,
     pub imports: Vec<ImportSpec>,
-    pub mappings: Option<MappingSet>,
+    pub mappings: MappingSet,
     pub disabled: bool,
     /// The account is the system account.
     pub system: bool,
@@ -123,7 +123,8 @@ pub fn export_covers(export: &str, import: &str) -> bool {
 
 /// Is `importer` allowed to import `subject` from `exp`?
 fn authorized(exp: &ExportSpec, importer: &str, subject: &str, token_valid: bool) -> bool {
-    let public = exp.accounts.as_ref().is_none_or(|a| a.is_empty()) && !exp.token_required && exp.account_token_position == 0;
+    let public =
+        exp.accounts.as_ref().is_none_or(|a| a.is_empty()) && !exp.token_required && exp.account_token_position == 0;
     if public {
         return true;
     }
@@ -190,7 +191,11 @@ pub fn build_accounts(b: &mut TableBuilder<'_>, specs: &[AccountSpec]) -> Vec<Im
             }
             let importer_id = defs.get(&s.name).map(|d| d.id).unwrap_or_default();
             let exporter_id = defs.get(&imp.account).map(|d| d.id).unwrap_or_default();
-            let local = if imp.local.is_empty() { imp.subject.as_str() } else { imp.local.as_str() };
+            let local = if imp.local.is_empty() {
+                imp.subject.as_str()
+            } else {
+                imp.local.as_str()
+            };
             match imp.kind {
                 ExportKind::Stream => {
                     let rewrite = match rewrite(&imp.subject, local) {
@@ -256,7 +261,9 @@ fn rewrite(from: &str, to: &str) -> Result<Rewrite, String> {
             return Ok(Rewrite::Prefix(p.as_bytes().into()));
         }
     }
-    crate::core::transform::SubjectTransform::new_strict(from, to)
+    // Wildcards of the destination stand for the source's in order (`*` is `$1`, ...).
+    let dest = crate::core::transform::tokenize(to);
+    crate::core::transform::SubjectTransform::new_strict(from, &dest)
         .map(|t| Rewrite::Transform(Box::new(t)))
         .map_err(|e| e.to_string())
 }
@@ -320,7 +327,10 @@ mod tests {
         let r = AccountRegistry::new();
         let mut problems = Vec::new();
         let t = r.install(|tb| problems = build_accounts(tb, &[a, b, c]));
-        let reasons: Vec<(String, String)> = problems.iter().map(|p| (p.account.clone(), p.subject.clone())).collect();
+        let reasons: Vec<(String, String)> = problems
+            .iter()
+            .map(|p| (p.account.clone(), p.subject.clone()))
+            .collect();
         assert_eq!(
             reasons,
             vec![
@@ -331,9 +341,15 @@ mod tests {
         );
         let bdef = t.by_name("B").unwrap();
         assert_eq!(bdef.service_imports.len(), 2);
-        assert_eq!(bdef.service_imports[1].rewrite, Rewrite::Literal(b"req.B.x".to_vec().into()));
+        assert_eq!(
+            bdef.service_imports[1].rewrite,
+            Rewrite::Literal(b"req.B.x".to_vec().into())
+        );
         let adef = t.by_name("A").unwrap();
         assert_eq!(adef.stream_links.len(), 1);
-        assert_eq!(adef.stream_links[0].rewrite, Rewrite::Literal(b"fromA.feed.x".to_vec().into()));
+        assert_eq!(
+            adef.stream_links[0].rewrite,
+            Rewrite::Literal(b"fromA.feed.x".to_vec().into())
+        );
     }
 }

@@ -5,10 +5,11 @@
 //! exporter, and its reply comes back through a response mapping).
 
 use super::AccountId;
+use crate::core::transform::SubjectTransform;
 use std::time::Duration;
 
 /// How a subject is rewritten when it crosses into another account.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Rewrite {
     /// Unchanged.
     Same,
@@ -16,6 +17,8 @@ pub enum Rewrite {
     Prefix(Box<[u8]>),
     /// A literal subject (an import of a literal subject under another name).
     Literal(Box<[u8]>),
+    /// A wildcard rewrite (strict: wildcard references only).
+    Transform(Box<SubjectTransform>),
 }
 
 impl Rewrite {
@@ -33,6 +36,11 @@ impl Rewrite {
             Rewrite::Literal(s) => {
                 out.clear();
                 out.extend_from_slice(s);
+                out
+            }
+            Rewrite::Transform(t) => {
+                // Strict transforms have no random functions.
+                *out = t.transform_subject(subject, &mut || 0);
                 out
             }
         }

@@ -15,12 +15,14 @@
 //! shared mutable numbers are per-account connection counters (atomics, for limits).
 //! Everything a message touches lives in the shard's own [`state::ShardAccount`].
 
+pub mod build;
 pub mod links;
 pub mod registry;
 pub mod state;
 
 pub use registry::AccountRegistry;
 
+use crate::core::transform::MappingSet;
 use links::{ServiceImport, StreamLink};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicI64;
@@ -67,6 +69,8 @@ pub struct AccountDef {
     /// The account's public nkey (operator mode, or `accounts { A { nkey } }`).
     pub nkey: Option<String>,
     pub limits: AccountLimits,
+    /// Subject mappings applied to every message published in the account.
+    pub mappings: MappingSet,
     /// Stream exports of this account that other accounts import: where a message
     /// published here is also delivered.
     pub stream_links: Vec<StreamLink>,
@@ -87,6 +91,7 @@ impl AccountDef {
             name: name.to_string(),
             nkey: None,
             limits: AccountLimits::default(),
+            mappings: MappingSet::new(),
             stream_links: Vec::new(),
             service_imports: Vec::new(),
             conns: Arc::new(AtomicI64::new(0)),

@@ -47,6 +47,8 @@ pub struct ShardAccount {
     pub responses: FastMap<Box<[u8]>, ResponseMap>,
     /// Local connections of this account on this shard.
     pub conns: u32,
+    /// The definition has subject mappings (checked per publish without touching it).
+    pub has_mappings: bool,
 }
 
 impl ShardAccount {
@@ -59,6 +61,7 @@ impl ShardAccount {
             service_in: Sublist::new(cache),
             responses: FastMap::default(),
             conns: 0,
+            has_mappings: false,
         }
     }
 
@@ -74,6 +77,7 @@ impl ShardAccount {
                 let _ = self.service_in.insert(&s.local, None, i as u32);
             }
         }
+        self.has_mappings = def.as_ref().is_some_and(|d| !d.mappings.is_empty());
         self.def = def;
     }
 

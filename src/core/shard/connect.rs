@@ -14,6 +14,8 @@ const FIRST_PING: Duration = Duration::from_secs(2);
 
 pub const ERR_ACCOUNT_CONNECTIONS: &str = "maximum account active connections exceeded";
 pub const ERR_AUTH_EXPIRED: &str = "User Authentication Expired";
+pub const ERR_AUTH_REVOKED: &str = "User Authentication Revoked";
+pub const ERR_ACCOUNT_EXPIRED: &str = "Account Authentication Expired";
 
 /// The smaller of two limits where negative means unlimited.
 pub(super) fn min_limit(a: i64, b: i64) -> i64 {
@@ -183,6 +185,8 @@ impl ShardCore {
     /// Bind the connection to `id`: its account (and that account's connection limit),
     /// limits, permissions and expiry. False if the connection was refused.
     fn bind_identity(&mut self, key: ConnKey, id: Identity, now: Instant) -> bool {
+        // The authenticator may just have registered the account (operator mode).
+        self.sync_accounts();
         let Some(def) = self.table.get(id.account).cloned() else {
             self.auth_denied(key, &Denied::because("Account not found"), now);
             return false;
@@ -246,7 +250,11 @@ impl ShardCore {
         } else if !o.user.is_empty() {
             format!("User {:?}", o.user)
         } else if !o.jwt.is_empty() {
-            let pk = c.identity.as_ref().map(|i| i.user.clone()).unwrap_or_default();
+            let pk = c
+                .identity
+                .as_ref()
+                .map(|i| i.user.clone())
+                .unwrap_or_else(|| crate::proto::connect::jwt_subject(&o.jwt));
             format!("JWT User {pk:?}")
         } else if !o.auth_token.is_empty() {
             "Token \"[REDACTED]\"".to_string()
@@ -319,6 +327,14 @@ impl ShardCore {
                 Some(Recheck::Violation) => self.auth_violation(key, now),
                 Some(Recheck::Removed) => self.close(key, ClosedState::ClientClosed),
                 Some(Recheck::Rebind(id)) => self.rebind(key, *id, now),
+                Some(Recheck::Revoked) => {
+                    self.send_err(key, ERR_AUTH_REVOKED, now);
+                    self.close(key, ClosedState::Revocation);
+                }
+                Some(Recheck::AccountExpired) => {
+                    self.send_err(key, ERR_ACCOUNT_EXPIRED, now);
+                    self.close(key, ClosedState::AuthenticationExpired);
+                }
             }
         }
     }

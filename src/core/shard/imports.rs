@@ -172,7 +172,14 @@ impl ShardCore {
         depth: u8,
     ) -> bool {
         let mut buf = Vec::new();
-        let subject = si.rewrite.apply(m.subject, &mut buf).to_vec();
+        let mut subject = si.rewrite.apply(m.subject, &mut buf).to_vec();
+        // The exporter's mappings apply to what arrives there.
+        if let Some(mapped) = self.map_subject(si.exporter, &subject) {
+            if mapped.is_empty() {
+                return false;
+            }
+            subject = mapped;
+        }
         let reply = if m.reply.is_empty() {
             Vec::new()
         } else {

@@ -304,6 +304,13 @@ impl ShardCore {
         }
     }
 
+    /// Run a posted job, then finish the step (handlers, mesh, statistics).
+    pub fn run_job(&mut self, job: Job, now: Instant) {
+        self.sync_accounts();
+        job(self, now);
+        self.finish(now);
+    }
+
     /// Requests whose deadline passed get `None`.
     pub(super) fn expire_requests(&mut self, now: Instant) {
         if self.internals.requests.is_empty() {

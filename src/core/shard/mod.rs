@@ -318,7 +318,7 @@ impl ShardCore {
             })
             .collect();
         let mut info = self.cfg.info.clone();
-        info.auth_required = self.cfg.authenticator.required();
+        info.auth_required = self.cfg.authenticator.advertised();
         info.ldm = true;
         for k in keys {
             let Some(c) = self.client_mut(k) else { continue };

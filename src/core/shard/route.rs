@@ -87,12 +87,19 @@ fn is_reserved_reply(r: &[u8]) -> bool {
 
 impl ShardCore {
     pub(super) fn on_msg(&mut self, key: ConnKey, m: &Msg<'_>, now: Instant) {
+        let account = self.client(key).map_or(crate::core::accounts::GLOBAL, |c| c.account);
+        // Subject mappings come first: permissions and routing see the mapped subject.
+        let mapped = self.map_subject(account, m.subject);
+        let m = match &mapped {
+            Some(s) => Msg { subject: s, ..*m },
+            None => *m,
+        };
         let (subject, reply, data) = (m.subject, m.reply, m.data);
         let system = self.table.system();
         let Some(c) = self.client_mut(key) else { return };
         c.in_msgs += 1;
         c.in_bytes += data.len() as u64;
-        let (verbose, no_responders, account) = (c.opts.verbose, c.opts.no_responders, c.account);
+        let (verbose, no_responders) = (c.opts.verbose, c.opts.no_responders);
         let allowed = match c.perms.as_mut() {
             Some(p) => p.can_publish(subject, now),
             None => true,
@@ -115,10 +122,22 @@ impl ShardCore {
         if verbose {
             self.send_bytes(key, reply::OK, now);
         }
-        let delivered = self.route(account, Some(key), m, now);
+        // A weighted mapping may drop the message (its share of nobody).
+        let delivered = !subject.is_empty() && self.route(account, Some(key), &m, now);
         if !delivered && !reply.is_empty() && no_responders {
-            self.no_responders(key, m, now);
+            self.no_responders(key, &m, now);
         }
+    }
+
+    /// The subject `subject` is mapped to in `acc`, if a mapping applies.
+    pub(super) fn map_subject(&mut self, acc: AccountId, subject: &[u8]) -> Option<Vec<u8>> {
+        let st = self.acct(acc);
+        if !st.has_mappings {
+            return None;
+        }
+        let def = st.def.clone()?;
+        let r = self.next_rand();
+        def.mappings.apply(subject, r, None)
     }
 
     /// Deliver a message published on this shard in account `acc`, and wherever imports

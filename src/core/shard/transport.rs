@@ -142,7 +142,7 @@ impl ShardCore {
         };
         info.client_id = c.cid;
         info.client_ip = c.peer.ip().to_string();
-        info.auth_required = auth.required();
+        info.auth_required = auth.advertised();
         info.nonce = c.nonce.clone();
         if let Some(t) = tls_required {
             info.tls_required = t;

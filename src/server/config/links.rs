@@ -7,7 +7,7 @@
 
 use super::exports::{PendingExport, PendingImport};
 use super::subjects::{
-    check_mapping, has_wildcard, is_subset_match, is_valid_publish_subject, is_valid_subject, subjects_collide,
+    check_import_rewrite, has_wildcard, is_subset_match, is_valid_publish_subject, is_valid_subject, subjects_collide,
 };
 use super::Cx;
 use crate::auth::config::{Export, ExportKind, Import, ResponseType, GLOBAL_ACCOUNT};
@@ -159,7 +159,7 @@ impl Model {
         let mut stored_to = to.to_string();
         if has_wildcard(from) && to != from {
             let dest = tokenize(to);
-            check_mapping(from, &dest).map_err(|err| {
+            check_import_rewrite(from, &dest).map_err(|err| {
                 format!("failed to create mapping transform for stream import subject from {from:?} to {to:?}: {err}")
             })?;
             stored_to = untokenize(to);
@@ -196,7 +196,7 @@ impl Model {
         let (mut from_s, mut to_s) = (from.to_string(), to.to_string());
         if has_wildcard(to) && to != from {
             to_s = untokenize(to);
-            check_mapping(&to_s, &tokenize(from)).map_err(|err| {
+            check_import_rewrite(&to_s, &tokenize(from)).map_err(|err| {
                 format!(
                     "failed to create mapping transform for service import subject from {from:?} to {to_s:?}: {err}"
                 )

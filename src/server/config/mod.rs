@@ -345,11 +345,10 @@ fn top_level(cx: &mut Cx, o: &mut Options, key: &str, e: &Entry) {
         "default_sentinel" => set(cx.string(e), |v| o.security.default_sentinel = v.into()),
         "no_auth_user" => set(cx.string(e), |v| o.security.no_auth_user = v.into()),
         // Read first, by `system_account()`.
-        "system_account" | "system" => cx.notes.push(format!("{pos}: {key:?} has no effect in rnats yet")),
+        "system_account" | "system" => {}
         "no_system_account" | "no_system" | "no_sys_acc" => {
             if let Some(v) = cx.bool(e) {
                 o.security.no_system_account = v;
-                cx.notes.push(format!("{pos}: {key:?} has no effect in rnats yet"));
             }
         }
         "operator" | "operators" | "roots" | "root" | "root_operators" | "root_operator" => trust::operators(cx, o, e),

@@ -100,39 +100,24 @@ pub(crate) fn subjects_collide(a: &str, b: &str) -> bool {
 /// follows "Error adding mapping for ...: ").
 ///
 /// Every subject mapping and every import that rewrites a subject goes through here.
-/// For now this makes the checks nats-server makes before it builds the transform (a
-/// valid source; destination tokens not empty, nothing after `>`, no whitespace); the
-/// lead will add the build of the subject transform (`src/core/transform`) here, which
-/// also checks the mapping functions (`{{wildcard(1)}}`, ...) and the wildcard
-/// references.
+/// nats-server's `ValidateMapping` followed by the build of the transform, which checks
+/// the mapping functions (`{{wildcard(1)}}`, ...) and the wildcard references.
 pub(crate) fn check_mapping(source: &str, destination: &str) -> Result<(), String> {
     if !is_valid_subject(source) {
         return Err("invalid subject".into());
     }
-    if destination.is_empty() {
-        return Ok(());
+    crate::core::transform::validate_mapping(source, destination).map_err(|e| e.to_string())
+}
+
+/// The check of an import's subject rewrite: nats-server's strict transform (wildcard
+/// references only).
+pub(crate) fn check_import_rewrite(source: &str, destination: &str) -> Result<(), String> {
+    if !is_valid_subject(source) {
+        return Err("invalid subject".into());
     }
-    let invalid = "invalid mapping destination: invalid transform";
-    let mut seen_fwc = false;
-    for t in destination.split('.') {
-        if t.is_empty() || seen_fwc {
-            return Err(if t.is_empty() {
-                invalid.to_string()
-            } else {
-                format!("{invalid} in {t}")
-            });
-        }
-        if t.len() > 4 && t.starts_with("{{") && t.ends_with("}}") {
-            // A mapping function: checked by the transform.
-            continue;
-        }
-        if is_fwc(t) {
-            seen_fwc = true;
-        } else if t.contains(['\t', '\n', '\x0c', '\r', ' ']) {
-            return Err(invalid.into());
-        }
-    }
-    Ok(())
+    crate::core::transform::SubjectTransform::new_strict(source, destination)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -1,37 +1,6 @@
 //! Calendar fields in local time or UTC, and the time formats the logs use.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-/// Broken-down time: year, month, day, hour, minute, second, nanosecond, UTC offset in
-/// seconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Parts {
-    pub year: i32,
-    pub month: u32,
-    pub day: u32,
-    pub hour: u32,
-    pub minute: u32,
-    pub second: u32,
-    pub nanos: u32,
-    pub offset: i64,
-}
-
-/// `t` in local time (or UTC).
-pub fn parts(t: SystemTime, utc: bool) -> Parts {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (year, month, day, hour, minute, second, offset) = broken_down(secs, utc);
-    Parts {
-        year,
-        month,
-        day,
-        hour,
-        minute,
-        second,
-        nanos: d.subsec_nanos(),
-        offset,
-    }
-}
+use std::time::SystemTime;
 
 /// `yyyy/mm/dd hh:mm:ss.uuuuuu` in local time (or UTC), as Go's `log` package writes it.
 pub fn timestamp(utc: bool) -> String {
@@ -85,40 +54,7 @@ pub fn rfc3339(t: SystemTime) -> String {
     )
 }
 
-#[cfg(unix)]
-fn broken_down(secs: i64, utc: bool) -> (i32, u32, u32, u32, u32, u32, i64) {
-    let utc_fields = || {
-        let (y, mo, d, h, mi, s) = civil_utc(secs);
-        (y, mo, d, h, mi, s, 0)
-    };
-    if utc {
-        return utc_fields();
-    }
-    // SAFETY: localtime_r writes into the tm we own and reads only `t`.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    let t: libc::time_t = secs as libc::time_t;
-    // SAFETY: as above.
-    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
-        return utc_fields();
-    }
-    (
-        tm.tm_year + 1900,
-        (tm.tm_mon + 1) as u32,
-        tm.tm_mday as u32,
-        tm.tm_hour as u32,
-        tm.tm_min as u32,
-        tm.tm_sec as u32,
-        tm.tm_gmtoff as i64,
-    )
-}
-
-#[cfg(not(unix))]
-fn broken_down(secs: i64, _utc: bool) -> (i32, u32, u32, u32, u32, u32, i64) {
-    let (y, mo, d, h, mi, s) = civil_utc(secs);
-    (y, mo, d, h, mi, s, 0)
-}
-
-pub use crate::proto::gotime::civil_utc;
+pub use crate::proto::gotime::{civil_utc, parts};
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,432 @@
+//! Tokens made by `rnats::auth::jwt` against the reference Go nats-server 2.14: an
+//! operator, a system account and an account (with a plain and a scoped signing key) are
+//! encoded here, preloaded into the reference server's memory resolver, and users made here
+//! connect over raw TCP (nonce signed with the user key). The server must accept the good
+//! ones, apply the scoped key's template, and refuse the bad ones with
+//! `-ERR 'Authorization Violation'`.
+//!
+//! The same scenario runs against rnats in operator mode (both reactors, 4 shards): it
+//! must give the same verdicts.
+//!
+//! The reference binary comes from the test harness (`NATS_REFERENCE_SERVER`, or
+//! `tools/reference-server`).
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nkeys::KeyPair;
+use rnats::auth::jwt::codec::{b64_decode, b64_encode};
+use rnats::auth::jwt::json::to_go_json;
+use rnats::auth::jwt::{
+    decode_authorization_request, decorate_jwt, AccountClaims, ActivationClaims, AuthorizationResponseClaims, Encode,
+    Export, ExportType, Import, OperatorClaims, UserClaims, UserPermissionLimits, UserScope,
+};
+
+fn reference_server() -> Option<PathBuf> {
+    Some(PathBuf::from(common::reference_server()))
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+struct Server {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// Starts the reference server with `conf(dir, port)` as its configuration.
+fn start(bin: &PathBuf, conf: impl FnOnce(&std::path::Path, u16) -> String) -> Server {
+    start_with(bin, &[], conf)
+}
+
+/// Starts `bin` with `conf(dir, port)` as its configuration and `extra` flags.
+fn start_with(bin: &PathBuf, extra: &[&str], conf: impl FnOnce(&std::path::Path, u16) -> String) -> Server {
+    let dir = std::env::temp_dir().join(format!("rnats-jwt-ref-{}-{}", std::process::id(), free_port()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let port = free_port();
+    let conf = conf(&dir, port);
+    let conf_path = dir.join("server.conf");
+    std::fs::write(&conf_path, conf).expect("write conf");
+    let log = std::fs::File::create(dir.join("server.log")).expect("log file");
+    let child = Command::new(bin)
+        .arg("-c")
+        .arg(&conf_path)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start reference server");
+    let mut server = Server { child, port, dir };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            panic!("reference server exited ({status}): {}", server.log());
+        }
+        assert!(Instant::now() < deadline, "reference server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
+struct Conn {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Conn {
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.reader.read_line(&mut l).expect("read line");
+        l.trim_end().to_string()
+    }
+
+    fn send(&mut self, s: &str) {
+        self.writer.write_all(s.as_bytes()).expect("write");
+    }
+
+    /// Lines up to and including `PONG`, or up to the connection's close.
+    fn until_pong(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        loop {
+            let l = self.line();
+            let done = l == "PONG" || l.is_empty();
+            if l == "PING" {
+                self.send("PONG\r\n");
+            } else if !l.starts_with("INFO ") {
+                // (the server may send an updated INFO after CONNECT)
+                out.push(l);
+            }
+            if done {
+                return out;
+            }
+        }
+    }
+}
+
+/// Connects with `jwt`, signing the nonce with `user`; returns what the server answered to
+/// CONNECT + PING and the connection.
+fn connect(port: u16, jwt: &str, user: &KeyPair) -> (Vec<String>, Conn) {
+    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    let mut conn = Conn {
+        reader: BufReader::new(stream.try_clone().expect("clone")),
+        writer: stream,
+    };
+    let info = conn.line();
+    let json: serde_json::Value = serde_json::from_str(info.strip_prefix("INFO ").expect("INFO")).expect("INFO json");
+    let nonce = json["nonce"].as_str().expect("nonce");
+    let sig = b64_encode(&user.sign(nonce.as_bytes()).expect("sign"));
+    let connect = serde_json::json!({"jwt": jwt, "sig": sig, "verbose": false, "pedantic": false, "protocol": 1});
+    conn.send(&format!("CONNECT {connect}\r\nPING\r\n"));
+    (conn.until_pong(), conn)
+}
+
+const AUTH_VIOLATION: &str = "-ERR 'Authorization Violation'";
+
+#[test]
+fn reference_server_accepts_tokens_made_here() {
+    let Some(bin) = reference_server() else {
+        eprintln!("note: no reference nats-server (set NATS_REFERENCE_SERVER); skipping");
+        return;
+    };
+    operator_mode(&bin, &[]);
+}
+
+// rnats in operator mode: the same tokens, the same verdicts (4 shards, both reactors).
+both_reactors!(rnats_accepts_and_refuses_the_same_tokens, |r| operator_mode(
+    &PathBuf::from(common::bin()),
+    &["--shards", "4", "--reactor", r.flag()]
+));
+
+fn operator_mode(bin: &PathBuf, extra: &[&str]) {
+    let t = now();
+    let op = KeyPair::new_operator();
+    let sys = KeyPair::new_account();
+    let acc = KeyPair::new_account();
+    let plain_sk = KeyPair::new_account();
+    let scoped_sk = KeyPair::new_account();
+
+    let mut op_claims = OperatorClaims::new(op.public_key());
+    op_claims.claims.name = "op".into();
+    op_claims.nats.system_account = sys.public_key();
+    op_claims.nats.assert_server_version = "2.10.0".into();
+    let op_jwt = op_claims.encode(&op, t).expect("operator");
+
+    let mut sys_claims = AccountClaims::new(sys.public_key());
+    sys_claims.claims.name = "SYS".into();
+    let sys_jwt = sys_claims.encode(&op, t).expect("sys");
+
+    let mut acc_claims = AccountClaims::new(acc.public_key());
+    acc_claims.claims.name = "A".into();
+    acc_claims.nats.generic.tags = vec!["region:eu".into()];
+    acc_claims.nats.signing_keys.add(plain_sk.public_key());
+    let mut scope = UserScope::new(scoped_sk.public_key());
+    scope.role = "per-user".into();
+    scope.template.permissions.publish.allow = vec!["{{name()}}.>".into(), "{{account-tag(region)}}.in".into()];
+    scope.template.permissions.subscribe.allow = vec!["_INBOX.>".into()];
+    acc_claims.nats.signing_keys.add_scope(scope);
+    acc_claims.nats.exports = vec![Export {
+        name: "svc".into(),
+        subject: "svc.>".into(),
+        export_type: ExportType::Service,
+        token_req: true,
+        ..Default::default()
+    }];
+    let acc_jwt = acc_claims.encode(&op, t).expect("account");
+
+    // Another account imports the service with an activation token signed by a signing key.
+    let importer = KeyPair::new_account();
+    let mut act = ActivationClaims::new(importer.public_key());
+    act.nats.import_subject = "svc.>".into();
+    act.nats.import_type = ExportType::Service;
+    act.nats.issuer_account = acc.public_key();
+    let mut importer_claims = AccountClaims::new(importer.public_key());
+    importer_claims.claims.name = "B".into();
+    importer_claims.nats.imports = vec![Import {
+        subject: "svc.a".into(),
+        account: acc.public_key(),
+        token: act.encode(&plain_sk, t).expect("activation"),
+        import_type: ExportType::Service,
+        ..Default::default()
+    }];
+    assert!(importer_claims.validate(t).is_ok());
+    let importer_jwt = importer_claims.encode(&op, t).expect("importer");
+
+    // The operator file is decorated, as nsc writes it.
+    let op_file = decorate_jwt(&op_jwt).expect("decorate");
+    let preload = [
+        (sys.public_key(), sys_jwt),
+        (acc.public_key(), acc_jwt),
+        (importer.public_key(), importer_jwt),
+    ];
+    let server = start_with(bin, extra, |dir, port| {
+        let op_path = dir.join("op.jwt");
+        std::fs::write(&op_path, op_file).expect("write op.jwt");
+        let mut conf = format!(
+            "listen: 127.0.0.1:{port}\noperator: \"{}\"\nsystem_account: {}\nresolver: MEMORY\nresolver_preload: {{\n",
+            op_path.display(),
+            sys.public_key()
+        );
+        for (k, v) in &preload {
+            conf.push_str(&format!("  {k}: \"{v}\"\n"));
+        }
+        conf + "}\n"
+    });
+
+    // A user signed by the account key.
+    let u1 = KeyPair::new_user();
+    let mut c1 = UserClaims::new(u1.public_key());
+    c1.claims.name = "u1".into();
+    let (resp, _c) = connect(server.port, &c1.encode(&acc, t).expect("u1"), &u1);
+    assert_eq!(resp, ["PONG"], "user signed by the account key: {}", server.log());
+
+    // A user signed by a plain signing key, with issuer_account.
+    let u2 = KeyPair::new_user();
+    let mut c2 = UserClaims::new(u2.public_key());
+    c2.nats.issuer_account = acc.public_key();
+    c2.claims.expires = (t + 600) as i64;
+    let (resp, _c) = connect(server.port, &c2.encode(&plain_sk, t).expect("u2"), &u2);
+    assert_eq!(resp, ["PONG"], "user signed by a signing key");
+
+    // A scoped user: no permissions of its own; the template applies.
+    let u3 = KeyPair::new_user();
+    let mut c3 = UserClaims::new(u3.public_key());
+    c3.claims.name = "alice".into();
+    c3.nats.issuer_account = acc.public_key();
+    c3.nats.limits = UserPermissionLimits::default();
+    let (resp, mut conn) = connect(server.port, &c3.encode(&scoped_sk, t).expect("u3"), &u3);
+    assert_eq!(resp, ["PONG"], "scoped user");
+    conn.send("PUB alice.x 0\r\n\r\nPUB eu.in 0\r\n\r\nPING\r\n");
+    assert_eq!(conn.until_pong(), ["PONG"], "template subjects are allowed");
+    conn.send("PUB bob.x 0\r\n\r\nPING\r\n");
+    assert_eq!(
+        conn.until_pong(),
+        ["-ERR 'Permissions Violation for Publish to \"bob.x\"'", "PONG"]
+    );
+
+    // Refused: signed by an account key the account does not know.
+    let stranger = KeyPair::new_account();
+    let u4 = KeyPair::new_user();
+    let mut c4 = UserClaims::new(u4.public_key());
+    c4.nats.issuer_account = acc.public_key();
+    let (resp, _c) = connect(server.port, &c4.encode(&stranger, t).expect("u4"), &u4);
+    assert_eq!(
+        resp.first().map(String::as_str),
+        Some(AUTH_VIOLATION),
+        "unknown signing key: {resp:?}"
+    );
+
+    // Refused: expired.
+    let u5 = KeyPair::new_user();
+    let mut c5 = UserClaims::new(u5.public_key());
+    c5.claims.expires = (t - 10) as i64;
+    let (resp, _c) = connect(server.port, &c5.encode(&acc, t - 100).expect("u5"), &u5);
+    assert_eq!(
+        resp.first().map(String::as_str),
+        Some(AUTH_VIOLATION),
+        "expired: {resp:?}"
+    );
+
+    // Refused: scoped key but the user carries its own permissions.
+    let u6 = KeyPair::new_user();
+    let mut c6 = UserClaims::new(u6.public_key());
+    c6.nats.issuer_account = acc.public_key();
+    let (resp, _c) = connect(server.port, &c6.encode(&scoped_sk, t).expect("u6"), &u6);
+    assert_eq!(
+        resp.first().map(String::as_str),
+        Some(AUTH_VIOLATION),
+        "scoped with permissions: {resp:?}"
+    );
+
+    // Refused: the nonce signed by another key.
+    let (resp, _c) = connect(server.port, &c1.encode(&acc, t).expect("u1"), &KeyPair::new_user());
+    assert_eq!(
+        resp.first().map(String::as_str),
+        Some(AUTH_VIOLATION),
+        "bad nonce signature: {resp:?}"
+    );
+
+    // The preloaded accounts raised no validation findings.
+    let log = server.log();
+    assert!(log.contains("Server is ready"), "{log}");
+    assert!(
+        !log.contains("validation issues") && !log.contains("not valid"),
+        "{log}"
+    );
+}
+
+/// Reads one `MSG <subject> <sid> [reply] <len>` and its payload; returns (reply, payload).
+fn read_msg(conn: &mut Conn) -> (String, String) {
+    loop {
+        let l = conn.line();
+        if l == "PING" {
+            conn.send("PONG\r\n");
+            continue;
+        }
+        if l.starts_with("INFO ") {
+            continue;
+        }
+        let parts: Vec<&str> = l.split(' ').collect();
+        assert_eq!(parts.first(), Some(&"MSG"), "{l}");
+        let reply = if parts.len() == 5 {
+            parts[3].to_string()
+        } else {
+            String::new()
+        };
+        let payload = conn.line();
+        return (reply, payload);
+    }
+}
+
+#[test]
+fn reference_server_auth_callout_round_trip() {
+    let Some(bin) = reference_server() else {
+        eprintln!("note: no reference nats-server (set NATS_REFERENCE_SERVER); skipping");
+        return;
+    };
+    let issuer = KeyPair::new_account();
+    let server = start(&bin, |_, port| {
+        format!(
+            "listen: 127.0.0.1:{port}\n\
+             accounts {{ AUTH {{ users: [ {{ user: auth, password: pwd }} ] }}, APP {{}} }}\n\
+             authorization {{ auth_callout {{ issuer: {}, auth_users: [ auth ], account: AUTH }} }}\n",
+            issuer.public_key()
+        )
+    });
+    // The auth service.
+    let stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    let mut svc = Conn {
+        reader: BufReader::new(stream.try_clone().expect("clone")),
+        writer: stream,
+    };
+    svc.line();
+    svc.send("CONNECT {\"user\":\"auth\",\"pass\":\"pwd\",\"verbose\":false,\"protocol\":1}\r\nSUB $SYS.REQ.USER.AUTH 1\r\nPING\r\n");
+    assert_eq!(svc.until_pong(), ["PONG"]);
+
+    for (user, allow) in [("bob", true), ("eve", false)] {
+        let stream = TcpStream::connect(("127.0.0.1", server.port)).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        let mut client = Conn {
+            reader: BufReader::new(stream.try_clone().expect("clone")),
+            writer: stream,
+        };
+        client.line();
+        client.send(&format!(
+            "CONNECT {{\"user\":\"{user}\",\"pass\":\"secret\",\"verbose\":false,\"protocol\":1}}\r\nPING\r\n"
+        ));
+
+        // The request the Go server encoded decodes and verifies here.
+        let (reply, token) = read_msg(&mut svc);
+        let req = decode_authorization_request(&token).expect("request decodes");
+        // Written back, the claims are the bytes the Go server wrote.
+        let payload = b64_decode(token.split('.').nth(1).expect("payload")).expect("base64");
+        assert_eq!(
+            to_go_json(&req).expect("json"),
+            String::from_utf8(payload).expect("utf8")
+        );
+        let t = now();
+        assert!(req.validate(t).is_ok(), "{:?}", req.validation(t));
+        assert_eq!(req.claims.subject, issuer.public_key());
+        assert_eq!(req.claims.audience, "nats-authorization-request");
+        assert_eq!(req.claims.issuer, req.nats.server.id);
+        assert_eq!(
+            (
+                req.nats.connect_options.username.as_str(),
+                req.nats.connect_options.password.as_str()
+            ),
+            (user, "secret")
+        );
+        assert_eq!(req.nats.connect_options.protocol, 1);
+        assert_eq!(req.nats.client_information.host, "127.0.0.1");
+        assert_eq!(req.nats.client_information.kind, "Client");
+
+        let mut resp = AuthorizationResponseClaims::new(req.nats.user_nkey.clone(), req.nats.server.id.clone());
+        if allow {
+            let mut uc = UserClaims::new(req.nats.user_nkey.clone());
+            uc.claims.name = user.into();
+            uc.claims.audience = "APP".into();
+            resp.nats.jwt = uc.encode(&issuer, t).expect("user jwt");
+        } else {
+            resp.nats.error = "not today".into();
+        }
+        let resp_jwt = resp.encode(&issuer, t).expect("response");
+        svc.send(&format!("PUB {reply} {}\r\n{resp_jwt}\r\n", resp_jwt.len()));
+        let answer = client.until_pong();
+        if allow {
+            assert_eq!(answer, ["PONG"], "{}", server.log());
+        } else {
+            assert_eq!(answer.first().map(String::as_str), Some(AUTH_VIOLATION), "{answer:?}");
+        }
+    }
+}
