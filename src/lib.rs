@@ -13,13 +13,16 @@
 //!   socket's bytes and the plaintext protocol the core sees; the driver runs them.
 //! - [`auth`]: authentication and authorization: users, nkeys, JWT claims, permissions.
 //! - [`system`]: the system account's services and events (internal clients).
-//! - [`server`]: options, command line, logging, monitoring, startup and shutdown.
+//! - [`monitor`]: HTTP monitoring (nats-server's endpoints, `/shardz`, `/metrics`) and
+//!   the answers the system account's services reuse.
+//! - [`server`]: options, command line, logging, startup and shutdown.
 //!
 //! The core never imports `driver`; `driver` never decides protocol behaviour.
 
 pub mod auth;
 pub mod core;
 pub mod driver;
+pub mod monitor;
 pub mod proto;
 pub mod server;
 pub mod system;

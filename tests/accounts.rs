@@ -22,6 +22,7 @@ accounts {
       {service: "svc.>"}
       {service: "list.>", response: stream}
       {service: "private.svc", accounts: [B]}
+      {service: "lat.svc", latency: {sampling: 100, subject: "lat.results"}}
     ]
   }
   B {
@@ -31,6 +32,7 @@ accounts {
       {service: {account: A, subject: "svc.>"}}
       {service: {account: A, subject: "list.>"}}
       {service: {account: A, subject: "private.svc"}, to: "priv"}
+      {service: {account: A, subject: "lat.svc"}}
     ]
   }
   C {
@@ -105,6 +107,20 @@ fn scenarios() -> Vec<Scenario> {
                 Reply(0, b"pong".to_vec()),
                 Sleep(50),
                 Send(1, b"PING\r\n".to_vec()),
+                Send(0, b"PING\r\n".to_vec()),
+            ],
+        ),
+        sc(
+            "service-latency-tracking",
+            2,
+            vec![
+                Send(0, msg("a", "SUB lat.svc 1\r\nSUB lat.results 2\r\nPING\r\n")),
+                Sleep(50),
+                Send(1, msg("b", "SUB _INBOX.t 9\r\nPUB lat.svc _INBOX.t 1\r\nq\r\n")),
+                Reply(0, b"a".to_vec()),
+                Sleep(100),
+                Send(1, b"PUB lat.svc 1\r\nn\r\nPING\r\n".to_vec()),
+                Sleep(100),
                 Send(0, b"PING\r\n".to_vec()),
             ],
         ),
@@ -316,7 +332,8 @@ fn mask_json(text: &str) -> String {
         if let Some(o) = v.as_object_mut() {
             for (k, val) in o.iter_mut() {
                 match k.as_str() {
-                    "rtt" | "start" | "id" | "host" | "time" | "seq" | "name" | "ver" | "server" => {
+                    "rtt" | "start" | "id" | "host" | "time" | "seq" | "name" | "ver" | "server" | "timestamp"
+                    | "service" | "system" | "total" => {
                         *val = serde_json::Value::String(format!("<{}>", kind(val)));
                     }
                     "allow" | "deny" => {

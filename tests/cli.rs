@@ -259,7 +259,13 @@ fn reference_flags_of_missing_features() {
         &["-p", "-1", "--routes", "nats://127.0.0.1:1"][..],
         &["--tls"][..],
         &["--tls", "--tlscert", "c.pem"][..],
-        &["--tlsverify", "--tlscert", "/nonexistent/c.pem", "--tlskey", "/nonexistent/k.pem"][..],
+        &[
+            "--tlsverify",
+            "--tlscert",
+            "/nonexistent/c.pem",
+            "--tlskey",
+            "/nonexistent/k.pem",
+        ][..],
     ] {
         assert_eq!(on(bin(), args), on(&reference, args), "{args:?}");
     }

@@ -371,22 +371,5 @@ fn security_settings_at_startup() {
         let got = run(bin(), &["-c", &f, "-p", "-1"]);
         assert_eq!((got.0, &got.2), (want.0, &want.2), "{text}");
     }
-    // Features rnats does not have yet: refused at startup, accepted by `-t`.
-    let not_yet: &[(&str, &str)] = &[("operator: {OPFILE}\nresolver: MEMORY\n", "operator")];
-    for &(text, feature) in not_yet {
-        let f = write(&fx.dir, "n.conf", &fx.fill(text));
-        let (code, _, err) = run(bin(), &["-c", &f, "-p", "-1"]);
-        assert_eq!(
-            (code, err.as_str()),
-            (
-                1,
-                format!("nats-server: {feature} is not supported by rnats yet\n").as_str()
-            ),
-            "{text}"
-        );
-        // `-t` accepts them, as the reference does.
-        let (code, _, _) = run(bin(), &["-t", "-c", &f]);
-        assert_eq!(code, 0, "{text}");
-    }
     let _ = std::fs::remove_dir_all(&fx.dir);
 }

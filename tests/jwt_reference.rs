@@ -64,11 +64,6 @@ fn free_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
-/// Starts the reference server with `conf(dir, port)` as its configuration.
-fn start(bin: &PathBuf, conf: impl FnOnce(&std::path::Path, u16) -> String) -> Server {
-    start_with(bin, &[], conf)
-}
-
 /// Starts `bin` with `conf(dir, port)` as its configuration and `extra` flags.
 fn start_with(bin: &PathBuf, extra: &[&str], conf: impl FnOnce(&std::path::Path, u16) -> String) -> Server {
     let dir = std::env::temp_dir().join(format!("rnats-jwt-ref-{}-{}", std::process::id(), free_port()));
@@ -354,8 +349,18 @@ fn reference_server_auth_callout_round_trip() {
         eprintln!("note: no reference nats-server (set NATS_REFERENCE_SERVER); skipping");
         return;
     };
+    callout_round_trip(&bin, &[]);
+}
+
+// rnats's auth callout against the same auth service (4 shards, both reactors).
+both_reactors!(rnats_auth_callout_round_trip, |r| callout_round_trip(
+    &PathBuf::from(common::bin()),
+    &["--shards", "4", "--reactor", r.flag()]
+));
+
+fn callout_round_trip(bin: &PathBuf, extra: &[&str]) {
     let issuer = KeyPair::new_account();
-    let server = start(&bin, |_, port| {
+    let server = start_with(bin, extra, |_, port| {
         format!(
             "listen: 127.0.0.1:{port}\n\
              accounts {{ AUTH {{ users: [ {{ user: auth, password: pwd }} ] }}, APP {{}} }}\n\
@@ -430,3 +435,244 @@ fn reference_server_auth_callout_round_trip() {
         }
     }
 }
+
+/// Reads one MSG or HMSG exactly (payloads may be binary): (reply, header, payload).
+fn read_frame(conn: &mut Conn) -> (String, String, Vec<u8>) {
+    use std::io::Read;
+    loop {
+        let l = conn.line();
+        if l == "PING" {
+            conn.send("PONG\r\n");
+            continue;
+        }
+        if l.starts_with("INFO ") || l.is_empty() {
+            continue;
+        }
+        let parts: Vec<&str> = l.split_whitespace().collect();
+        let (reply, hlen, total) = match parts.as_slice() {
+            ["MSG", _, _, r, n] => (r.to_string(), 0, n.parse::<usize>().unwrap()),
+            ["MSG", _, _, n] => (String::new(), 0, n.parse().unwrap()),
+            ["HMSG", _, _, r, h, n] => (r.to_string(), h.parse().unwrap(), n.parse().unwrap()),
+            ["HMSG", _, _, h, n] => (String::new(), h.parse().unwrap(), n.parse().unwrap()),
+            _ => panic!("not a message: {l}"),
+        };
+        let mut buf = vec![0u8; total + 2];
+        conn.reader.read_exact(&mut buf).expect("payload");
+        buf.truncate(total);
+        let payload = buf.split_off(hlen);
+        return (reply, String::from_utf8_lossy(&buf).into_owned(), payload);
+    }
+}
+
+/// An auth service connection that subscribes `$SYS.REQ.USER.AUTH` after `connect`.
+fn service(port: u16, connect: &str) -> Conn {
+    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    let mut svc = Conn {
+        reader: BufReader::new(stream.try_clone().expect("clone")),
+        writer: stream,
+    };
+    svc.line();
+    svc.send(&format!("{connect}SUB $SYS.REQ.USER.AUTH 1\r\nPING\r\n"));
+    assert_eq!(svc.until_pong(), ["PONG"]);
+    svc
+}
+
+fn plain_client(port: u16, user: &str) -> Conn {
+    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    let mut client = Conn {
+        reader: BufReader::new(stream.try_clone().expect("clone")),
+        writer: stream,
+    };
+    client.line();
+    client.send(&format!(
+        "CONNECT {{\"user\":\"{user}\",\"pass\":\"secret\",\"verbose\":false,\"protocol\":1}}\r\nPING\r\n"
+    ));
+    client
+}
+
+/// Config-mode callout with an xkey: the request is sealed to the service's key (the
+/// server's key in `Nats-Server-Xkey`), and a sealed response is accepted.
+fn xkey_callout(bin: &PathBuf, extra: &[&str]) {
+    let issuer = KeyPair::new_account();
+    let svc_xkey = nkeys::XKey::new();
+    let server = start_with(bin, extra, |_, port| {
+        format!(
+            "listen: 127.0.0.1:{port}\n\
+             accounts {{ AUTH {{ users: [ {{ user: auth, password: pwd }} ] }}, APP {{}} }}\n\
+             authorization {{ auth_callout {{ issuer: {}, auth_users: [ auth ], account: AUTH, xkey: {} }} }}\n",
+            issuer.public_key(),
+            svc_xkey.public_key()
+        )
+    });
+    let mut svc = service(
+        server.port,
+        "CONNECT {\"user\":\"auth\",\"pass\":\"pwd\",\"verbose\":false,\"protocol\":1,\"headers\":true}\r\n",
+    );
+    let mut client = plain_client(server.port, "bob");
+    let (reply, hdr, sealed) = read_frame(&mut svc);
+    let server_xkey = hdr
+        .lines()
+        .find_map(|l| l.strip_prefix("Nats-Server-Xkey: "))
+        .unwrap_or_else(|| panic!("no xkey header in {hdr:?}"))
+        .to_string();
+    let sender = nkeys::XKey::from_public_key(&server_xkey).unwrap();
+    let token = String::from_utf8(svc_xkey.open(&sealed, &sender).expect("open")).unwrap();
+    let req = decode_authorization_request(&token).expect("request decodes");
+    assert_eq!(req.nats.server.xkey, server_xkey);
+    let t = now();
+    let mut uc = UserClaims::new(req.nats.user_nkey.clone());
+    uc.claims.audience = "APP".into();
+    let mut resp = AuthorizationResponseClaims::new(req.nats.user_nkey.clone(), req.nats.server.id.clone());
+    resp.nats.jwt = uc.encode(&issuer, t).unwrap();
+    let resp_jwt = resp.encode(&issuer, t).unwrap();
+    let sealed = svc_xkey.seal(resp_jwt.as_bytes(), &sender).unwrap();
+    let mut pubm = format!("PUB {reply} {}\r\n", sealed.len()).into_bytes();
+    pubm.extend_from_slice(&sealed);
+    pubm.extend_from_slice(b"\r\n");
+    svc.writer.write_all(&pubm).unwrap();
+    assert_eq!(client.until_pong(), ["PONG"], "{}", server.log());
+}
+
+#[test]
+fn reference_xkey_callout() {
+    xkey_callout(&reference_server().unwrap(), &[]);
+}
+
+both_reactors!(rnats_xkey_callout, |r| xkey_callout(
+    &PathBuf::from(common::bin()),
+    &["--shards", "3", "--reactor", r.flag()]
+));
+
+/// A callout nobody answers: the client is refused once the auth timeout passes.
+fn callout_timeout(bin: &PathBuf, extra: &[&str]) -> Vec<String> {
+    let issuer = KeyPair::new_account();
+    let server = start_with(bin, extra, |_, port| {
+        format!(
+            "listen: 127.0.0.1:{port}\n\
+             accounts {{ AUTH {{ users: [ {{ user: auth, password: pwd }} ] }} }}\n\
+             authorization {{ timeout: 1, auth_callout {{ issuer: {}, auth_users: [ auth ], account: AUTH }} }}\n",
+            issuer.public_key()
+        )
+    });
+    let _svc = service(
+        server.port,
+        "CONNECT {\"user\":\"auth\",\"pass\":\"pwd\",\"verbose\":false}\r\n",
+    );
+    let started = Instant::now();
+    let mut client = plain_client(server.port, "late");
+    let out = client.until_pong();
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    out
+}
+
+#[test]
+fn callout_timeout_like_the_reference() {
+    let want = callout_timeout(&reference_server().unwrap(), &[]);
+    assert_eq!(want.first().map(String::as_str), Some(AUTH_VIOLATION));
+    for r in ["uring", "mio"] {
+        let got = callout_timeout(&PathBuf::from(common::bin()), &["--shards", "2", "--reactor", r]);
+        assert_eq!(got, want, "{r}");
+    }
+}
+
+/// Operator mode: account AUTH delegates to a callout (external authorization); a
+/// client with the sentinel bearer JWT is placed by the service's response.
+fn operator_callout(bin: &PathBuf, extra: &[&str]) {
+    let t = now();
+    let op = KeyPair::new_operator();
+    let sys = KeyPair::new_account();
+    let auth = KeyPair::new_account();
+    let svc_user = KeyPair::new_user();
+    let mut op_claims = OperatorClaims::new(op.public_key());
+    op_claims.nats.system_account = sys.public_key();
+    let op_jwt = op_claims.encode(&op, t).unwrap();
+    let sys_jwt = AccountClaims::new(sys.public_key()).encode(&op, t).unwrap();
+    let mut auth_claims = AccountClaims::new(auth.public_key());
+    auth_claims.claims.name = "AUTH".into();
+    auth_claims.nats.authorization.auth_users = vec![svc_user.public_key()];
+    let auth_jwt = auth_claims.encode(&op, t).unwrap();
+    // The sentinel: a bearer user of AUTH that can do nothing by itself.
+    let sentinel_kp = KeyPair::new_user();
+    let mut sentinel = UserClaims::new(sentinel_kp.public_key());
+    sentinel.nats.limits.bearer_token = true;
+    sentinel.nats.limits.permissions.publish.deny = vec![">".into()];
+    sentinel.nats.limits.permissions.subscribe.deny = vec![">".into()];
+    let sentinel_jwt = sentinel.encode(&auth, t).unwrap();
+    let server = start_with(bin, extra, |dir, port| {
+        let op_path = dir.join("op.jwt");
+        std::fs::write(&op_path, &op_jwt).unwrap();
+        format!(
+            "listen: 127.0.0.1:{port}\noperator: \"{}\"\nsystem_account: {}\nresolver: MEMORY\n\
+             resolver_preload: {{ {}: \"{}\", {}: \"{}\" }}\n",
+            op_path.display(),
+            sys.public_key(),
+            sys.public_key(),
+            sys_jwt,
+            auth.public_key(),
+            auth_jwt
+        )
+    });
+    // The service authenticates as an auth user of AUTH.
+    let svc_jwt = UserClaims::new(svc_user.public_key()).encode(&auth, t).unwrap();
+    let (resp, mut svc) = connect(server.port, &svc_jwt, &svc_user);
+    assert_eq!(resp, ["PONG"], "{}", server.log());
+    svc.send("SUB $SYS.REQ.USER.AUTH 1\r\nPING\r\n");
+    assert_eq!(svc.until_pong(), ["PONG"]);
+    for allow in [true, false] {
+        let (_, mut client) = {
+            let stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+            stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut c = Conn {
+                reader: BufReader::new(stream.try_clone().unwrap()),
+                writer: stream,
+            };
+            c.line();
+            let connect =
+                serde_json::json!({"jwt": sentinel_jwt, "user": "carol", "pass": "x", "verbose": false, "protocol": 1});
+            c.send(&format!("CONNECT {connect}\r\nPING\r\n"));
+            ((), c)
+        };
+        let (reply, _, token) = read_frame(&mut svc);
+        let req = decode_authorization_request(std::str::from_utf8(&token).unwrap()).expect("request");
+        assert_eq!(req.claims.subject, auth.public_key());
+        assert_eq!(req.nats.connect_options.username, "carol");
+        let mut resp = AuthorizationResponseClaims::new(req.nats.user_nkey.clone(), req.nats.server.id.clone());
+        if allow {
+            let mut uc = UserClaims::new(req.nats.user_nkey.clone());
+            uc.claims.name = "carol".into();
+            uc.nats.limits.permissions.publish.allow = vec!["carol.>".into()];
+            resp.nats.jwt = uc.encode(&auth, t).unwrap();
+        } else {
+            resp.nats.error = "no".into();
+        }
+        let resp_jwt = resp.encode(&auth, t).unwrap();
+        svc.send(&format!("PUB {reply} {}\r\n{resp_jwt}\r\n", resp_jwt.len()));
+        let answer = client.until_pong();
+        if allow {
+            assert_eq!(answer, ["PONG"], "{}", server.log());
+            client.send("PUB carol.x 0\r\n\r\nPUB bob.x 0\r\n\r\nPING\r\n");
+            assert_eq!(
+                client.until_pong(),
+                ["-ERR 'Permissions Violation for Publish to \"bob.x\"'", "PONG"]
+            );
+        } else {
+            assert_eq!(answer.first().map(String::as_str), Some(AUTH_VIOLATION), "{answer:?}");
+        }
+    }
+}
+
+#[test]
+fn reference_operator_callout() {
+    operator_callout(&reference_server().unwrap(), &[]);
+}
+
+both_reactors!(rnats_operator_callout, |r| operator_callout(
+    &PathBuf::from(common::bin()),
+    &["--shards", "3", "--reactor", r.flag()]
+));

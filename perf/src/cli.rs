@@ -35,6 +35,9 @@ pub enum Cmd {
     Conns(RunArgs),
     /// 100,000 distinct subscriptions (literal, `*`, `>`), then publishing to random subjects.
     Subjects(RunArgs),
+    /// `pubsub` with K idle connections (--conns), unpolled, then with `/connz?subs=1` and
+    /// `/metrics` requested every --poll-ms on --monitor, then unpolled again.
+    Monpoll(RunArgs),
     /// Every scenario (or --scenarios) one after the other against one target.
     All(AllArgs),
     /// Start two servers (A = rnats, B = nats-server by default) and compare them scenario by

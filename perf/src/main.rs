@@ -70,6 +70,7 @@ fn run(cmd: Cmd) -> Result<bool> {
         Cmd::Reqrep(a) => single(Scenario::Reqrep, a),
         Cmd::Conns(a) => single(Scenario::Conns, a),
         Cmd::Subjects(a) => single(Scenario::Subjects, a),
+        Cmd::Monpoll(a) => single(Scenario::Monpoll, a),
         Cmd::All(a) => {
             let list = if a.scenarios.is_empty() {
                 Scenario::ALL.to_vec()

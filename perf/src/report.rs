@@ -53,6 +53,25 @@ pub struct SubjectsStats {
     pub avg_deliveries_per_msg: f64,
 }
 
+/// `monpoll` specifics: throughput with and without monitoring traffic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MonitorStats {
+    /// Mean of the runs without polling (before and after the polled one).
+    pub baseline_msgs_per_s: f64,
+    pub baseline_runs: Vec<f64>,
+    pub polled_msgs_per_s: f64,
+    /// polled / baseline.
+    pub ratio: f64,
+    /// Successful monitoring requests during the polled run.
+    pub polls: u64,
+    pub poll_errors: u64,
+    pub poll_p50_ms: f64,
+    pub poll_max_ms: f64,
+    /// Size of the last `/connz?subs=1` answer.
+    pub connz_bytes: usize,
+    pub idle_conns: usize,
+}
+
 /// One scenario run against one server.
 ///
 /// `msgs` is the count the rates are based on: published messages for `pub` and `subjects`,
@@ -79,6 +98,8 @@ pub struct RunResult {
     pub conns: Option<ConnsStats>,
     pub subjects: Option<SubjectsStats>,
     pub server: Option<ServerStats>,
+    #[serde(default)]
+    pub monitor: Option<MonitorStats>,
 }
 
 /// Which direction of a metric is an improvement.
@@ -133,6 +154,14 @@ impl RunResult {
                     s.and_then(|s| s.rss_kb_subscribed).map(|kb| kb as f64 / 1024.0),
                     Better::Lower,
                 );
+            }
+            Scenario::Monpoll => {
+                let s = self.monitor.as_ref();
+                push("msgs/s polled", Some(self.msgs_per_s), Better::Higher);
+                push("msgs/s unpolled", s.map(|s| s.baseline_msgs_per_s), Better::Higher);
+                push("polled/unpolled", s.map(|s| s.ratio), Better::Higher);
+                push("poll p50 ms", s.map(|s| s.poll_p50_ms), Better::Lower);
+                push("poll max ms", s.map(|s| s.poll_max_ms), Better::Lower);
             }
             _ => {
                 push("msgs/s", Some(self.msgs_per_s), Better::Higher);
@@ -223,7 +252,7 @@ pub fn render_run(r: &RunResult) -> String {
         p.subs,
         match r.scenario {
             Scenario::Subjects => format!(" subjects={}", p.subjects),
-            Scenario::Conns => format!(" conns={}", p.conns),
+            Scenario::Conns | Scenario::Monpoll => format!(" conns={}", p.conns),
             _ => String::new(),
         }
     );
@@ -261,6 +290,12 @@ pub fn render_run(r: &RunResult) -> String {
         out.push_str(&format!(
             "  {} subscriptions ({} literal, {} with *, {} with >) in {:.3}s; {:.2} deliveries/msg\n",
             s.subscriptions, s.literal, s.star, s.full_wildcard, s.subscribe_s, s.avg_deliveries_per_msg
+        ));
+    }
+    if let Some(m) = &r.monitor {
+        out.push_str(&format!(
+            "  {} idle connections; {} monitoring requests ({} failed), /connz?subs=1 {} bytes; unpolled runs {:?}\n",
+            m.idle_conns, m.polls, m.poll_errors, m.connz_bytes, m.baseline_runs
         ));
     }
     if let Some(s) = &r.server {

@@ -160,6 +160,11 @@ impl<T> Endpoint<T> {
         self.ret_rx.get_mut(dst)?.as_mut()?.pop().ok()
     }
 
+    /// Items waiting in the ring from shard `src` (for monitoring).
+    pub fn inbound_len(&self, src: usize) -> usize {
+        self.rx.get(src).and_then(Option::as_ref).map_or(0, |c| c.slots())
+    }
+
     /// True if some incoming ring has items, or a ring we were blocked on has room again.
     pub fn has_work(&self) -> bool {
         let incoming = self.rx.iter().flatten().any(|c| !c.is_empty());

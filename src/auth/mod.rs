@@ -2,6 +2,7 @@
 //! what it may publish and subscribe to.
 //!
 //! Module map:
+//! - [`callout`]: auth callout: an external service decides through `$SYS.REQ.USER.AUTH`.
 //! - [`config`]: the security settings of the config file as typed data (users, nkeys,
 //!   accounts with exports/imports/mappings/limits, permissions, operator, resolver,
 //!   auth callout), before they are resolved into runtime structures.
@@ -16,6 +17,7 @@
 //! Ownership: everything here is either plain configuration (read-only, shared by all
 //! shards through an `Arc`) or per-connection state owned by the connection's shard.
 
+pub mod callout;
 pub mod config;
 pub mod jwt;
 pub mod operator;

@@ -216,6 +216,15 @@ impl AuthLater {
         self.post.is_some()
     }
 
+    /// Run `job` on the connection's shard (a callout request is made there). False
+    /// without a runtime.
+    pub fn run_on_shard(self, job: Job) -> bool {
+        match self.post {
+            Some(p) => p.post(self.shard, job),
+            None => false,
+        }
+    }
+
     /// Hand the verdict to the connection's shard.
     pub fn complete(self, verdict: AuthVerdict) {
         let key = self.key;

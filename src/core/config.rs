@@ -57,6 +57,8 @@ pub struct CoreConfig {
     pub max_traced_msg_len: usize,
     /// Template for every INFO this server sends.
     pub info: ServerInfo,
+    /// Closed connections each shard keeps for `/connz?state=closed`.
+    pub max_closed_clients: usize,
     /// WebSocket clients' settings, when a `websocket` listener is configured.
     pub websocket: Option<std::sync::Arc<WsSettings>>,
 }
@@ -94,6 +96,7 @@ impl Default for CoreConfig {
             debug: false,
             max_traced_msg_len: 0,
             info: ServerInfo::default(),
+            max_closed_clients: 10_000,
             websocket: None,
         }
     }

@@ -12,6 +12,7 @@
 //! | 2 | interest | account u32, subject, queue (empty = none), delta i32 |
 //! | 3 | barrier | id u64 |
 //! | 4 | barrier ack | id u64 |
+//! | 5 | responder info | account u32, subject, ClientInfo JSON (ahead of a tracked response) |
 //!
 //! Strings are a u32 length and the bytes. Only our own shards write these batches;
 //! decoding still never panics on a short or malformed batch, it stops.
@@ -25,12 +26,15 @@ pub mod flags {
     /// A publish on a service response subject (`_R_.`) for the shard that owns its
     /// response mapping; no plain delivery.
     pub const RESPONSE: u8 = 4;
+    /// Published by the server itself (see `Msg::internal`).
+    pub const INTERNAL: u8 = 8;
 }
 
 const TAG_MSG: u8 = 1;
 const TAG_INTEREST: u8 = 2;
 const TAG_BARRIER: u8 = 3;
 const TAG_BARRIER_ACK: u8 = 4;
+const TAG_RESP_INFO: u8 = 5;
 const NO_HEADER: u32 = u32::MAX;
 
 /// One decoded record, borrowing the batch.
@@ -45,6 +49,12 @@ pub enum Record<'a> {
     },
     Barrier(u64),
     BarrierAck(u64),
+    /// The responder of a latency-tracked response (the response record follows).
+    RespInfo {
+        account: u32,
+        subject: &'a [u8],
+        info: &'a [u8],
+    },
 }
 
 /// A message for another shard.
@@ -151,6 +161,14 @@ pub fn put_interest(out: &mut Vec<u8>, account: u32, subject: &[u8], queue: Opti
     out.extend_from_slice(&delta.to_le_bytes());
 }
 
+/// Append a responder's details ahead of its tracked response.
+pub fn put_resp_info(out: &mut Vec<u8>, account: u32, subject: &[u8], info: &[u8]) {
+    out.push(TAG_RESP_INFO);
+    out.extend_from_slice(&account.to_le_bytes());
+    put_bytes(out, subject);
+    put_bytes(out, info);
+}
+
 /// Append a barrier (`ack = false`) or its acknowledgement.
 pub fn put_barrier(out: &mut Vec<u8>, id: u64, ack: bool) {
     out.push(if ack { TAG_BARRIER_ACK } else { TAG_BARRIER });
@@ -242,6 +260,12 @@ impl<'a> Iterator for Records<'a> {
             }
             TAG_BARRIER => Some(Record::Barrier(r.u64()?)),
             TAG_BARRIER_ACK => Some(Record::BarrierAck(r.u64()?)),
+            TAG_RESP_INFO => {
+                let account = r.u32()?;
+                let subject = r.bytes()?;
+                let info = r.bytes()?;
+                Some(Record::RespInfo { account, subject, info })
+            }
             _ => None,
         }
     }

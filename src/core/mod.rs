@@ -10,6 +10,7 @@ pub mod outbuf;
 pub mod perms;
 pub mod post;
 pub mod remote;
+pub mod report;
 pub mod shard;
 pub mod stats;
 pub mod subject;

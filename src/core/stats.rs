@@ -17,6 +17,12 @@ pub struct ShardStats {
     pub subscriptions: AtomicU64,
     pub connections: AtomicU64,
     pub total_connections: AtomicU64,
+    pub mesh_ring_full: AtomicU64,
+    /// The driver's loop, published by the event loop itself (`/shardz`): turns, times it
+    /// slept and woke up, and nanoseconds spent working (not waiting).
+    pub loop_turns: AtomicU64,
+    pub wakeups: AtomicU64,
+    pub busy_ns: AtomicU64,
 }
 
 /// The shard-local working copy.
@@ -31,9 +37,37 @@ pub struct Counters {
     pub subscriptions: u64,
     pub connections: u64,
     pub total_connections: u64,
+    /// Times a batch found the ring to another shard full.
+    pub mesh_ring_full: u64,
+}
+
+/// The event loop's own counters (see [`ShardStats::publish_loop`]).
+#[derive(Default, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoopCounters {
+    pub turns: u64,
+    pub wakeups: u64,
+    pub busy_ns: u64,
 }
 
 impl ShardStats {
+    /// The event loop publishes its counters (single writer: the shard thread).
+    pub fn publish_loop(&self, l: &LoopCounters) {
+        let r = Ordering::Relaxed;
+        self.loop_turns.store(l.turns, r);
+        self.wakeups.store(l.wakeups, r);
+        self.busy_ns.store(l.busy_ns, r);
+    }
+
+    /// The event loop's counters as last published.
+    pub fn loop_snapshot(&self) -> LoopCounters {
+        let r = Ordering::Relaxed;
+        LoopCounters {
+            turns: self.loop_turns.load(r),
+            wakeups: self.wakeups.load(r),
+            busy_ns: self.busy_ns.load(r),
+        }
+    }
+
     pub fn publish(&self, c: &Counters) {
         let r = Ordering::Relaxed;
         self.in_msgs.store(c.in_msgs, r);
@@ -45,6 +79,7 @@ impl ShardStats {
         self.subscriptions.store(c.subscriptions, r);
         self.connections.store(c.connections, r);
         self.total_connections.store(c.total_connections, r);
+        self.mesh_ring_full.store(c.mesh_ring_full, r);
     }
 
     pub fn snapshot(&self) -> Counters {
@@ -59,6 +94,7 @@ impl ShardStats {
             subscriptions: self.subscriptions.load(r),
             connections: self.connections.load(r),
             total_connections: self.total_connections.load(r),
+            mesh_ring_full: self.mesh_ring_full.load(r),
         }
     }
 }
@@ -74,6 +110,7 @@ impl std::ops::AddAssign for Counters {
         self.subscriptions += o.subscriptions;
         self.connections += o.connections;
         self.total_connections += o.total_connections;
+        self.mesh_ring_full += o.mesh_ring_full;
     }
 }
 
@@ -113,5 +150,11 @@ impl Shared {
             t += s.snapshot();
         }
         t
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("shards", &self.shards.len()).finish()
     }
 }

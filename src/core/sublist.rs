@@ -105,6 +105,16 @@ pub struct Sublist<T> {
     /// subject, and one compare is cheaper than hashing it. Cleared by every change.
     last: Option<LastLookup<T>>,
     count: usize,
+    /// Monitoring counters (`/subsz`): inserts, removes, lookups and cache hits.
+    stats: Counts,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    inserts: u64,
+    removes: u64,
+    matches: u64,
+    hits: u64,
 }
 
 impl<T: Copy + Eq> Default for Sublist<T> {
@@ -122,7 +132,28 @@ impl<T: Copy + Eq> Sublist<T> {
             cache_enabled: cache,
             last: None,
             count: 0,
+            stats: Counts::default(),
         }
+    }
+
+    /// nats-server's `SublistStats` of this tree (fanouts from the cached results).
+    pub fn stats(&self) -> crate::core::report::SublistStats {
+        let mut st = crate::core::report::SublistStats {
+            num_subs: self.count as u64,
+            num_cache: self.cache.len() as u64,
+            inserts: self.stats.inserts,
+            removes: self.stats.removes,
+            matches: self.stats.matches,
+            cache_hits: self.stats.hits,
+            ..Default::default()
+        };
+        for r in self.cache.values() {
+            let fanout = (r.psubs.len() + r.qsubs.len()) as u64;
+            st.total_fanout += fanout;
+            st.cached += 1;
+            st.max_fanout = st.max_fanout.max(fanout);
+        }
+        st
     }
 
     /// Number of entries (plain and queue).
@@ -170,6 +201,7 @@ impl<T: Copy + Eq> Sublist<T> {
             },
         }
         self.count += 1;
+        self.stats.inserts += 1;
         self.invalidate(pattern);
         Ok(())
     }
@@ -180,6 +212,7 @@ impl<T: Copy + Eq> Sublist<T> {
         let removed = remove_from(&mut self.root, &tokens, queue, value);
         if removed {
             self.count -= 1;
+            self.stats.removes += 1;
             self.invalidate(pattern);
         }
         removed
@@ -229,13 +262,18 @@ impl<T: Copy + Eq> Sublist<T> {
 
     /// Everything interested in the literal `subject`.
     pub fn matches(&mut self, subject: &[u8]) -> Rc<Matches<T>> {
+        self.stats.matches += 1;
         if let Some((s, r)) = &self.last {
             if **s == *subject {
+                self.stats.hits += 1;
                 return r.clone();
             }
         }
         let r = match self.cache.get(subject) {
-            Some(r) => r.clone(),
+            Some(r) => {
+                self.stats.hits += 1;
+                r.clone()
+            }
             None => self.match_and_cache(subject),
         };
         if self.cache_enabled {

@@ -96,7 +96,9 @@ pub(super) fn start<P: Poller>(
                 Box::new(MeshAdapter(ep)),
             );
             core.set_post(post);
-            EventLoop::new(core, poller, rx, stop, cfg.spin_us, cfg.transports.clone()).run();
+            let mut el = EventLoop::new(core, poller, rx, stop, cfg.spin_us, cfg.transports.clone());
+            el.stats = Some((cfg.shared.clone(), i));
+            el.run();
         })?;
         threads.push(h);
     }
@@ -123,6 +125,8 @@ pub(super) struct EventLoop<P: Poller> {
     pub(super) ready: Vec<usize>,
     pub(super) wake_list: Vec<ConnKey>,
     pub(super) buf: Vec<u8>,
+    /// Where this loop publishes its turns, wake-ups and busy time (`/shardz`).
+    stats: Option<(Arc<crate::core::stats::Shared>, usize)>,
     /// Listener settings (TLS, WebSocket).
     pub(super) transports: Transports,
     /// Protocol bytes a transport decoded, on their way to the core.
@@ -153,6 +157,7 @@ impl<P: Poller> EventLoop<P> {
             ready: Vec::new(),
             wake_list: Vec::new(),
             buf: vec![0u8; READ_BUF],
+            stats: None,
             transports,
             app: Vec::new(),
             deadlines: BinaryHeap::new(),
@@ -163,8 +168,17 @@ impl<P: Poller> EventLoop<P> {
     fn run(&mut self) {
         let mut events: Vec<Ready> = Vec::with_capacity(1024);
         let mut last_work = Instant::now();
+        let mut counters = crate::core::stats::LoopCounters::default();
+        let mut awake_since = last_work;
         loop {
             let now = Instant::now();
+            counters.turns += 1;
+            counters.busy_ns += now.saturating_duration_since(awake_since).as_nanos() as u64;
+            if let Some((shared, i)) = &self.stats {
+                if let Some(s) = shared.shards.get(*i) {
+                    s.publish_loop(&counters);
+                }
+            }
             let busy = !self.ready.is_empty() || self.core.has_wakeups();
             let next = [
                 self.core.next_deadline(),
@@ -194,8 +208,10 @@ impl<P: Poller> EventLoop<P> {
             }
             if parked {
                 self.core.mesh_unpark();
+                counters.wakeups += 1;
             }
             let now = Instant::now();
+            awake_since = now;
             let mut worked = false;
             for ev in events.iter() {
                 if let Some(c) = self.conns.get_mut(ev.token) {

@@ -147,6 +147,9 @@ impl MeshPort for MeshAdapter {
     fn unpark(&self) {
         self.0.unpark()
     }
+    fn inbound_len(&self, src: usize) -> usize {
+        self.0.inbound_len(src)
+    }
 }
 
 /// What every shard needs to run.

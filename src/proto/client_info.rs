@@ -2,7 +2,7 @@
 //! `Nats-Request-Info` headers, system events and `$SYS.REQ.USER.INFO` (its JSON field
 //! names, `omitempty` everywhere).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -13,7 +13,8 @@ fn is_zero_i64(n: &i64) -> bool {
 }
 
 /// nats-server's `ClientInfo`.
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(default)]
 pub struct ClientInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start: Option<String>,

@@ -194,9 +194,12 @@ impl Default for Parser {
 /// Append to a stash, growing geometrically but never past `cap` (the most the stash can
 /// legitimately hold), so a split frame costs at most its own size in memory.
 fn extend_capped(v: &mut Vec<u8>, data: impl Iterator<Item = u8>, upper: usize, cap: usize) {
-    let need = v.len() + upper;
+    // `upper` may count bytes the iterator filters out (`\r` in a split line): never
+    // reserve past the cap for them (one byte more is enough to see the cap exceeded).
+    let bound = cap.saturating_add(1).max(v.len());
+    let need = (v.len() + upper).min(bound);
     if need > v.capacity() {
-        let target = need.max(v.capacity().saturating_mul(2).min(cap));
+        let target = need.max(v.capacity().saturating_mul(2).min(bound));
         v.reserve_exact(target - v.len());
     }
     v.extend(data);

@@ -9,14 +9,12 @@
 //! - `lame_duck`: closing clients gradually before exiting (SIGUSR2).
 //! - `signals`: the signal loop and `--signal` commands.
 //! - `logging`: nats-server's log format over `tracing`; files, rotation, syslog.
-//! - `monitor`: HTTP monitoring (`/varz`, `/healthz`).
-//! - `state`: what the monitoring thread reads.
+//! - `state`: what monitoring (`crate::monitor`) reads.
 
 pub mod cli;
 pub mod config;
 pub mod lame_duck;
 pub mod logging;
-pub mod monitor;
 pub mod operator;
 pub mod options;
 pub mod reload;
@@ -64,22 +62,25 @@ pub enum StartError {
     Transport(String),
 }
 
+/// What authenticates clients, operator mode's accounts when it is on, and what
+/// authenticates WebSocket clients.
+type Security = (
+    Arc<dyn crate::core::auth::Authenticator>,
+    Option<Arc<crate::auth::operator::accounts::OperatorAccounts>>,
+    Arc<dyn crate::core::auth::Authenticator>,
+);
+
 /// Put the security configuration of `opts` in place (accounts, users) and return the
-/// authenticators for it: the clients' and the WebSocket clients'.
+/// authenticators for it (see [`Security`]).
 fn apply_security(
     shared: &Arc<crate::core::stats::Shared>,
+    keys: &Arc<crate::auth::callout::ServerKeys>,
     opts: &Options,
-) -> Result<
-    (
-        Arc<dyn crate::core::auth::Authenticator>,
-        Arc<dyn crate::core::auth::Authenticator>,
-    ),
-    security::SecurityError,
-> {
+) -> Result<Security, security::SecurityError> {
     if operator::enabled(&opts.security) {
-        let (_accounts, auth) = operator::apply(shared, &opts.security)?;
+        let (accounts, auth) = operator::apply(shared, &opts.security, keys, opts.auth_timeout_duration())?;
         let auth: Arc<dyn crate::core::auth::Authenticator> = Arc::new(auth);
-        return Ok((auth.clone(), auth));
+        return Ok((auth.clone(), Some(accounts), auth));
     }
     let simple = security::SimpleAuth {
         username: &opts.username,
@@ -88,8 +89,13 @@ fn apply_security(
         tls_map: opts.tls.as_ref().is_some_and(|t| t.map),
     };
     let applied = security::apply(&shared.accounts, &opts.security, &simple)?;
-    let ws = transport::ws_authenticator(opts, applied.directory);
-    Ok((applied.authenticator, ws))
+    let directory = applied.directory.clone();
+    let auth = match &opts.security.auth_callout {
+        Some(c) => security::with_callout(applied, c, shared, keys, opts.auth_timeout_duration())?,
+        None => applied.authenticator,
+    };
+    let ws = transport::ws_authenticator(opts, directory, &auth);
+    Ok((auth, None, ws))
 }
 
 /// Payloads above this draw nats-server's startup warning.
@@ -187,7 +193,9 @@ fn host_port(host: &str, port: u16) -> String {
 pub struct Server {
     state: Arc<ServerState>,
     running: Option<driver::Running>,
-    _monitor: Option<monitor::Monitor>,
+    _monitor: Option<crate::monitor::http::HttpServer>,
+    /// What monitoring answers from (also for the system account's services).
+    monitor: Arc<crate::monitor::Context>,
     pid_file: Option<String>,
     ports_file: Option<String>,
     /// The options in force (the port is the one bound).
@@ -198,6 +206,12 @@ pub struct Server {
     ldm: bool,
     /// Where clients connect.
     pub client_addr: SocketAddr,
+    /// The server's keys (auth callout requests are signed and sealed with them).
+    keys: Arc<crate::auth::callout::ServerKeys>,
+    /// Operator mode's accounts (they live as long as the server: a reload keeps them).
+    operator_accounts: Option<Arc<crate::auth::operator::accounts::OperatorAccounts>>,
+    /// The authenticator in force.
+    authenticator: Arc<dyn crate::core::auth::Authenticator>,
     /// TLS and WebSocket settings of the listeners (replaced on reload).
     transports: driver::Transports,
     /// The bound WebSocket port, if any.
@@ -217,12 +231,21 @@ impl Server {
         let cpus = shards::cpus::allowed_cpus();
         let kp = nkeys::KeyPair::new_server();
         let server_id = kp.public_key();
-        let xkey = nkeys::XKey::new().public_key();
+        let xkp = nkeys::XKey::new();
+        let xkey = xkp.public_key();
         let server_name = if opts.server_name.is_empty() {
             server_id.clone()
         } else {
             opts.server_name.clone()
         };
+        let keys = Arc::new(crate::auth::callout::ServerKeys {
+            signer: kp,
+            xkey: xkp,
+            id: server_id.clone(),
+            name: server_name.clone(),
+            host: opts.host.clone(),
+            version: NATS_VERSION.into(),
+        });
 
         tracing::info!("Starting nats-server");
         tracing::info!("  Version:  {NATS_VERSION}");
@@ -265,7 +288,8 @@ impl Server {
 
         let shared = Arc::new(crate::core::stats::Shared::new(nshards));
         let mut core = opts.core_config();
-        let (authenticator, ws_authenticator) = apply_security(&shared, &opts)?;
+        let (authenticator, operator_accounts, ws_authenticator) = apply_security(&shared, &keys, &opts)?;
+        let auth_in_force = authenticator.clone();
         core.authenticator = authenticator;
         core.info = ServerInfo {
             server_id: server_id.clone(),
@@ -323,16 +347,20 @@ impl Server {
             mon_addr = Some(a);
         }
         let state = Arc::new(state);
+        let mon_ctx = crate::monitor::Context::new(state.clone());
         let monitor = match mon_addr {
             Some(a) => {
-                let m = monitor::Monitor::start(a, state.clone()).map_err(|e| StartError::Listen {
-                    addr: host_port(&state.http_host, a.port()),
-                    err: format!(
-                        "listen tcp {}: bind: {}",
-                        host_port(&state.http_host, a.port()),
-                        go_errno_text(&e)
-                    ),
-                })?;
+                let m =
+                    crate::monitor::http::HttpServer::start(a, mon_ctx.clone(), &opts.http_base_path).map_err(|e| {
+                        StartError::Listen {
+                            addr: host_port(&state.http_host, a.port()),
+                            err: format!(
+                                "listen tcp {}: bind: {}",
+                                host_port(&state.http_host, a.port()),
+                                go_errno_text(&e)
+                            ),
+                        }
+                    })?;
                 tracing::info!(
                     "Starting http monitor on {}",
                     host_port(&state.http_host, m.addr.port())
@@ -358,6 +386,7 @@ impl Server {
             running.add_listener(l, driver::WEBSOCKET_LISTENER)?;
         }
         tracing::info!("Using the {} reactor on {} shards", running.name, nshards);
+        mon_ctx.set_post(Arc::new(running.controls.clone()));
         let system = Arc::new(crate::system::SystemContext {
             server: crate::system::envelope::ServerIdentity {
                 name: info.server_name.clone(),
@@ -367,6 +396,11 @@ impl Server {
                 ..Default::default()
             },
         });
+        if let Some(accounts) = &operator_accounts {
+            let post: Arc<dyn crate::core::post::Post> = Arc::new(running.controls.clone());
+            let ctx = operator::claims_context(accounts, system.clone(), post)?;
+            crate::system::claims::install(&running.controls, ctx);
+        }
         crate::system::install(&running.controls, system);
 
         let pid_file = if opts.pid_file.is_empty() {
@@ -387,12 +421,16 @@ impl Server {
             state,
             running: Some(running),
             _monitor: monitor,
+            monitor: mon_ctx,
             pid_file,
             ports_file: None,
             opts: running_opts,
             info,
             ldm: false,
             client_addr: bound,
+            keys,
+            operator_accounts,
+            authenticator: auth_in_force,
         };
         srv.write_ports_file();
         tracing::info!("Server is ready");
@@ -431,6 +469,12 @@ impl Server {
         }
     }
 
+    /// Monitoring's view of this server: build `/varz`, `/connz`, ... answers with
+    /// `crate::monitor` (the system account's services use it too).
+    pub fn monitor(&self) -> &Arc<crate::monitor::Context> {
+        &self.monitor
+    }
+
     /// The options in force.
     pub fn options(&self) -> &Options {
         &self.opts
@@ -440,7 +484,16 @@ impl Server {
     /// over the file as at startup. On error nothing changed.
     pub fn reload(&mut self, flags: &[String]) -> Result<(), reload::ReloadError> {
         let (new, plan) = reload::prepare(&self.opts, flags, self.client_addr.port())?;
-        let (authenticator, ws_authenticator) = apply_security(&self.state.shared, &new)?;
+        // Operator mode keeps its accounts and authenticator across reloads (the reference
+        // cannot switch resolvers on reload either).
+        let (authenticator, ws_authenticator) = match &self.operator_accounts {
+            Some(_) => (self.authenticator.clone(), self.authenticator.clone()),
+            None => {
+                let s = apply_security(&self.state.shared, &self.keys, &new)?;
+                (s.0, s.2)
+            }
+        };
+        self.authenticator = authenticator.clone();
         for m in &plan.messages {
             if m.starts_with("Reloaded: pid_file") {
                 if let Err(e) = write_pid_file(&new.pid_file) {

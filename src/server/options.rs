@@ -160,6 +160,8 @@ pub struct Options {
     pub http_host: String,
     /// 0: monitoring off; -1: random port.
     pub http_port: i64,
+    /// Prefix of every monitoring endpoint (`http_base_path`), as written.
+    pub http_base_path: String,
     pub max_control_line: i64,
     pub max_payload: i64,
     pub max_pending: i64,
@@ -229,6 +231,7 @@ impl Default for Options {
             https_port: 0,
             http_host: String::new(),
             http_port: 0,
+            http_base_path: String::new(),
             max_control_line: 4096,
             max_payload: 1024 * 1024,
             max_pending: 64 * 1024 * 1024,
@@ -376,13 +379,6 @@ impl Options {
         let proxies = s.users.iter().any(|u| u.proxy_required) || s.nkeys.iter().any(|u| u.proxy_required);
         let missing = [
             (proxies || s.proxy_required, "proxy_required"),
-            (s.auth_callout.is_some(), "auth_callout"),
-            (
-                s.resolver
-                    .as_ref()
-                    .is_some_and(|r| !matches!(r, crate::auth::config::ResolverConfig::Memory)),
-                "resolver",
-            ),
             (s.resolver_tls.is_some(), "resolver_tls"),
         ];
         match missing.iter().find(|(on, _)| *on) {
@@ -403,7 +399,7 @@ impl Options {
         }
     }
 
-    fn auth_timeout_duration(&self) -> Duration {
+    pub fn auth_timeout_duration(&self) -> Duration {
         Duration::try_from_secs_f64(self.auth_timeout_secs()).unwrap_or(Duration::from_secs(2))
     }
 
@@ -460,6 +456,7 @@ impl Options {
             debug: self.debug,
             max_traced_msg_len: self.max_traced_msg_len.max(0) as usize,
             info: Default::default(),
+            max_closed_clients: self.max_closed_clients.max(0) as usize,
             websocket: None,
         }
     }

@@ -328,3 +328,40 @@ pub fn apply(
         directory: dir,
     })
 }
+
+/// Put an auth callout in front of the configured users.
+pub fn with_callout(
+    applied: Applied,
+    c: &cfg::AuthCallout,
+    shared: &Arc<crate::core::stats::Shared>,
+    keys: &Arc<crate::auth::callout::ServerKeys>,
+    timeout: Duration,
+) -> Result<Arc<dyn Authenticator>, SecurityError> {
+    use crate::auth::callout::{Callout, CalloutAuthenticator, CalloutConfig};
+    let name = if c.account.is_empty() {
+        GLOBAL_NAME
+    } else {
+        c.account.as_str()
+    };
+    let Some(account) = applied.table.by_name(name).map(|d| d.id) else {
+        tracing::error!("Authorization callout account {name:?} not valid");
+        return Err(SecurityError::Build(format!(
+            "Authorization callout account {name:?} not valid"
+        )));
+    };
+    let cfg = CalloutConfig {
+        issuer: c.issuer.clone(),
+        account,
+        account_name: name.to_string(),
+        auth_users: c.auth_users.iter().cloned().collect(),
+        xkey: (!c.xkey.is_empty()).then(|| c.xkey.clone()),
+        allowed_accounts: c.allowed_accounts.clone(),
+    };
+    Ok(Arc::new(Callout(Arc::new(CalloutAuthenticator {
+        inner: applied.authenticator,
+        shared: shared.clone(),
+        cfg,
+        keys: keys.clone(),
+        timeout,
+    }))))
+}

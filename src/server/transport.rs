@@ -218,8 +218,18 @@ pub fn ws_settings(
 /// The authenticator of WebSocket clients: the server's users, with the block's
 /// `verify_and_map`, and its user, token and `no_auth_user` instead of the server's when
 /// it sets any (nats-server's `authOverride`).
-pub fn ws_authenticator(o: &Options, mut dir: crate::auth::users::UserDirectory) -> Arc<dyn Authenticator> {
+pub fn ws_authenticator(
+    o: &Options,
+    mut dir: crate::auth::users::UserDirectory,
+    main: &Arc<dyn Authenticator>,
+) -> Arc<dyn Authenticator> {
     let w = &o.websocket;
+    let same_map = w.tls.as_ref().is_some_and(|t| t.map) == dir.tls_map;
+    if o.security.auth_callout.is_some() || (same_map && !ws_auth_override(o)) {
+        // The auth callout decides for every kind of client; without an override the
+        // server's own authenticator does.
+        return main.clone();
+    }
     dir.tls_map = w.tls.as_ref().is_some_and(|t| t.map);
     if ws_auth_override(o) {
         dir.token = (!w.token.is_empty()).then(|| w.token.clone());

@@ -34,6 +34,8 @@ pub struct ServerInfo<'a> {
     pub ver: &'a str,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub tags: &'a [String],
+    /// nats-server 2.14's feature flags and their values (all off by default).
+    pub feature_flags: FeatureFlags,
     pub jetstream: bool,
     pub flags: u64,
     pub seq: u64,
@@ -51,12 +53,20 @@ impl ServerIdentity {
             domain: &self.domain,
             ver: &self.version,
             tags: &self.tags,
+            feature_flags: FeatureFlags::default(),
             jetstream: self.jetstream,
             flags: u64::from(self.jetstream),
             seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
             time: gotime::rfc3339_nano(SystemTime::now()),
         }
     }
+}
+
+/// `feature_flags` as nats-server 2.14 reports them.
+#[derive(Serialize, Default)]
+pub struct FeatureFlags {
+    pub js_ack_fc_v2: bool,
+    pub js_raft_delete_range: bool,
 }
 
 /// `{"code": N, "description": "..."}`.

@@ -6,12 +6,15 @@
 //! - [`envelope`]: the `{"server": ..., "data": ..., "error": ...}` response envelope and
 //!   the server description every response and event carries.
 //! - [`user_info`]: `$SYS.REQ.USER.INFO`, answered on the requester's own shard.
+//! - [`claims`]: operator mode's account JWT services (`$SYS.REQ.CLAIMS.*`, account claim
+//!   updates and lookups), server-wide on shard 0.
 //!
 //! Ownership: services are internal subscriptions of the shards (`core::shard::internal`);
 //! per-connection services subscribe locally on every shard, server-wide ones on shard 0
 //! (the one that also hosts the meta group later). [`install`] posts the subscriptions.
 
 pub mod accounts;
+pub mod claims;
 pub mod envelope;
 pub mod user_info;
 

@@ -10,11 +10,13 @@
 //! | `reqrep` | [`reqrep`] | request/reply round-trip latency (HDR histogram) |
 //! | `conns` | [`conns`] | K idle connections with a subscription each, then a wildcard fan-out |
 //! | `subjects` | [`subjects`] | 100k mixed literal/`*`/`>` subscriptions, random publishes |
+//! | `monpoll` | [`monpoll`] | `pubsub` with K idle connections, with and without `/connz?subs=1` and `/metrics` polled |
 //!
 //! The publish/subscribe mechanics live in [`flow`].
 
 pub mod conns;
 pub mod flow;
+pub mod monpoll;
 pub mod pubsub;
 pub mod reqrep;
 pub mod subjects;
@@ -41,6 +43,8 @@ pub enum Scenario {
     Reqrep,
     Conns,
     Subjects,
+    /// Not in [`Scenario::ALL`]: it needs the server's monitoring port.
+    Monpoll,
 }
 
 impl Scenario {
@@ -67,6 +71,7 @@ impl Scenario {
             Scenario::Reqrep => "reqrep",
             Scenario::Conns => "conns",
             Scenario::Subjects => "subjects",
+            Scenario::Monpoll => "monpoll",
         }
     }
 
@@ -81,6 +86,7 @@ impl Scenario {
             Scenario::Reqrep => (128, 20_000, 1, 1),
             Scenario::Conns => (16, 10, 1, 0),
             Scenario::Subjects => (64, 1_000_000, 1, 2),
+            Scenario::Monpoll => (128, 2_000_000, 1, 1),
         }
     }
 }
@@ -116,6 +122,12 @@ pub struct ParamArgs {
     /// Flow-control window: how many bytes publishers may run ahead of the subscribers.
     #[arg(long, default_value_t = 16 << 20)]
     pub window: usize,
+    /// `monpoll`: the server's monitoring address (host:port, loopback).
+    #[arg(long)]
+    pub monitor: Option<String>,
+    /// `monpoll`: milliseconds between two requests of each polled endpoint.
+    #[arg(long, default_value_t = 100)]
+    pub poll_ms: u64,
 }
 
 /// Resolved parameters of one run.
@@ -130,6 +142,10 @@ pub struct Params {
     pub duration_s: f64,
     pub batch: usize,
     pub window: usize,
+    #[serde(default)]
+    pub monitor: Option<String>,
+    #[serde(default)]
+    pub poll_ms: u64,
 }
 
 impl Params {
@@ -150,6 +166,8 @@ impl Params {
             duration_s: args.duration,
             batch: args.batch,
             window: args.window,
+            monitor: args.monitor.clone(),
+            poll_ms: args.poll_ms,
         };
         let bad = |s: &str| Err(PerfError::Param(format!("{}: {s}", scenario.name())));
         if p.msgs == 0 {
@@ -227,6 +245,7 @@ pub fn run(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<RunResu
         Scenario::Reqrep => reqrep::run(params, ctx),
         Scenario::Conns => conns::run(params, ctx),
         Scenario::Subjects => subjects::run(params, ctx),
+        Scenario::Monpoll => monpoll::run(params, ctx),
     }
 }
 
@@ -262,6 +281,7 @@ pub fn base_result(scenario: Scenario, params: &Params) -> RunResult {
         conns: None,
         subjects: None,
         server: None,
+        monitor: None,
     }
 }
 

@@ -10,6 +10,22 @@
 //! Ownership: one resolver per server, shared by every shard and the services through an
 //! `Arc`; implementations lock internally (never on the message path: only at connect
 //! time and for `$SYS` claim requests).
+//!
+//! Implementations: [`memory`] (`MEMORY`), [`url`] (`URL(...)`, over the small HTTP client
+//! in `http`), [`dir`] (`full` and `cache`, over the directory store in [`dirstore`]);
+//! [`from_config`] builds the configured one with the reference's startup checks.
+
+mod build;
+pub mod dir;
+pub mod dirstore;
+mod http;
+pub mod memory;
+pub mod url;
+
+#[cfg(test)]
+pub(crate) mod testkit;
+
+pub use build::from_config;
 
 use std::fmt::Debug;
 
@@ -72,5 +88,12 @@ pub trait AccountResolver: Send + Sync + Debug {
     /// Updates through `$SYS` are accepted.
     fn accepts_updates(&self) -> bool {
         true
+    }
+
+    /// The directory store of a `full` or `cache` resolver (what the claims services
+    /// need beyond this trait: the delete mode, the store hash and packs, lookups that tell
+    /// "absent" from "invalid key"). `None` for the others.
+    fn dir_store(&self) -> Option<&dirstore::DirStore> {
+        None
     }
 }

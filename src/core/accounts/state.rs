@@ -29,8 +29,24 @@ pub struct ResponseMap {
     pub import: u32,
     /// When the request was routed (latency tracking).
     pub started: Instant,
-    /// Latency is being measured for this request.
-    pub tracked: bool,
+    /// Latency is being measured for this request (until its first response).
+    pub tracking: Option<Box<Tracking>>,
+}
+
+/// A sampled service request whose latency is reported to the exporter.
+#[derive(Debug, Clone)]
+pub struct Tracking {
+    /// The requesting connection (on the shard owning the mapping).
+    pub requester: crate::core::client::ConnKey,
+    /// The import shares the requester's details.
+    pub share: bool,
+    /// Where results go, in the exporting account.
+    pub subject: String,
+    pub exporter: AccountId,
+    /// The headers that triggered a header-based sample.
+    pub header: Vec<(String, String)>,
+    /// When the request was routed, by the wall clock.
+    pub wall_start: std::time::SystemTime,
 }
 
 /// Per-shard state of one account.

@@ -98,9 +98,12 @@ impl ShardCore {
             AuthVerdict::Deny(d) => self.auth_denied(key, &d, now),
             AuthVerdict::Pending => {
                 if let Some(c) = self.client_mut(key) {
-                    // Input that follows waits for the verdict (see `auth_completed`);
-                    // the authentication timeout keeps running.
+                    // Input that follows waits for the verdict (see `auth_completed`).
+                    // As in nats-server, CONNECT ends the authentication timeout: the
+                    // pending verdict has its own deadline (the callout request's,
+                    // the resolver fetch's).
                     c.pause = Pause::Auth;
+                    c.auth_deadline = None;
                     c.auth_first = first;
                 }
             }
@@ -300,6 +303,14 @@ impl ShardCore {
         self.close(key, ClosedState::AuthenticationExpired);
     }
 
+    /// Check every connected client against the authenticator again (an account JWT
+    /// changed: revocations, expiry, signing keys).
+    pub fn recheck_clients(&mut self, now: Instant) {
+        self.sync_accounts();
+        self.recheck_auth(now);
+        self.finish(now);
+    }
+
     /// After a reload or an account change: check every authenticated client again, as
     /// nats-server's `reloadAuthorization` does. A client whose user was removed is closed
     /// quietly; one whose credentials no longer match gets `-ERR 'Authorization
@@ -344,22 +355,60 @@ impl ShardCore {
     /// limits are replaced.
     fn rebind(&mut self, key: ConnKey, id: Identity, now: Instant) {
         let Some(c) = self.client(key) else { return };
-        let same_account = c.account == id.account;
+        if c.account != id.account {
+            // nats-server closes a client whose user moved to another account; it
+            // reconnects into the new one.
+            self.close(key, ClosedState::ClientClosed);
+            return;
+        }
         let unchanged = c.identity.as_deref().is_some_and(|cur| {
-            same_account && cur.permissions == id.permissions && cur.limits == id.limits && cur.expires == id.expires
+            cur.permissions == id.permissions && cur.limits == id.limits && cur.expires == id.expires
         });
         if unchanged {
             return;
         }
-        if !same_account {
-            let sids: Vec<_> = self
-                .client_mut(key)
-                .map(|c| c.subs.drain().map(|(_, s)| s).collect())
-                .unwrap_or_default();
-            for s in sids {
-                self.remove_sub(s);
+        if !self.bind_identity(key, id, now) {
+            return;
+        }
+        self.drop_unpermitted_subs(key, now);
+    }
+
+    /// After permissions changed: subscriptions they no longer allow are removed, each
+    /// with `-ERR 'Permissions Violation for Subscription to "<subject>" (sid "<sid>")'`.
+    fn drop_unpermitted_subs(&mut self, key: ConnKey, now: Instant) {
+        let Some(c) = self.client(key) else { return };
+        let mut sids: Vec<(Box<[u8]>, crate::core::client::SubId)> =
+            c.subs.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        sids.sort_by_key(|(_, id)| *id);
+        let mut removed = Vec::new();
+        for (sid, id) in sids {
+            let Some(sub) = self.subs.get(id as usize) else {
+                continue;
+            };
+            let (subject, queue) = (sub.subject.clone(), sub.queue.clone());
+            let Some(c) = self.client_mut(key) else { return };
+            let Some(p) = c.perms.as_mut() else { return };
+            let plain = p.can_subscribe(&subject, None);
+            let queued = queue.as_deref().is_some_and(|q| p.can_subscribe(&subject, Some(q)));
+            if !plain && !queued {
+                c.subs.remove(&sid);
+                removed.push((id, subject, sid));
             }
         }
-        self.bind_identity(key, id, now);
+        let who = self.auth_user_text(key);
+        for (id, subject, sid) in removed {
+            self.remove_sub(id);
+            let text = format!(
+                "Permissions Violation for Subscription to {} (sid {})",
+                reply::go_quote(&subject),
+                reply::go_quote(&sid)
+            );
+            self.send_err(key, &text, now);
+            tracing::info!(
+                "Removed sub {} (sid {}) for {who} - not authorized",
+                reply::go_quote(&subject),
+                reply::go_quote(&sid)
+            );
+        }
     }
 }

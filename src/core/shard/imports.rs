@@ -9,10 +9,11 @@
 //! index the `_R_.` subject carries, so a response published elsewhere is forwarded there
 //! first (mesh flag `RESPONSE`).
 
+use super::latency;
 use super::route::Msg;
 use super::ShardCore;
 use crate::core::accounts::links::{ResponseType, ServiceImport};
-use crate::core::accounts::state::ResponseMap;
+use crate::core::accounts::state::{ResponseMap, Tracking};
 use crate::core::accounts::AccountId;
 use crate::core::client::ConnKey;
 use crate::core::mesh_codec::{self, flags};
@@ -77,6 +78,7 @@ impl Rewritten {
             data: &self.data,
             size_text: self.size_text.as_bytes(),
             hdr_text: self.hdr_text.as_bytes(),
+            internal: false,
         }
     }
 }
@@ -180,10 +182,31 @@ impl ShardCore {
             }
             subject = mapped;
         }
+        // Latency tracking: sampled requests are timed to their first response.
+        let tracking = match (&si.latency, publisher) {
+            (Some(l), Some(p)) if depth == 0 => {
+                let r = self.next_rand();
+                latency::sample(l, m.header(), r).map(|header| {
+                    Box::new(Tracking {
+                        requester: p,
+                        share: si.share,
+                        subject: l.subject.clone(),
+                        exporter: si.exporter,
+                        header,
+                        wall_start: std::time::SystemTime::now(),
+                    })
+                })
+            }
+            _ => None,
+        };
         let reply = if m.reply.is_empty() {
+            if let Some(t) = &tracking {
+                self.latency_failed(t, 400);
+            }
             Vec::new()
         } else {
-            self.new_response(si.exporter, acc, m.reply, si.response, si.threshold, idx, now)
+            let t = tracking.clone();
+            self.new_response(si.exporter, acc, m.reply, si.response, si.threshold, idx, t, now)
         };
         let header = match self.request_info(acc, si, publisher, m, depth) {
             Some(info) => Some(headers::with(m.header(), REQUEST_INFO_HDR, &info)),
@@ -193,6 +216,9 @@ impl ShardCore {
         let delivered = self.route_at(si.exporter, publisher, &out.msg(), now, depth + 1);
         if !delivered && !out.reply.is_empty() {
             self.acct(si.exporter).responses.remove(&out.reply[..]);
+            if let Some(t) = &tracking {
+                self.latency_failed(t, 503);
+            }
         }
         delivered
     }
@@ -217,7 +243,17 @@ impl ShardCore {
                 return Some(String::from_utf8(crate::proto::gojson::to_vec(&v)).unwrap_or_default());
             }
         }
-        let c = self.client(publisher?)?;
+        let mut ci = self.client_info(publisher?, si.share)?;
+        if !si.share && self.table.system() == Some(si.exporter) {
+            ci.server = self.cfg.info.server_name.clone();
+        }
+        Some(ci.to_json())
+    }
+
+    /// nats-server's `getClientInfo`: a client's account and RTT, and with `detailed` who
+    /// it is and this server. `None` for internal clients.
+    pub(super) fn client_info(&self, key: ConnKey, detailed: bool) -> Option<ClientInfo> {
+        let c = self.client(key)?;
         if c.internal {
             return None;
         }
@@ -226,8 +262,7 @@ impl ShardCore {
             rtt: c.rtt.map(gotime::duration_nanos).unwrap_or(0),
             ..Default::default()
         };
-        let to_system = self.table.system() == Some(si.exporter);
-        if si.share {
+        if detailed {
             ci.start = Some(gotime::rfc3339_nano(c.started));
             ci.host = c.peer.ip().to_string();
             ci.id = c.cid;
@@ -247,11 +282,9 @@ impl ShardCore {
             }
             ci.kind = "Client".into();
             ci.client_type = "nats".into();
-        }
-        if si.share || to_system {
             ci.server = self.cfg.info.server_name.clone();
         }
-        Some(ci.to_json())
+        Some(ci)
     }
 
     /// The account prefix of response subjects: `_R_.XXXXXX.`, the same on every shard.
@@ -276,12 +309,16 @@ impl ShardCore {
         kind: ResponseType,
         threshold: Duration,
         import: u32,
+        tracking: Option<Box<Tracking>>,
         now: Instant,
     ) -> Vec<u8> {
         let mut subject = self.response_prefix(exporter);
         push_b62(&mut subject, self.idx as u64, 2);
         let r = self.next_rand();
         push_b62(&mut subject, r, 6);
+        if tracking.is_some() {
+            subject.extend_from_slice(b".T");
+        }
         let map = ResponseMap {
             requester,
             reply: reply.into(),
@@ -289,7 +326,7 @@ impl ShardCore {
             expires: now + threshold,
             import,
             started: now,
-            tracked: false,
+            tracking,
         };
         self.acct(exporter)
             .responses
@@ -313,8 +350,16 @@ impl ShardCore {
         let Some(owner) = self.response_owner(acc, m.subject) else {
             return false;
         };
+        // A sampled request's responder: its details go along for the latency result.
+        let responder = match publisher {
+            Some(p) if latency::is_tracked_reply(m.subject) => self.client_info(p, true),
+            _ => None,
+        };
         if owner == self.idx {
-            return self.follow_response(acc, publisher, m, now, depth);
+            return self.follow_response(acc, publisher, m, responder.as_ref(), now, depth);
+        }
+        if let Some(info) = &responder {
+            mesh_codec::put_resp_info(self.stage(owner), acc, m.subject, info.to_json().as_bytes());
         }
         let raw = m.raw_sizes();
         mesh_codec::put_msg(self.stage(owner), flags::RESPONSE, depth, acc, &m.parts(), raw, &[]);
@@ -324,12 +369,27 @@ impl ShardCore {
 
     /// A response forwarded by another shard.
     pub(super) fn route_response_here(&mut self, acc: AccountId, m: &Msg<'_>, now: Instant, depth: u8) {
-        self.follow_response(acc, None, m, now, depth);
+        let responder = self
+            .resp_infos
+            .remove(m.subject)
+            .and_then(|j| serde_json::from_slice::<ClientInfo>(&j).ok());
+        self.follow_response(acc, None, m, responder.as_ref(), now, depth);
+    }
+
+    /// A responder's details sent ahead of its response by another shard.
+    pub(super) fn keep_resp_info(&mut self, subject: &[u8], info: &[u8]) {
+        if self.resp_infos.len() >= 4096 {
+            self.resp_infos.clear();
+        }
+        self.resp_infos.insert(subject.into(), info.to_vec());
     }
 
     /// The shard that made this `_R_.` subject in `acc`, if it is one of ours.
     fn response_owner(&self, acc: AccountId, subject: &[u8]) -> Option<usize> {
-        if subject.len() != REPLY_LEN || subject.get(..PREFIX_LEN)? != self.response_prefix(acc).as_slice() {
+        let tracked = subject.len() == REPLY_LEN + 2 && latency::is_tracked_reply(subject);
+        if (subject.len() != REPLY_LEN && !tracked)
+            || subject.get(..PREFIX_LEN)? != self.response_prefix(acc).as_slice()
+        {
             return None;
         }
         let digits = subject.get(PREFIX_LEN..PREFIX_LEN + 2)?;
@@ -346,6 +406,7 @@ impl ShardCore {
         acc: AccountId,
         publisher: Option<ConnKey>,
         m: &Msg<'_>,
+        responder: Option<&ClientInfo>,
         now: Instant,
         depth: u8,
     ) -> bool {
@@ -354,7 +415,17 @@ impl ShardCore {
         };
         if map.expires <= now {
             self.acct(acc).responses.remove(m.subject);
+            if let Some(t) = &map.tracking {
+                self.latency_timed_out(t);
+            }
             return false;
+        }
+        if map.tracking.is_some() {
+            // Only the first response is measured.
+            self.latency_measured(&map, responder, now);
+            if let Some(e) = self.acct(acc).responses.get_mut(m.subject) {
+                e.tracking = None;
+            }
         }
         let reply = if m.reply.is_empty() {
             Vec::new()
@@ -367,6 +438,7 @@ impl ShardCore {
                 ResponseType::Singleton,
                 map.expires - now,
                 map.import,
+                None,
                 now,
             )
         };
@@ -390,12 +462,25 @@ impl ShardCore {
             return;
         }
         let mut left = 0;
+        let mut timed_out = Vec::new();
         for st in &mut self.accts {
             if !st.responses.is_empty() {
-                st.responses.retain(|_, r| r.expires > now);
+                st.responses.retain(|_, r| {
+                    let keep = r.expires > now;
+                    if !keep {
+                        if let Some(t) = r.tracking.take() {
+                            timed_out.push(t);
+                        }
+                    }
+                    keep
+                });
                 left += st.responses.len();
             }
         }
+        for t in timed_out {
+            self.latency_timed_out(&t);
+        }
         self.resp_sweep_at = (left > 0).then_some(now + RESPONSE_SWEEP);
+        self.resp_infos.clear();
     }
 }

@@ -69,12 +69,19 @@ pub(crate) struct Internals {
     next_sid: u64,
     /// Handlers are running (no nested run).
     pub(crate) running: bool,
+    /// Publishes queued from inside routing: (account, subject, payload).
+    pub(crate) deferred: Vec<(AccountId, String, Vec<u8>)>,
 }
 
 impl Internals {
     /// True if internal deliveries wait to be handled.
     pub(crate) fn busy(&self) -> bool {
-        !self.queue.is_empty()
+        !self.queue.is_empty() || !self.deferred.is_empty()
+    }
+
+    /// Internal deliveries waiting for their handlers.
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.len()
     }
 
     /// Internal clients on this shard.
@@ -202,12 +209,27 @@ impl ShardCore {
             data: &data,
             size_text: size.as_bytes(),
             hdr_text: hdr.as_bytes(),
+            internal: true,
         };
         self.counters.in_msgs += 1;
         self.counters.in_bytes += data.len() as u64;
         let delivered = self.route(acc, Some(key), &m, now);
         self.finish(now);
         delivered
+    }
+
+    /// Publish into `acc` once the current step is done (from inside routing, where a
+    /// publish must not nest): events such as service latency results.
+    pub(super) fn publish_later(&mut self, acc: AccountId, subject: &str, payload: Vec<u8>) {
+        self.internals.deferred.push((acc, subject.to_string(), payload));
+    }
+
+    /// Publish what [`Self::publish_later`] queued.
+    pub(super) fn publish_deferred(&mut self, now: Instant) {
+        let list = std::mem::take(&mut self.internals.deferred);
+        for (acc, subject, payload) in list {
+            self.publish_internal(acc, subject.as_bytes(), b"", None, &payload, now);
+        }
     }
 
     /// Publish a request in `acc` with a private reply subject; `on_reply` gets the

@@ -23,7 +23,9 @@ mod connect;
 mod imports;
 mod interest;
 pub mod internal;
+mod latency;
 mod ops;
+mod report;
 mod route;
 mod timers;
 mod transport;
@@ -59,6 +61,10 @@ pub trait MeshPort {
     fn prepare_park(&self) -> bool;
     /// The shard is awake again.
     fn unpark(&self);
+    /// Batches waiting in the ring from shard `src` (monitoring).
+    fn inbound_len(&self, _src: usize) -> usize {
+        0
+    }
 }
 
 /// A port for a single-shard server: nothing to send to, nothing to receive.
@@ -137,6 +143,10 @@ pub struct ShardCore {
     internals: internal::Internals,
     /// Set while delivering a message another shard routed here.
     delivering_remote: bool,
+    /// Closed connections and their counters, for monitoring.
+    reports: report::ReportState,
+    /// Responders' details of tracked responses forwarded by other shards, by subject.
+    resp_infos: FastMap<Box<[u8]>, Vec<u8>>,
 }
 
 impl ShardCore {
@@ -167,6 +177,8 @@ impl ShardCore {
             resp_sweep_at: None,
             internals: internal::Internals::default(),
             delivering_remote: false,
+            reports: report::ReportState::default(),
+            resp_infos: FastMap::default(),
         };
         core.apply_table();
         core
@@ -434,6 +446,7 @@ impl ShardCore {
             let spare = self.mesh.take_recycled(dst).unwrap_or_default();
             let batch = std::mem::replace(&mut self.staging[dst], spare);
             if let Err(batch) = self.mesh.try_send(dst, batch) {
+                self.counters.mesh_ring_full += 1;
                 // Ring full: put it back in front of anything staged since.
                 let mut batch = batch;
                 let later = std::mem::take(&mut self.staging[dst]);
@@ -472,6 +485,7 @@ impl ShardCore {
     fn finish(&mut self, now: Instant) {
         if self.internals.busy() && !self.internals.running {
             self.internals.running = true;
+            self.publish_deferred(now);
             self.run_internal(now);
             self.internals.running = false;
         }
@@ -519,6 +533,7 @@ impl ShardCore {
     /// Mark a connection closing for `reason`: drop its interest, and (unless the reason
     /// skips it) let the driver flush what is queued.
     fn close(&mut self, key: ConnKey, reason: ClosedState) {
+        self.record_closed(key, reason);
         let debug = self.cfg.debug;
         let Some(c) = self.client_mut(key) else { return };
         if c.closing.is_some() {
@@ -602,6 +617,7 @@ impl ShardCore {
                     mesh_codec::put_barrier(self.stage(src), id, true);
                 }
                 mesh_codec::Record::BarrierAck(id) => self.barrier_acked(id, now),
+                mesh_codec::Record::RespInfo { subject, info, .. } => self.keep_resp_info(subject, info),
             }
         }
     }

@@ -208,6 +208,7 @@ impl ShardCore {
                     data,
                     size_text,
                     hdr_text: hdr_text.unwrap_or_default(),
+                    internal: false,
                 };
                 self.on_msg(key, &m, now);
             }

@@ -24,6 +24,9 @@ pub(super) struct Msg<'a> {
     /// these texts (`PUB foo 05` is delivered as `MSG foo 1 05`).
     pub size_text: &'a [u8],
     pub hdr_text: &'a [u8],
+    /// Published by the server itself: nats-server delivers such a message without a
+    /// reply as `MSG <subject> <sid>  <size>` (two spaces), and so does rnats.
+    pub internal: bool,
 }
 
 impl<'a> Msg<'a> {
@@ -211,7 +214,8 @@ impl ShardCore {
                 }
                 queues.clear();
                 queues.extend(assigned.iter().filter(|(s, _)| *s == dst).map(|(_, q)| *q));
-                mesh_codec::put_msg(self.stage(dst), 0, 0, acc, &m.parts(), raw, &queues);
+                let f = if m.internal { flags::INTERNAL } else { 0 };
+                mesh_codec::put_msg(self.stage(dst), f, 0, acc, &m.parts(), raw, &queues);
                 self.maybe_flush_early(dst, now);
             }
         }
@@ -314,6 +318,7 @@ impl ShardCore {
             data: rec.data,
             size_text,
             hdr_text,
+            internal: rec.flags & flags::INTERNAL != 0,
         };
         let acc = rec.account;
         if rec.flags & flags::RESPONSE != 0 {
@@ -350,7 +355,7 @@ impl ShardCore {
                 let raw = m.raw_sizes();
                 mesh_codec::put_msg(
                     self.stage(dst),
-                    flags::QUEUE_ONLY,
+                    flags::QUEUE_ONLY | (rec.flags & flags::INTERNAL),
                     rec.hops + 1,
                     acc,
                     &m.parts(),
@@ -416,19 +421,19 @@ impl ShardCore {
             match hdr {
                 Some(_) => {
                     w.extend_from_slice(b"HMSG ");
-                    write_head(&mut w, m.subject, &sub.sid, m.reply);
+                    write_head(&mut w, m.subject, &sub.sid, m.reply, m.internal);
                     w.extend_from_slice(m.hdr_text);
                     w.push(b' ');
                     w.extend_from_slice(m.size_text);
                 }
                 None if stripped => {
                     w.extend_from_slice(b"MSG ");
-                    write_head(&mut w, m.subject, &sub.sid, m.reply);
+                    write_head(&mut w, m.subject, &sub.sid, m.reply, m.internal);
                     w.extend_from_slice(itoa::Buffer::new().format(data.len()).as_bytes());
                 }
                 None => {
                     w.extend_from_slice(b"MSG ");
-                    write_head(&mut w, m.subject, &sub.sid, m.reply);
+                    write_head(&mut w, m.subject, &sub.sid, m.reply, m.internal);
                     w.extend_from_slice(m.size_text);
                 }
             }
@@ -517,13 +522,15 @@ enum Pick {
     Nobody,
 }
 
-fn write_head(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8]) {
+fn write_head(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8], internal: bool) {
     w.extend_from_slice(subject);
     w.push(b' ');
     w.extend_from_slice(sid);
     w.push(b' ');
     if !reply.is_empty() {
         w.extend_from_slice(reply);
+        w.push(b' ');
+    } else if internal {
         w.push(b' ');
     }
 }

@@ -375,6 +375,7 @@ fn top_level(cx: &mut Cx, o: &mut Options, key: &str, e: &Entry) {
             }
         }
         "http_port" | "monitor_port" => set(cx.int(e), |v| o.http_port = v),
+        "http_base_path" => set(cx.string(e), |v| o.http_base_path = v.into()),
         "logfile" | "log_file" => set(cx.string(e), |v| o.log_file = v.into()),
         "logfile_size_limit" | "log_size_limit" => set(cx.int(e), |v| o.log_size_limit = v),
         "logfile_max_num" | "log_max_num" => set(cx.int(e), |v| o.log_max_num = v),

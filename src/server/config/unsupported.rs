@@ -19,7 +19,6 @@ const NOT_YET: &[&str] = &[
     "jetstream",
     "mqtt",
     "ocsp_cache",
-    "http_base_path",
     "prof_port",
     "proxy_protocol",
     "proxies",

@@ -1,0 +1,218 @@
+//! `/varz` (monitoring.md §2): the server's options and counters. Reads only what the
+//! shards publish in their atomics, so it never waits for a shard.
+
+use super::gofmt::uptime;
+use super::Context;
+use crate::proto::gotime::rfc3339_nano;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::{Instant, SystemTime};
+
+/// An always-present object of a feature rnats does not have yet (`{}`).
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct Empty {}
+
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct ScStats {
+    pub clients: u64,
+    pub routes: u64,
+    pub gateways: u64,
+    pub leafs: u64,
+}
+
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct FeatureFlags {
+    pub js_ack_fc_v2: bool,
+    pub js_raft_delete_range: bool,
+}
+
+/// nats-server's `Varz` (the fields rnats has).
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct Varz {
+    pub server_id: String,
+    pub server_name: String,
+    pub version: String,
+    pub proto: i32,
+    pub go: String,
+    pub host: String,
+    pub port: u16,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub auth_required: bool,
+    pub max_connections: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub max_subscriptions: i64,
+    pub ping_interval: u128,
+    pub ping_max: i64,
+    pub http_host: String,
+    pub http_port: i64,
+    pub http_base_path: String,
+    pub https_port: i64,
+    pub auth_timeout: f64,
+    pub max_control_line: i64,
+    pub max_payload: i64,
+    pub max_pending: i64,
+    pub cluster: Empty,
+    pub gateway: Empty,
+    pub leaf: Empty,
+    pub mqtt: Empty,
+    pub websocket: Empty,
+    pub jetstream: Empty,
+    pub tls_timeout: f64,
+    pub write_deadline: u128,
+    pub start: String,
+    pub now: String,
+    pub uptime: String,
+    pub mem: u64,
+    pub cores: usize,
+    pub gomaxprocs: usize,
+    pub cpu: f64,
+    pub connections: u64,
+    pub total_connections: u64,
+    pub routes: u64,
+    pub remotes: u64,
+    pub leafnodes: u64,
+    pub in_msgs: u64,
+    pub out_msgs: u64,
+    pub in_bytes: u64,
+    pub out_bytes: u64,
+    pub slow_consumers: u64,
+    pub stale_connections: u64,
+    pub stalled_clients: u64,
+    pub subscriptions: u64,
+    pub http_req_stats: BTreeMap<String, u64>,
+    pub config_load_time: String,
+    pub config_digest: String,
+    pub feature_flags: FeatureFlags,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub system_account: String,
+    pub slow_consumer_stats: ScStats,
+    pub stale_connection_stats: ScStats,
+    /// rnats additions.
+    pub rnats_shards: usize,
+    pub rnats_reactor: String,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// The server's `/varz` now.
+pub fn varz(ctx: &Context) -> Varz {
+    let cpu = ctx.cpu_percent();
+    let state = ctx.state();
+    let live = state.live();
+    let o = &live.opts;
+    let info = &live.info;
+    let t = state.shared.totals();
+    let table = state.shared.accounts.snapshot();
+    let now = SystemTime::now();
+    Varz {
+        server_id: info.server_id.clone(),
+        server_name: info.server_name.clone(),
+        version: info.version.clone(),
+        proto: info.proto,
+        go: info.go.clone(),
+        host: info.host.clone(),
+        port: info.port,
+        auth_required: info.auth_required,
+        max_connections: o.max_connections,
+        max_subscriptions: o.max_subscriptions,
+        ping_interval: o.ping_interval.as_nanos(),
+        ping_max: o.ping_max,
+        http_host: state.http_host.clone(),
+        http_port: state.http_port,
+        http_base_path: o.http_base_path.clone(),
+        https_port: 0,
+        auth_timeout: o.auth_timeout_secs(),
+        max_control_line: o.max_control_line,
+        max_payload: o.max_payload,
+        max_pending: o.max_pending,
+        tls_timeout: 2.0,
+        write_deadline: o.write_deadline.as_nanos(),
+        start: rfc3339_nano(state.start),
+        now: rfc3339_nano(now),
+        uptime: uptime(now.duration_since(state.start).unwrap_or_default()),
+        mem: rss_bytes(),
+        cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        gomaxprocs: state.nshards,
+        cpu,
+        connections: t.connections,
+        total_connections: t.total_connections,
+        in_msgs: t.in_msgs,
+        out_msgs: t.out_msgs,
+        in_bytes: t.in_bytes,
+        out_bytes: t.out_bytes,
+        slow_consumers: t.slow_consumers,
+        stale_connections: t.stale_connections,
+        subscriptions: t.subscriptions + table.iter().map(|d| super::import_subs(d)).sum::<u64>(),
+        http_req_stats: ctx.http_stats(),
+        config_load_time: rfc3339_nano(live.config_load_time),
+        config_digest: o.config_digest.clone(),
+        system_account: table.system().map(|id| table.name(id).to_string()).unwrap_or_default(),
+        slow_consumer_stats: ScStats {
+            clients: t.slow_consumers,
+            ..Default::default()
+        },
+        stale_connection_stats: ScStats {
+            clients: t.stale_connections,
+            ..Default::default()
+        },
+        rnats_shards: state.nshards,
+        rnats_reactor: state.reactor.clone(),
+        ..Default::default()
+    }
+}
+
+/// Resident set size of this process (`VmRSS`; 0 where /proc is missing).
+pub fn rss_bytes() -> u64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
+        return 0;
+    };
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Process CPU time in seconds, user + system (0 where /proc is missing). The kernel
+/// reports it in `USER_HZ` ticks, 100 per second on Linux.
+pub fn cpu_seconds() -> f64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // The command name (field 2) may hold spaces; the fields after it are plain.
+    let Some((_, rest)) = s.rsplit_once(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let tick = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (tick(11) + tick(12)) as f64 / 100.0
+}
+
+/// CPU percentage between samples (the first sample has nothing to compare with: 0).
+#[derive(Default)]
+pub(crate) struct CpuSampler {
+    last: Option<(Instant, f64)>,
+}
+
+impl CpuSampler {
+    pub(crate) fn sample(&mut self) -> f64 {
+        let now = Instant::now();
+        let cpu = cpu_seconds();
+        let pct = match self.last {
+            Some((t, c)) => {
+                let dt = now.duration_since(t).as_secs_f64();
+                if dt > 0.0 {
+                    ((cpu - c) / dt * 100.0 * 10.0).round() / 10.0
+                } else {
+                    0.0
+                }
+            }
+            None => 0.0,
+        };
+        self.last = Some((now, cpu));
+        pct
+    }
+}
