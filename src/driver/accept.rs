@@ -51,11 +51,13 @@ impl Acceptor {
                         Ok((s, peer)) => {
                             let stream = into_std(s);
                             super::prepare_stream(&stream);
+                            let local = stream.local_addr().ok();
                             deliver(
                                 next % nshards,
                                 Accepted {
                                     stream,
                                     peer,
+                                    local,
                                     listener: index,
                                 },
                             );

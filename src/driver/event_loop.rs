@@ -51,6 +51,7 @@ pub(super) struct Conn<S> {
     /// connection is not a NATS client yet).
     pub(super) key: Option<ConnKey>,
     pub(super) peer: std::net::SocketAddr,
+    pub(super) local: Option<std::net::SocketAddr>,
     /// TLS / WebSocket (`None` for plain TCP).
     pub(super) transport: Option<Box<Transport>>,
     /// The client certificate of a WebSocket connection whose upgrade is pending.
@@ -304,6 +305,7 @@ impl<P: Poller> EventLoop<P> {
             stream,
             key,
             peer: acc.peer,
+            local: acc.local,
             transport,
             tls_peer: None,
             deadline,

@@ -33,6 +33,8 @@ pub const MESH_RING_CAPACITY: usize = 1024;
 pub struct Accepted {
     pub stream: TcpStream,
     pub peer: SocketAddr,
+    /// The server's end of the connection (for log lines).
+    pub local: Option<SocketAddr>,
     /// Which listener accepted it (an index into [`RuntimeConfig::transports`]; 0 is
     /// the client port).
     pub listener: usize,

@@ -297,12 +297,23 @@ impl<P: Poller> EventLoop<P> {
                 Expired::HandshakeTimeout => match key {
                     Some(k) => {
                         let label = self.core.conn_label(k);
+                        if let Some(local) = c.local {
+                            tracing::error!(
+                                "{label} - TLS handshake error: read tcp {local}->{}: i/o timeout",
+                                c.peer
+                            );
+                        }
                         tracing::error!("{label} - TLS handshake timeout");
                         self.core.disconnected(k, ClosedState::TlsHandshakeError, now);
                     }
                     None => {
                         if in_tls {
-                            tracing::error!("websocket: TLS handshake error from {}: i/o timeout", c.peer);
+                            let local = c.local.map(|l| l.to_string()).unwrap_or_default();
+                            tracing::error!(
+                                "websocket: TLS handshake error from {}: read tcp {local}->{}: i/o timeout",
+                                c.peer,
+                                c.peer
+                            );
                         }
                         self.drop_token(t);
                         continue;
