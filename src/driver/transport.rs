@@ -38,10 +38,19 @@ impl<P: Poller> EventLoop<P> {
         let keep = match r {
             Err(e) => {
                 c.transport = Some(tr);
-                self.app = app;
                 match key {
-                    Some(k) => self.transport_failed(t, k, e, now),
-                    None => self.pre_failed(t, e, now),
+                    Some(k) => {
+                        // What was decoded before the failure is protocol the client sent.
+                        if !app.is_empty() {
+                            self.core.input(k, &app, now);
+                        }
+                        self.app = app;
+                        self.transport_failed(t, k, e, now);
+                    }
+                    None => {
+                        self.app = app;
+                        self.pre_failed(t, e, now);
+                    }
                 }
                 return;
             }

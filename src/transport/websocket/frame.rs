@@ -423,7 +423,13 @@ impl Decoder {
                         self.cfg.max_payload
                     };
                     let inf = self.inflater.get_or_insert_with(deflate::decompressor);
+                    let start = app.len();
                     let r = deflate::inflate(inf, &z, limit, app);
+                    if r.is_err() {
+                        // A message that does not inflate (or inflates too far) yields
+                        // nothing: how far a corrupt stream gets depends on buffer sizes.
+                        app.truncate(start);
+                    }
                     self.zbuf = z;
                     self.zbuf.clear();
                     self.compressed = false;
