@@ -410,3 +410,78 @@ fn differential_tls_info_and_failures() {
         }
     }
 }
+
+/// `-t` on `tls`, `websocket`, `ocsp` and `allow_non_tls` blocks: the same output and exit
+/// code as the reference (certificates are loaded when the file is read).
+#[test]
+fn check_config_matches_the_reference() {
+    let pki = Pki::new(&scratch_dir());
+    let reference = common::reference_server();
+    let (cert, key, ca) = (
+        pki.path("server-cert.pem"),
+        pki.path("server-key.pem"),
+        pki.path("ca.pem"),
+    );
+    let ok = format!("cert_file: {cert:?}\n key_file: {key:?}\n");
+    let cases = [
+        format!("tls {{\n{ok}}}\n"),
+        format!("tls {{\n{ok} ca_file: {ca:?}\n verify: true\n timeout: 3\n}}\n"),
+        "tls {\n cert_file: \"/nope/c.pem\"\n key_file: \"/nope/k.pem\"\n}\n".to_string(),
+        format!("tls {{\n cert_file: {cert:?}\n}}\n"),
+        format!("tls {{\n key_file: {key:?}\n}}\n"),
+        format!("tls {{\n{ok} foo: 1\n}}\n"),
+        "tls {\n cert_file: 5\n}\n".to_string(),
+        format!("tls {{\n{ok} timeout: \"x\"\n}}\n"),
+        format!("tls {{\n{ok} handshake_first: \"bogus\"\n}}\n"),
+        format!("tls {{\n{ok} handshake_first: 5\n}}\n"),
+        format!("tls {{\n{ok} handshake_first: \"auto\"\n}}\n"),
+        format!("tls {{\n{ok} handshake_first: \"100ms\"\n}}\n"),
+        format!("tls {{\n{ok} cipher_suites: [\"TLS_RSA_WITH_RC4_128_SHA\"]\n}}\n"),
+        format!("tls {{\n{ok} cipher_suites: [\"NOPE\"]\n}}\n"),
+        format!("tls {{\n{ok} cipher_suites: [\"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\"]\n curve_preferences: [\"CurveP256\"]\n}}\n"),
+        format!("tls {{\n{ok} curve_preferences: [\"NOPE\"]\n}}\n"),
+        format!("tls {{\n{ok} min_version: \"1.1\"\n}}\n"),
+        format!("tls {{\n{ok} min_version: \"1.3\"\n}}\n"),
+        format!("tls {{\n{ok} min_version: \"2\"\n}}\n"),
+        format!("tls {{\n{ok} pinned_certs: [\"abc\"]\n}}\n"),
+        format!("tls {{\n{ok} ca_file: \"/nope/ca.pem\"\n}}\n"),
+        format!("tls {{\n{ok} ca_file: {key:?}\n}}\n"),
+        format!("tls {{\n cert_file: {key:?}\n key_file: {key:?}\n}}\n"),
+        format!("tls {{\n{ok} verify_cert_and_check_known_urls: true\n}}\n"),
+        format!("tls {{\n{ok} cert_store: \"WindowsCurrentUser\"\n}}\n"),
+        format!("tls {{\n{ok} verify_and_map: true\n}}\nallow_non_tls: true\n"),
+        "tls: 5\n".to_string(),
+        "allow_non_tls: 5\n".to_string(),
+        "websocket {\n port: 8080\n}\n".to_string(),
+        "websocket {\n port: 8080\n no_tls: true\n foo: 1\n}\n".to_string(),
+        "websocket {\n port: 8080\n no_tls: true\n handshake_timeout: \"x\"\n}\n".to_string(),
+        "websocket {\n port: 8080\n no_tls: true\n compression: true\n same_origin: true\n allowed_origins: [\"https://a.b\"]\n}\n".to_string(),
+        "websocket: 5\n".to_string(),
+        "ws {\n listen: \"127.0.0.1:8080\"\n no_tls: true\n authorization { user: a, password: b, timeout: 2 }\n}\n".to_string(),
+        format!("websocket {{\n port: 8080\n tls {{\n{ok} }}\n}}\n"),
+        "ocsp { mode: \"bogus\" }\n".to_string(),
+        "ocsp { foo: 1 }\n".to_string(),
+        "ocsp: 5\n".to_string(),
+        "ocsp: false\n".to_string(),
+    ];
+    let run = |program: &str, f: &str| {
+        let out = std::process::Command::new(program)
+            .args(["-t", "-c", f])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).replace(f, "FILE"),
+        )
+    };
+    for (i, text) in cases.iter().enumerate() {
+        let f = pki.dir.join(format!("check{i}.conf"));
+        std::fs::write(&f, text).unwrap();
+        let f = f.to_str().unwrap();
+        let want = run(&reference, f);
+        let mut got = run(common::bin(), f);
+        // The digest differs only when the two parse differently.
+        got.1 = got.1.replace("rnats", "nats-server");
+        assert_eq!(got, want, "{text}");
+    }
+}

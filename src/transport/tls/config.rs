@@ -215,6 +215,45 @@ fn go_os_error(path: &str, e: &std::io::Error) -> String {
     format!("open {path}: {}", conf::go_os_error(e))
 }
 
+/// The labels of the PEM blocks in `pem` (`CERTIFICATE`, `PRIVATE KEY`, ...).
+fn pem_labels(pem: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(pem)
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("-----BEGIN ")?
+                .strip_suffix("-----")
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// Go's `X509KeyPair` complaint about a certificate input without certificates.
+fn no_certificate(pem: &[u8]) -> String {
+    let skipped = pem_labels(pem);
+    match skipped.as_slice() {
+        [] => "tls: failed to find any PEM data in certificate input".into(),
+        [one] if one.ends_with("PRIVATE KEY") => "tls: failed to find certificate PEM data in certificate input, but did find a private key; PEM inputs may have been switched".into(),
+        _ => format!(
+            "tls: failed to find \"CERTIFICATE\" PEM block in certificate input after skipping PEM blocks of the following types: [{}]",
+            skipped.join(" ")
+        ),
+    }
+}
+
+/// Go's `X509KeyPair` complaint about a key input without a key.
+fn no_key(pem: &[u8]) -> String {
+    let skipped = pem_labels(pem);
+    match skipped.as_slice() {
+        [] => "tls: failed to find any PEM data in key input".into(),
+        [one] if one == "CERTIFICATE" => "tls: found a certificate rather than a key in the PEM for the private key".into(),
+        _ => format!(
+            "tls: failed to find PEM block with type ending in \"PRIVATE KEY\" in key input after skipping PEM blocks of the following types: [{}]",
+            skipped.join(" ")
+        ),
+    }
+}
+
 /// Load a certificate chain and key as Go's `tls.LoadX509KeyPair` does.
 fn load_pair(cert_file: &str, key_file: &str) -> Result<CertifiedKey, String> {
     let cert_pem = std::fs::read(cert_file).map_err(|e| go_os_error(cert_file, &e))?;
@@ -222,10 +261,10 @@ fn load_pair(cert_file: &str, key_file: &str) -> Result<CertifiedKey, String> {
         .filter_map(Result::ok)
         .collect();
     if chain.is_empty() {
-        return Err("tls: failed to find any PEM data in certificate input".into());
+        return Err(no_certificate(&cert_pem));
     }
     let key_pem = std::fs::read(key_file).map_err(|e| go_os_error(key_file, &e))?;
-    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| "tls: failed to find any PEM data in key input")?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| no_key(&key_pem))?;
     let signer = ring::default_provider()
         .key_provider
         .load_private_key(key)
