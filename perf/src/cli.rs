@@ -38,6 +38,9 @@ pub enum Cmd {
     /// `pubsub` with K idle connections (--conns), unpolled, then with `/connz?subs=1` and
     /// `/metrics` requested every --poll-ms on --monitor, then unpolled again.
     Monpoll(RunArgs),
+    /// Connections opened and closed per second (--pubs threads, --msgs connections);
+    /// full TLS handshakes with --transport tls.
+    Handshakes(RunArgs),
     /// Every scenario (or --scenarios) one after the other against one target.
     All(AllArgs),
     /// Start two servers (A = rnats, B = nats-server by default) and compare them scenario by

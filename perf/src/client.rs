@@ -5,11 +5,12 @@
 //! deadlines, and writes give up after [`WRITE_TIMEOUT`].
 
 use std::io::{self, ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::error::{PerfError, Result};
 use crate::proto::{parse_frame, Frame, ParseError};
+use crate::transport::{self, Stream};
 
 /// How long a blocking read waits before returning control to the caller.
 pub const POLL: Duration = Duration::from_millis(50);
@@ -26,7 +27,7 @@ pub const CONNECT: &[u8] =
 
 /// One client connection.
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     addr: SocketAddr,
     buf: Vec<u8>,
     start: usize,
@@ -46,20 +47,20 @@ impl Conn {
     /// [`Conn::start`] with an initial read buffer of `buf_size` bytes (small for the many
     /// idle connections of `conns`).
     pub fn start_with_buffer(addr: SocketAddr, timeout: Duration, setup: &[u8], buf_size: usize) -> Result<Conn> {
-        let stream =
-            TcpStream::connect_timeout(&addr, timeout).map_err(|source| PerfError::Connect { addr, source })?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(POLL))?;
-        stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+        let (stream, prefix) =
+            transport::connect(addr, timeout).map_err(|source| PerfError::Connect { addr, source })?;
+        stream.tcp().set_read_timeout(Some(POLL))?;
+        stream.tcp().set_write_timeout(Some(WRITE_TIMEOUT))?;
         let mut conn = Conn {
             stream,
             addr,
-            buf: vec![0; buf_size.max(4096)],
+            buf: vec![0; buf_size.max(4096).max(prefix.len())],
             start: 0,
-            end: 0,
+            end: prefix.len(),
             info: String::new(),
             pongs: 0,
         };
+        conn.buf[..prefix.len()].copy_from_slice(&prefix);
         let mut hello = Vec::with_capacity(CONNECT.len() + setup.len() + 6);
         hello.extend_from_slice(CONNECT);
         hello.extend_from_slice(setup);
@@ -212,9 +213,9 @@ impl Conn {
     /// Reads whatever is already buffered in the kernel without blocking, and processes it like
     /// [`Conn::read_frames`]. Publishers call this now and then to answer server `PING`s.
     pub fn poll_nonblocking(&mut self) -> Result<()> {
-        self.stream.set_nonblocking(true)?;
+        self.stream.tcp().set_nonblocking(true)?;
         let res = self.fill();
-        self.stream.set_nonblocking(false)?;
+        self.stream.tcp().set_nonblocking(false)?;
         match res {
             Ok(0) => Err(PerfError::Closed(format!(" ({})", self.addr))),
             Ok(_) => self.process(&mut |_| Ok(())),

@@ -68,13 +68,20 @@ impl ServerProcess {
             return Err(fail("no such file (build it, or pass the path)".into()));
         }
         let port = free_port()?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut extra = extra.to_vec();
+        if let Some((args, ws)) = crate::transport::server_args(free_port()?)? {
+            extra.extend(args);
+            if let Some(ws) = ws {
+                addr = SocketAddr::from(([127, 0, 0, 1], ws));
+            }
+        }
         let log = std::env::temp_dir().join(format!("rnats-perf-{}-{port}.log", std::process::id()));
         let out = File::create(&log).map_err(|e| fail(format!("cannot create log {}: {e}", log.display())))?;
         let err = out.try_clone().map_err(|e| fail(e.to_string()))?;
         let child = Command::new(bin)
             .args(["-a", "127.0.0.1", "-p", &port.to_string()])
-            .args(extra)
+            .args(&extra)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
