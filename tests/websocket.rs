@@ -184,6 +184,12 @@ both_reactors!(bad_upgrades_are_answered, |r| {
             .unwrap();
     }
     assert!(bad("GARBAGE\r\n\r\n").starts_with("HTTP/1.1 400 Bad Request\r\n"));
+    // The leaf node path is upgraded, then closed: this server accepts no leaf nodes.
+    let leaf = bad(&good.replacen("GET / ", "GET /leafnode ", 1));
+    assert!(leaf.starts_with("HTTP/1.1 101 Switching Protocols\r\n"), "{leaf:?}");
+    assert!(!leaf.contains("INFO"));
+    srv.wait_for_log("Not configured to accept leaf node connections", Duration::from_secs(3))
+        .unwrap();
     assert!(bad("GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 400 Bad Request: missing required Host header"));
     // None of them became a client.
     assert_eq!(srv.open_connections_hint(), 0);

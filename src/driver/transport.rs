@@ -8,7 +8,7 @@ use super::event_loop::{EventLoop, Poller, FLUSH_GRACE};
 use crate::core::auth::{ConnType, TransportInfo, WsCookies};
 use crate::core::client::{ClosedState, ConnKey};
 use crate::core::shard::ConnSetup;
-use crate::transport::websocket::upgrade::Upgraded;
+use crate::transport::websocket::upgrade::{Kind, Upgraded};
 use crate::transport::{Expired, Transport, TransportError};
 use std::cmp::Reverse;
 use std::io;
@@ -68,6 +68,19 @@ impl<P: Poller> EventLoop<P> {
                     }
                 }
                 if let Some(up) = ev.upgraded {
+                    if up.kind != Kind::Client {
+                        // Leaf node and MQTT WebSocket paths: this server serves neither.
+                        let what = match up.kind {
+                            Kind::Leaf => "Not configured to accept leaf node connections",
+                            _ => "Not configured to accept MQTT connections",
+                        };
+                        tracing::error!("{what}");
+                        c.transport = Some(tr);
+                        c.closing_since = Some(now);
+                        self.app = app;
+                        self.pre_wake.push(t);
+                        return;
+                    }
                     let k = self.upgraded(t, &mut tr, &up, now);
                     key = Some(k);
                 }
