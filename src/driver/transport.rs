@@ -56,11 +56,13 @@ impl<P: Poller> EventLoop<P> {
             }
             Ok(ev) => {
                 if let Some(peer) = ev.tls_done {
-                    tracing::debug!(
-                        "{} - TLS handshake complete",
-                        key.map(|k| self.core.conn_label(k))
-                            .unwrap_or_else(|| c.peer.to_string())
-                    );
+                    if tracing::enabled!(tracing::Level::DEBUG) {
+                        let label = key
+                            .map(|k| self.core.conn_label(k))
+                            .unwrap_or_else(|| c.peer.to_string());
+                        tracing::debug!("{label} - TLS handshake complete");
+                        tracing::debug!("{label} - TLS version {}, cipher suite {}", peer.version, peer.cipher);
+                    }
                     let peer = (!peer.chain.is_empty()).then_some(peer);
                     match key {
                         Some(k) => self.core.set_tls_peer(k, peer),
