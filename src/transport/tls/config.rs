@@ -1,10 +1,22 @@
 //! TLS settings (`tls { }`, `websocket { tls { } }`, `--tls*` flags) and the rustls
 //! `ServerConfig` built from them, with nats-server's defaults and error texts.
 //!
-//! [`build_server_config`] is also what HTTPS monitoring uses: the monitor takes the
-//! same [`TlsOptions`] (the top-level `tls` block, as the reference serves `https_port`
-//! with the client TLS configuration) and drives its own `rustls::ServerConnection`s or
-//! `rustls::StreamOwned` over the accepted sockets.
+//! [`build_server_config`] is also what HTTPS monitoring is meant to use. The reference
+//! serves `https_port` with the client `tls { }` block, except that it never asks for a
+//! client certificate there. So the monitor would do, on its own accept thread:
+//!
+//! ```ignore
+//! let mut t = opts.tls.clone().ok_or("TLS cert and key required for HTTPS")?;
+//! t.verify = false; // monitoring does not verify clients
+//! let cfg = rnats::transport::tls::build_server_config(&t)?; // Arc<rustls::ServerConfig>
+//! // per accepted std::net::TcpStream `s` (blocking, with timeouts):
+//! let conn = rustls::ServerConnection::new(cfg.clone())?;
+//! let tls = rustls::StreamOwned::new(conn, s); // io::Read + io::Write: serve HTTP over it
+//! ```
+//!
+//! and build it again on reload (certificates may have changed). `Options::https_port`
+//! and `https_host` are parsed already; `Options::refuse_missing_features` refuses them
+//! until the monitor serves them (remove that check then).
 
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
