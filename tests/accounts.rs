@@ -43,6 +43,7 @@ accounts {
       }}
       {user: c2, password: c2}
       {user: r, password: r, permissions: {publish: {allow: ["none"]}, allow_responses: true}}
+      {nkey: UAPOK2P7EN3UFBL7SBJPQK3M3JMLALYRYKX5XWSVMVYK63ZMBHTOHVJR}
     ]
     mappings = {
       "map.src": "map.dst"
@@ -52,6 +53,10 @@ accounts {
   }
 }
 "#;
+
+/// The nkey user of account C (from the docs' nkey example); no test here holds its seed,
+/// so every CONNECT with it is a failed signature check.
+const NKEY: &str = "UAPOK2P7EN3UFBL7SBJPQK3M3JMLALYRYKX5XWSVMVYK63ZMBHTOHVJR";
 
 fn connect(user: &str) -> Vec<u8> {
     format!(
@@ -242,6 +247,49 @@ fn scenarios() -> Vec<Scenario> {
             "no-credentials",
             1,
             vec![Send(0, b"CONNECT {\"verbose\":false}\r\nPING\r\n".to_vec())],
+        ),
+        sc(
+            "nkey-garbage-signature",
+            1,
+            vec![Send(
+                0,
+                format!("CONNECT {{\"verbose\":false,\"nkey\":\"{NKEY}\",\"sig\":\"not-a-signature\"}}\r\nPING\r\n")
+                    .into_bytes(),
+            )],
+        ),
+        sc(
+            "nkey-without-signature",
+            1,
+            vec![Send(
+                0,
+                format!("CONNECT {{\"verbose\":false,\"nkey\":\"{NKEY}\"}}\r\nPING\r\n").into_bytes(),
+            )],
+        ),
+        sc(
+            "nkey-signature-of-wrong-type",
+            1,
+            vec![Send(
+                0,
+                format!("CONNECT {{\"verbose\":false,\"nkey\":\"{NKEY}\",\"sig\":5}}\r\nPING\r\n").into_bytes(),
+            )],
+        ),
+        sc(
+            "unknown-nkey",
+            1,
+            vec![Send(
+                0,
+                b"CONNECT {\"verbose\":false,\"nkey\":\"UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4\",\"sig\":\"AAAA\"}\r\nPING\r\n".to_vec(),
+            )],
+        ),
+        sc(
+            "user-of-wrong-type",
+            1,
+            vec![Send(0, b"CONNECT {\"verbose\":false,\"user\":7,\"pass\":\"c\"}\r\nPING\r\n".to_vec())],
+        ),
+        sc(
+            "jwt-in-config-mode",
+            1,
+            vec![Send(0, b"CONNECT {\"verbose\":false,\"jwt\":\"eyJ.garbage.x\",\"sig\":\"x\"}\r\nPING\r\n".to_vec())],
         ),
         sc(
             "account-connection-limit",

@@ -575,7 +575,7 @@ fn callout_timeout(bin: &PathBuf, extra: &[&str]) -> Vec<String> {
 fn callout_timeout_like_the_reference() {
     let want = callout_timeout(&reference_server().unwrap(), &[]);
     assert_eq!(want.first().map(String::as_str), Some(AUTH_VIOLATION));
-    for r in ["uring", "mio"] {
+    for r in common::reactor_flags() {
         let got = callout_timeout(&PathBuf::from(common::bin()), &["--shards", "2", "--reactor", r]);
         assert_eq!(got, want, "{r}");
     }
@@ -676,3 +676,83 @@ both_reactors!(rnats_operator_callout, |r| operator_callout(
     &PathBuf::from(common::bin()),
     &["--shards", "3", "--reactor", r.flag()]
 ));
+
+/// A revocation pushed through the system account while the user is connected: the
+/// user gets `User Authentication Revoked` and is closed; the update is answered.
+fn revocation_pushed(bin: &PathBuf, extra: &[&str]) -> (Vec<String>, String) {
+    let t = now();
+    let op = KeyPair::new_operator();
+    let sys = KeyPair::new_account();
+    let acc = KeyPair::new_account();
+    let mut oc = OperatorClaims::new(op.public_key());
+    oc.nats.system_account = sys.public_key();
+    let op_jwt = oc.encode(&op, t).unwrap();
+    let sys_jwt = AccountClaims::new(sys.public_key()).encode(&op, t).unwrap();
+    let acc_claims = AccountClaims::new(acc.public_key());
+    let acc_jwt = acc_claims.encode(&op, t).unwrap();
+    let server = start_with(bin, extra, |dir, port| {
+        let op_path = dir.join("op.jwt");
+        std::fs::write(&op_path, &op_jwt).unwrap();
+        let jwts = dir.join("jwts");
+        std::fs::create_dir_all(&jwts).unwrap();
+        format!(
+            "listen: 127.0.0.1:{port}\noperator: \"{}\"\nsystem_account: {}\n\
+             resolver: {{ type: full, dir: \"{}\" }}\n\
+             resolver_preload: {{ {}: \"{}\", {}: \"{}\" }}\n",
+            op_path.display(),
+            sys.public_key(),
+            jwts.display(),
+            sys.public_key(),
+            sys_jwt,
+            acc.public_key(),
+            acc_jwt
+        )
+    });
+    let u = KeyPair::new_user();
+    let (resp, mut user) = connect(
+        server.port,
+        &UserClaims::new(u.public_key()).encode(&acc, t).unwrap(),
+        &u,
+    );
+    assert_eq!(resp, ["PONG"], "{}", server.log());
+    let su = KeyPair::new_user();
+    let (resp, mut admin) = connect(
+        server.port,
+        &UserClaims::new(su.public_key()).encode(&sys, t).unwrap(),
+        &su,
+    );
+    assert_eq!(resp, ["PONG"], "{}", server.log());
+    let mut revoking = acc_claims.clone();
+    revoking.nats.revocations.revoke(u.public_key(), (t + 5) as i64);
+    let new_jwt = revoking.encode(&op, t + 1).unwrap();
+    admin.send(&format!(
+        "SUB _INBOX.upd 1\r\nPUB $SYS.REQ.ACCOUNT.{}.CLAIMS.UPDATE _INBOX.upd {}\r\n{new_jwt}\r\n",
+        acc.public_key(),
+        new_jwt.len()
+    ));
+    let (_, answer) = read_msg(&mut admin);
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    let mut closed = Vec::new();
+    loop {
+        let l = user.line();
+        if l.is_empty() {
+            break;
+        }
+        if !l.starts_with("INFO ") {
+            closed.push(l);
+        }
+    }
+    let data = &answer["data"];
+    assert_eq!(data["account"], acc.public_key());
+    (closed, format!("{} {}", data["code"], data["message"]))
+}
+
+#[test]
+fn pushed_revocation_closes_like_the_reference() {
+    let want = revocation_pushed(&reference_server().unwrap(), &[]);
+    assert_eq!(want.0, ["-ERR 'User Authentication Revoked'"]);
+    for r in common::reactor_flags() {
+        let got = revocation_pushed(&PathBuf::from(common::bin()), &["--shards", "3", "--reactor", r]);
+        assert_eq!(got, want, "{r}");
+    }
+}

@@ -9,14 +9,18 @@
 //!   the one subscriber's `OutBuf`; then, as a reactor does, `drain_wakeups()` and
 //!   `written()` of the subscriber's whole `output()`. Not included: system calls, the
 //!   reactor, copying into or out of socket buffers. `publish_nobody_16B` is the same with
-//!   no subscriber (parse, match an empty interest, count), separating out delivery.
+//!   no subscriber (parse, match an empty interest, count), separating out delivery;
+//!   `publish_perms_16B` is `publish_16B` with publish and subscribe permissions on both
+//!   connections (the permission check and the delivery filter on the path).
 //!
 //! Per element: one published message.
 
 use super::parse::{frames, pub_frame, LIMITS};
 use criterion::{black_box, Criterion, Throughput};
+use rnats::auth::users::{ConfigAuthenticator, PasswordUser, UserDirectory};
 use rnats::core::client::ConnKey;
 use rnats::core::config::CoreConfig;
+use rnats::core::perms::{PermSpec, SubjectPerm};
 use rnats::core::shard::{NoMesh, ShardCore};
 use rnats::core::stats::Shared;
 use rnats::core::sublist::Sublist;
@@ -33,13 +37,42 @@ struct OneShard {
 }
 
 impl OneShard {
-    fn new(subscribe: bool) -> OneShard {
-        let cfg = Arc::new(CoreConfig::default());
+    /// With `perms`, both connections log in as a user with publish and subscribe
+    /// permissions (`allow: foo.>`, `deny: foo.secret`), as the perf lab's `perms`.
+    fn new(subscribe: bool, perms: bool) -> OneShard {
+        let mut cfg = CoreConfig::default();
+        if perms {
+            let side = || SubjectPerm {
+                allow: Some(vec!["foo.>".into()]),
+                deny: vec!["foo.secret".into()],
+            };
+            let mut dir = UserDirectory::default();
+            dir.users.insert(
+                "u".into(),
+                PasswordUser {
+                    name: "u".into(),
+                    password: "p".into(),
+                    account: rnats::core::accounts::GLOBAL,
+                    permissions: Some(PermSpec {
+                        publish: Some(side()),
+                        subscribe: Some(side()),
+                        response: None,
+                    }),
+                    conn_types: Vec::new(),
+                },
+            );
+            cfg.authenticator = Arc::new(ConfigAuthenticator::new(dir));
+        }
+        let cfg = Arc::new(cfg);
         let shared = Arc::new(Shared::new(1));
         let mut core = ShardCore::new(0, 1, cfg, shared, Box::new(NoMesh));
         let now = Instant::now();
         let peer: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 40000));
-        let connect = br#"CONNECT {"verbose":false,"pedantic":false}"#;
+        let connect: &[u8] = if perms {
+            br#"CONNECT {"verbose":false,"pedantic":false,"user":"u","pass":"p"}"#
+        } else {
+            br#"CONNECT {"verbose":false,"pedantic":false}"#
+        };
         let mut conn = |extra: &[u8]| {
             let k = core.accept(peer, now);
             let mut line = connect.to_vec();
@@ -115,13 +148,14 @@ pub fn bench(c: &mut Criterion) {
 
     // The whole sans-IO publish path. Buffers stay under 64 KiB, a typical read, and so
     // does the subscriber's output (the size `OutBuf` keeps between flushes).
-    for (name, payload, n, subscribe) in [
-        ("publish_16B", 16, 1000, true),
-        ("publish_1KiB", 1024, 56, true),
-        ("publish_nobody_16B", 16, 1000, false),
+    for (name, payload, n, subscribe, perms) in [
+        ("publish_16B", 16, 1000, true, false),
+        ("publish_perms_16B", 16, 1000, true, true),
+        ("publish_1KiB", 1024, 56, true, false),
+        ("publish_nobody_16B", 16, 1000, false, false),
     ] {
         let buf = frames(&pub_frame("foo.bar", payload), n);
-        let mut shard = OneShard::new(subscribe);
+        let mut shard = OneShard::new(subscribe, perms);
         let now = Instant::now();
         let out = shard.step(&buf, now);
         let frame = format!("MSG foo.bar 1 {payload}\r\n").len() + payload + 2;

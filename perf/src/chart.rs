@@ -30,7 +30,7 @@ pub fn draw(report: &CompareReport, path: &Path) -> Result<(), Box<dyn std::erro
         .iter()
         .map(|s| {
             let (metric, head, cpu) = advantages(s);
-            (format!("{} ({metric})", s.scenario.name()), head, cpu)
+            (format!("{} ({metric})", s.display_name()), head, cpu)
         })
         .collect();
     let n = rows.len().max(1);

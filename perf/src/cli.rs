@@ -41,11 +41,23 @@ pub enum Cmd {
     /// Connections opened and closed per second (--pubs threads, --msgs connections);
     /// full TLS handshakes with --transport tls.
     Handshakes(RunArgs),
+    /// `pubsub` on `foo.bench` as a user with publish and subscribe permissions (allow `foo.>`,
+    /// deny `foo.secret`), between two runs as a plain user, on the lab's auth config.
+    Perms(RunArgs),
+    /// Request/reply through a service import (requesters in account B, responders in A),
+    /// between two same-account runs, on the lab's auth config.
+    Import(RunArgs),
     /// Every scenario (or --scenarios) one after the other against one target.
     All(AllArgs),
     /// Start two servers (A = rnats, B = nats-server by default) and compare them scenario by
     /// scenario, alternating A B A B over several rounds; writes JSON and SVG to --out.
     Compare(CompareArgs),
+    /// `compare` of the auth scenarios (`perms`, `import`) at every payload size of --sizes,
+    /// then a check of their targets (issue 8).
+    CompareAuth(CompareAuthArgs),
+    /// Write the server config file of `perms` and `import` (to FILE, or stdout), for a server
+    /// started by hand; servers the lab starts get it automatically.
+    AuthConfig(AuthConfigArgs),
 }
 
 /// Which server to load.
@@ -101,6 +113,36 @@ pub struct AllArgs {
 /// Arguments of `compare`.
 #[derive(Debug, Clone, Args)]
 pub struct CompareArgs {
+    #[command(flatten)]
+    pub sides: SidesArgs,
+    /// Scenarios to compare (comma-separated; default: all but monpoll, perms and import).
+    #[arg(long, value_delimiter = ',')]
+    pub scenarios: Vec<Scenario>,
+}
+
+/// Arguments of `compare-auth`.
+#[derive(Debug, Clone, Args)]
+pub struct CompareAuthArgs {
+    #[command(flatten)]
+    pub sides: SidesArgs,
+    /// Scenarios to compare (comma-separated; default: perms,import).
+    #[arg(long, value_delimiter = ',')]
+    pub scenarios: Vec<Scenario>,
+    /// Payload sizes: every scenario runs at each (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "16,1024")]
+    pub sizes: Vec<usize>,
+}
+
+/// Arguments of `auth-config`.
+#[derive(Debug, Clone, Args)]
+pub struct AuthConfigArgs {
+    /// Where to write the file (default: stdout).
+    pub file: Option<PathBuf>,
+}
+
+/// The two servers and the rounds, shared by `compare` and `compare-auth`.
+#[derive(Debug, Clone, Args)]
+pub struct SidesArgs {
     /// Server A (default: the rnats release binary in $CARGO_TARGET_DIR or target/).
     #[arg(long, value_name = "PATH")]
     pub a: Option<PathBuf>,
@@ -123,15 +165,12 @@ pub struct CompareArgs {
     /// Rounds (each runs A then B on fresh servers).
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
-    /// Scenarios to compare (comma-separated; default: all).
-    #[arg(long, value_delimiter = ',')]
-    pub scenarios: Vec<Scenario>,
     /// Multiply every scenario's default message count (e.g. 0.1 for a quick run).
     #[arg(long, default_value_t = 1.0)]
     pub scale: f64,
     #[command(flatten)]
     pub params: ParamArgs,
-    /// Folder for compare.json and compare.svg (default: perf/out/).
+    /// Folder for compare.json and compare.svg (default: perf/out/, compare-auth: perf/out/auth/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Seconds to wait for a server's greeting.
@@ -179,6 +218,26 @@ mod tests {
             panic!("not compare")
         };
         assert_eq!(c.scenarios, vec![Scenario::Pub, Scenario::Reqrep]);
-        assert_eq!(split_args(c.a_args.as_deref()), ["--shards", "1", "--reactor", "mio"]);
+        assert_eq!(
+            split_args(c.sides.a_args.as_deref()),
+            ["--shards", "1", "--reactor", "mio"]
+        );
+    }
+
+    #[test]
+    fn parses_compare_auth() {
+        let cli = Cli::try_parse_from(["rnats-perf", "compare-auth", "--rounds", "1", "--scale", "0.01"]).unwrap();
+        let Cmd::CompareAuth(c) = cli.command else {
+            panic!("not compare-auth")
+        };
+        assert_eq!(c.sizes, [16, 1024]);
+        assert!(c.scenarios.is_empty());
+        assert_eq!(c.sides.rounds, 1);
+        let cli =
+            Cli::try_parse_from(["rnats-perf", "compare-auth", "--sizes", "64", "--scenarios", "import"]).unwrap();
+        let Cmd::CompareAuth(c) = cli.command else {
+            panic!("not compare-auth")
+        };
+        assert_eq!((c.sizes, c.scenarios), (vec![64], vec![Scenario::Import]));
     }
 }

@@ -8,6 +8,8 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::{PerfError, Result};
 use crate::proto::{parse_frame, Frame, ParseError};
 use crate::transport::{self, Stream};
@@ -21,9 +23,37 @@ const READ_BUF: usize = 1 << 20;
 /// Largest frame we are willing to buffer.
 const MAX_READ_BUF: usize = 64 << 20;
 
-/// The `CONNECT` every connection sends (protocol.md §5).
-pub const CONNECT: &[u8] =
-    b"CONNECT {\"verbose\":false,\"pedantic\":false,\"headers\":true,\"no_responders\":true,\"protocol\":1,\"name\":\"rnats-perf\"}\r\n";
+/// The options of the `CONNECT` every connection sends (protocol.md §5), without the braces.
+const CONNECT_OPTIONS: &str =
+    r#""verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1,"name":"rnats-perf""#;
+
+/// A user and password sent in `CONNECT` (`"user"`, `"pass"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Credentials {
+    pub user: String,
+    pub pass: String,
+}
+
+impl Credentials {
+    /// Credentials from string slices.
+    pub fn new(user: &str, pass: &str) -> Credentials {
+        Credentials {
+            user: user.to_string(),
+            pass: pass.to_string(),
+        }
+    }
+}
+
+/// The `CONNECT` line, with `login` when given (JSON-escaped).
+pub fn connect_line(login: Option<&Credentials>) -> Vec<u8> {
+    let mut line = format!("CONNECT {{{CONNECT_OPTIONS}");
+    if let Some(c) = login {
+        let quote = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into());
+        line.push_str(&format!(",\"user\":{},\"pass\":{}", quote(&c.user), quote(&c.pass)));
+    }
+    line.push_str("}\r\n");
+    line.into_bytes()
+}
 
 /// One client connection.
 pub struct Conn {
@@ -38,15 +68,26 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// Opens the TCP connection and sends `CONNECT`, then `setup` (e.g. `SUB` lines), then
-    /// `PING`, without waiting for anything. Finish with [`Conn::finish_handshake`].
-    pub fn start(addr: SocketAddr, timeout: Duration, setup: &[u8]) -> Result<Conn> {
-        Conn::start_with_buffer(addr, timeout, setup, READ_BUF)
+    /// Opens the TCP connection and sends `CONNECT` (with `login`'s user and password when
+    /// given), then `setup` (e.g. `SUB` lines), then `PING`, without waiting for anything.
+    /// Finish with [`Conn::finish_handshake`].
+    pub fn start_as(addr: SocketAddr, timeout: Duration, login: Option<&Credentials>, setup: &[u8]) -> Result<Conn> {
+        Conn::open(addr, timeout, login, setup, READ_BUF)
     }
 
-    /// [`Conn::start`] with an initial read buffer of `buf_size` bytes (small for the many
+    /// [`Conn::start_as`] without a login, with an initial read buffer of `buf_size` bytes (small for the many
     /// idle connections of `conns`).
     pub fn start_with_buffer(addr: SocketAddr, timeout: Duration, setup: &[u8], buf_size: usize) -> Result<Conn> {
+        Conn::open(addr, timeout, None, setup, buf_size)
+    }
+
+    fn open(
+        addr: SocketAddr,
+        timeout: Duration,
+        login: Option<&Credentials>,
+        setup: &[u8],
+        buf_size: usize,
+    ) -> Result<Conn> {
         let (stream, prefix) =
             transport::connect(addr, timeout).map_err(|source| PerfError::Connect { addr, source })?;
         stream.tcp().set_read_timeout(Some(POLL))?;
@@ -61,8 +102,7 @@ impl Conn {
             pongs: 0,
         };
         conn.buf[..prefix.len()].copy_from_slice(&prefix);
-        let mut hello = Vec::with_capacity(CONNECT.len() + setup.len() + 6);
-        hello.extend_from_slice(CONNECT);
+        let mut hello = connect_line(login);
         hello.extend_from_slice(setup);
         hello.extend_from_slice(b"PING\r\n");
         conn.write_all(&hello)?;
@@ -132,9 +172,14 @@ impl Conn {
         )
     }
 
-    /// [`Conn::start`] followed by [`Conn::finish_handshake`].
+    /// [`Conn::start_as`] without a login, followed by [`Conn::finish_handshake`].
     pub fn connect(addr: SocketAddr, timeout: Duration, setup: &[u8]) -> Result<Conn> {
-        let mut conn = Conn::start(addr, timeout, setup)?;
+        Conn::connect_as(addr, timeout, None, setup)
+    }
+
+    /// [`Conn::start_as`] followed by [`Conn::finish_handshake`].
+    pub fn connect_as(addr: SocketAddr, timeout: Duration, login: Option<&Credentials>, setup: &[u8]) -> Result<Conn> {
+        let mut conn = Conn::start_as(addr, timeout, login, setup)?;
         conn.finish_handshake(timeout)?;
         Ok(conn)
     }
@@ -321,6 +366,20 @@ mod tests {
         let err = Conn::connect(addr, Duration::from_millis(300), b"").err().unwrap();
         assert!(matches!(err, PerfError::NotNats { .. }), "{err}");
         assert!(t.elapsed() < Duration::from_secs(2));
+    }
+
+    #[test]
+    fn connect_line_carries_escaped_credentials() {
+        let plain = String::from_utf8(connect_line(None)).unwrap();
+        assert!(plain.starts_with("CONNECT {") && plain.ends_with("}\r\n"), "{plain}");
+        assert!(!plain.contains("\"user\""), "{plain}");
+        let line = connect_line(Some(&Credentials::new("al\"ice", "p\\w")));
+        let line = String::from_utf8(line).unwrap();
+        let json: serde_json::Value = serde_json::from_str(line.strip_prefix("CONNECT ").unwrap().trim_end()).unwrap();
+        assert_eq!(json["user"], "al\"ice");
+        assert_eq!(json["pass"], "p\\w");
+        assert_eq!(json["headers"], true);
+        assert_eq!(json["name"], "rnats-perf");
     }
 
     #[test]

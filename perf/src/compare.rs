@@ -1,7 +1,8 @@
 //! `compare`: two servers (A = rnats, B = the reference nats-server by default), each scenario
 //! run alternately A B A B … over several rounds, each run on a freshly started server on a
 //! free loopback port. Reports the median of every metric per side and the ratio A/B, and
-//! writes `compare.json` and `compare.svg` to the output folder.
+//! writes `compare.json` and `compare.svg` to the output folder. Scenarios on the lab's auth
+//! configuration (`perms`, `import`) get a freshly written config file per server (`-c`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use indicatif::{MultiProgress, ProgressBar};
 use serde::{Deserialize, Serialize};
 
+use crate::authlab::ConfigDir;
 use crate::chart;
 use crate::error::{PerfError, Result};
 use crate::progress;
@@ -57,6 +59,9 @@ impl MetricSummary {
 /// Everything about one scenario.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScenarioSummary {
+    /// How the table and chart name it (the scenario's name, plus the size in `compare-auth`).
+    #[serde(default)]
+    pub label: String,
     pub scenario: Scenario,
     pub params: Params,
     pub metrics: Vec<MetricSummary>,
@@ -64,6 +69,17 @@ pub struct ScenarioSummary {
     pub b_runs: Vec<RunResult>,
     pub a_errors: Vec<String>,
     pub b_errors: Vec<String>,
+}
+
+impl ScenarioSummary {
+    /// The label, or the scenario's name for reports written before labels existed.
+    pub fn display_name(&self) -> &str {
+        if self.label.is_empty() {
+            self.scenario.name()
+        } else {
+            &self.label
+        }
+    }
 }
 
 /// The whole comparison, as written to JSON.
@@ -76,14 +92,44 @@ pub struct CompareReport {
     pub scenarios: Vec<ScenarioSummary>,
 }
 
+/// One entry of the comparison: a scenario with its resolved parameters.
+#[derive(Debug, Clone)]
+pub struct PlanItem {
+    pub label: String,
+    pub scenario: Scenario,
+    pub params: Params,
+}
+
+/// Every scenario with `args` over its defaults and its message count scaled (labels = names).
+pub fn plan(scenarios: &[Scenario], args: &ParamArgs, scale: f64) -> Result<Vec<PlanItem>> {
+    check_scale(scale)?;
+    scenarios
+        .iter()
+        .map(|&s| {
+            Ok(PlanItem {
+                label: s.name().to_string(),
+                scenario: s,
+                params: scaled(s, args, scale)?,
+            })
+        })
+        .collect()
+}
+
+/// Fails unless `scale` is in (0, 100].
+pub fn check_scale(scale: f64) -> Result<()> {
+    if scale > 0.0 && scale <= 100.0 {
+        Ok(())
+    } else {
+        Err(PerfError::Param("--scale must be in (0, 100]".into()))
+    }
+}
+
 /// Options of `compare` (see the CLI).
 pub struct CompareOpts {
     pub a: Side,
     pub b: Side,
     pub rounds: usize,
-    pub scenarios: Vec<Scenario>,
-    pub params: ParamArgs,
-    pub scale: f64,
+    pub plan: Vec<PlanItem>,
     pub out: PathBuf,
     pub quiet: bool,
     pub handshake_timeout: Duration,
@@ -94,13 +140,7 @@ pub fn run(opts: &CompareOpts) -> Result<CompareReport> {
     if opts.rounds == 0 || opts.rounds > 100 {
         return Err(PerfError::Param("--rounds must be in 1..=100".into()));
     }
-    if !(opts.scale > 0.0 && opts.scale <= 100.0) {
-        return Err(PerfError::Param("--scale must be in (0, 100]".into()));
-    }
-    let mut plan = Vec::new();
-    for &s in &opts.scenarios {
-        plan.push((s, scaled(s, &opts.params, opts.scale)?));
-    }
+    let plan = &opts.plan;
     crate::proc::raise_fd_limit();
     let multi = MultiProgress::new();
     if opts.quiet {
@@ -108,24 +148,25 @@ pub fn run(opts: &CompareOpts) -> Result<CompareReport> {
     }
     let overall = multi.add(progress::overall((plan.len() * opts.rounds * 2) as u64));
     let mut scenarios = Vec::new();
-    for (scenario, params) in plan {
+    for item in plan {
+        let (scenario, params) = (item.scenario, &item.params);
         let mut runs: [Vec<RunResult>; 2] = [Vec::new(), Vec::new()];
         let mut errors: [Vec<String>; 2] = [Vec::new(), Vec::new()];
         for round in 0..opts.rounds {
             for (i, side) in [&opts.a, &opts.b].into_iter().enumerate() {
                 overall.set_message(format!(
                     "{} round {}/{} on {}",
-                    scenario.name(),
+                    item.label,
                     round + 1,
                     opts.rounds,
                     side.name
                 ));
                 let bar = multi.add(progress::run_bar(opts.quiet));
-                bar.set_prefix(format!("{} on {}", scenario.name(), side.name));
-                match run_once(scenario, &params, side, &bar, opts.handshake_timeout) {
+                bar.set_prefix(format!("{} on {}", item.label, side.name));
+                match run_once(scenario, params, side, &bar, opts.handshake_timeout) {
                     Ok(r) => runs[i].push(r),
                     Err(e) => {
-                        let _ = multi.println(format!("{} on {}: {e}", scenario.name(), side.name));
+                        let _ = multi.println(format!("{} on {}: {e}", item.label, side.name));
                         errors[i].push(e.to_string());
                     }
                 }
@@ -138,8 +179,9 @@ pub fn run(opts: &CompareOpts) -> Result<CompareReport> {
         let [a_errors, b_errors] = errors;
         let metrics = summarize(&a_runs, &b_runs);
         scenarios.push(ScenarioSummary {
+            label: item.label.clone(),
             scenario,
-            params,
+            params: params.clone(),
             metrics,
             a_runs,
             b_runs,
@@ -182,7 +224,13 @@ fn run_once(
     bar: &ProgressBar,
     timeout: Duration,
 ) -> Result<RunResult> {
-    let mut target = Target::start(&side.bin, &side.args)?;
+    // The config folder lives until the server is stopped.
+    let config = scenario.auth_config().then(ConfigDir::write).transpose()?;
+    let mut args = side.args.clone();
+    if let Some(c) = &config {
+        args.extend(c.server_args()?);
+    }
+    let mut target = Target::start(&side.bin, &args, scenario.login().as_ref())?;
     let ctx = Ctx {
         addr: target.addr,
         pid: target.pid,
@@ -252,7 +300,7 @@ pub fn render(report: &CompareReport) -> String {
             };
             rows.push(vec![
                 if i == 0 {
-                    s.scenario.name().to_string()
+                    s.display_name().to_string()
                 } else {
                     String::new()
                 },
@@ -297,11 +345,18 @@ pub fn render(report: &CompareReport) -> String {
         table(&header, 2, &rows)
     );
     out.push_str("parameters:\n");
+    let width = report
+        .scenarios
+        .iter()
+        .map(|s| s.display_name().chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(9);
     for s in &report.scenarios {
         let p = &s.params;
         out.push_str(&format!(
-            "  {:<9} size={} msgs={} pubs={} subs={}{}\n",
-            s.scenario.name(),
+            "  {:<width$} size={} msgs={} pubs={} subs={}{}\n",
+            s.display_name(),
             p.size,
             p.msgs,
             p.pubs,
@@ -463,6 +518,7 @@ mod tests {
             rounds: 3,
             unix_time: 0,
             scenarios: vec![ScenarioSummary {
+                label: "pub".into(),
                 scenario: Scenario::Pub,
                 params: a[0].params.clone(),
                 metrics: m,

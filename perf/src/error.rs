@@ -48,6 +48,11 @@ pub enum PerfError {
     #[error("server {bin}: {reason}")]
     ServerProcess { bin: PathBuf, reason: String },
 
+    /// The server does not behave as the scenario's configuration says it must (e.g. the auth
+    /// scenarios against a server without the lab's auth config).
+    #[error("server configuration check failed: {0}")]
+    Config(String),
+
     /// A scenario parameter is out of range.
     #[error("invalid parameter: {0}")]
     Param(String),

@@ -15,14 +15,18 @@
 //! | [`stats`] | median, ratio, spread, balance |
 //! | [`report`] | results, per-scenario metrics, text tables |
 //! | [`compare`] | A/B comparison over rounds, JSON output |
+//! | [`compare_auth`] | `compare-auth`: the auth scenarios at several sizes, and their targets |
+//! | [`authlab`] | the auth scenarios' server config (users, permissions, accounts, import) |
 //! | [`chart`] | the comparison's SVG chart |
 //! | [`progress`] | progress bars |
 //! | [`error`] | the error type |
 
+mod authlab;
 mod chart;
 mod cli;
 mod client;
 mod compare;
+mod compare_auth;
 mod error;
 mod proc;
 mod progress;
@@ -39,7 +43,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::cli::{split_args, Cli, Cmd, TargetArgs};
+use crate::cli::{split_args, Cli, Cmd, SidesArgs, TargetArgs};
 use crate::error::{PerfError, Result};
 use crate::report::{render_run, RunResult};
 use crate::scenarios::{Ctx, ParamArgs, Scenario};
@@ -72,9 +76,13 @@ fn run(cmd: Cmd) -> Result<bool> {
         | Cmd::Conns(a)
         | Cmd::Subjects(a)
         | Cmd::Monpoll(a)
-        | Cmd::Handshakes(a) => a.params.transport,
+        | Cmd::Handshakes(a)
+        | Cmd::Perms(a)
+        | Cmd::Import(a) => a.params.transport,
         Cmd::All(a) => a.params.transport,
-        Cmd::Compare(c) => c.params.transport,
+        Cmd::Compare(c) => c.sides.params.transport,
+        Cmd::CompareAuth(c) => c.sides.params.transport,
+        Cmd::AuthConfig(_) => transport::Transport::Tcp,
     };
     transport::set(t);
     let single = |s: Scenario, a: cli::RunArgs| run_scenarios(&[s], &a.target, &a.params, 1.0);
@@ -89,6 +97,15 @@ fn run(cmd: Cmd) -> Result<bool> {
         Cmd::Subjects(a) => single(Scenario::Subjects, a),
         Cmd::Monpoll(a) => single(Scenario::Monpoll, a),
         Cmd::Handshakes(a) => single(Scenario::Handshakes, a),
+        Cmd::Perms(a) => single(Scenario::Perms, a),
+        Cmd::Import(a) => single(Scenario::Import, a),
+        Cmd::AuthConfig(a) => {
+            match &a.file {
+                Some(path) => authlab::write_to(path)?,
+                None => print!("{}", authlab::config_text()),
+            }
+            Ok(true)
+        }
         Cmd::All(a) => {
             let list = if a.scenarios.is_empty() {
                 Scenario::ALL.to_vec()
@@ -98,46 +115,64 @@ fn run(cmd: Cmd) -> Result<bool> {
             run_scenarios(&list, &a.target, &a.params, a.scale)
         }
         Cmd::Compare(c) => {
-            let opts = compare::CompareOpts {
-                a: compare::Side {
-                    name: c.a_name,
-                    bin: match c.a {
-                        Some(p) => p,
-                        None => compare::default_rnats()?,
-                    },
-                    args: split_args(c.a_args.as_deref()),
-                },
-                b: compare::Side {
-                    name: c.b_name,
-                    bin: match c.b {
-                        Some(p) => p,
-                        None => compare::default_reference()?,
-                    },
-                    args: split_args(c.b_args.as_deref()),
-                },
-                rounds: c.rounds,
-                scenarios: if c.scenarios.is_empty() {
-                    Scenario::ALL.to_vec()
-                } else {
-                    c.scenarios
-                },
-                params: c.params,
-                scale: c.scale,
-                out: c
-                    .out
-                    .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("out")),
-                quiet: c.quiet,
-                handshake_timeout: timeout(c.handshake_timeout)?,
+            let list = if c.scenarios.is_empty() {
+                Scenario::ALL.to_vec()
+            } else {
+                c.scenarios
             };
-            let report = compare::run(&opts)?;
-            let all_ok = report.scenarios.iter().all(|s| {
-                s.a_errors.is_empty()
-                    && s.b_errors.is_empty()
-                    && s.a_runs.iter().chain(&s.b_runs).all(|r: &RunResult| r.complete)
-            });
-            Ok(all_ok)
+            let plan = compare::plan(&list, &c.sides.params, c.sides.scale)?;
+            let report = compare::run(&compare_opts(c.sides, plan, "out")?)?;
+            Ok(report_ok(&report))
+        }
+        Cmd::CompareAuth(c) => {
+            let list = if c.scenarios.is_empty() {
+                compare_auth::SCENARIOS.to_vec()
+            } else {
+                c.scenarios
+            };
+            let plan = compare_auth::plan(&list, &c.sizes, &c.sides.params, c.sides.scale)?;
+            let report = compare::run(&compare_opts(c.sides, plan, "out/auth")?)?;
+            let checks = compare_auth::targets(&report);
+            println!("{}", compare_auth::render_targets(&report, &checks));
+            Ok(report_ok(&report))
         }
     }
+}
+
+/// The comparison's options; `out` is the default output folder inside this crate.
+fn compare_opts(c: SidesArgs, plan: Vec<compare::PlanItem>, out: &str) -> Result<compare::CompareOpts> {
+    Ok(compare::CompareOpts {
+        a: compare::Side {
+            name: c.a_name,
+            bin: match c.a {
+                Some(p) => p,
+                None => compare::default_rnats()?,
+            },
+            args: split_args(c.a_args.as_deref()),
+        },
+        b: compare::Side {
+            name: c.b_name,
+            bin: match c.b {
+                Some(p) => p,
+                None => compare::default_reference()?,
+            },
+            args: split_args(c.b_args.as_deref()),
+        },
+        rounds: c.rounds,
+        plan,
+        out: c.out.unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(out)),
+        quiet: c.quiet,
+        handshake_timeout: timeout(c.handshake_timeout)?,
+    })
+}
+
+/// Whether every run of the comparison succeeded and was complete.
+fn report_ok(report: &compare::CompareReport) -> bool {
+    report.scenarios.iter().all(|s| {
+        s.a_errors.is_empty()
+            && s.b_errors.is_empty()
+            && s.a_runs.iter().chain(&s.b_runs).all(|r: &RunResult| r.complete)
+    })
 }
 
 fn timeout(secs: f64) -> Result<Duration> {
@@ -159,10 +194,29 @@ fn run_scenarios(list: &[Scenario], t: &TargetArgs, params: &ParamArgs, scale: f
     for &s in list {
         resolved.push((s, compare::scaled(s, params, scale)?));
     }
+    // The auth scenarios need the lab's config on the server; the others need a server
+    // without authentication, so one target cannot serve both.
+    let auth = list.iter().any(|s| s.auth_config());
+    if auth && list.iter().any(|s| !s.auth_config()) {
+        return Err(PerfError::Param(
+            "perms and import run on the lab's auth config: run them apart from the other scenarios".into(),
+        ));
+    }
     proc::raise_fd_limit();
     let handshake_timeout = timeout(t.handshake_timeout)?;
+    // With --server, the config folder lives as long as the server (declared first, dropped last).
+    let config = (auth && t.server.is_some())
+        .then(authlab::ConfigDir::write)
+        .transpose()?;
     let mut target = match &t.server {
-        Some(bin) => Target::start(bin, &split_args(t.server_args.as_deref()))?,
+        Some(bin) => {
+            let mut args = split_args(t.server_args.as_deref());
+            if let Some(c) = &config {
+                args.extend(c.server_args()?);
+            }
+            let login = list.first().and_then(|s| s.login());
+            Target::start(bin, &args, login.as_ref())?
+        }
         None => Target::external(&t.url, t.pid)?,
     };
     let mut results = Vec::new();

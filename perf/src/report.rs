@@ -72,6 +72,27 @@ pub struct MonitorStats {
     pub idle_conns: usize,
 }
 
+/// `perms` and `import` specifics: the measured configuration against its baseline, both on
+/// the same server in the same run (baseline, measured, baseline; the result's top-level
+/// numbers are the measured run's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairStats {
+    /// The baseline configuration.
+    pub baseline: String,
+    /// msgs/s (`perms`) or requests/s (`import`) of each baseline run.
+    pub baseline_runs: Vec<f64>,
+    /// Their mean.
+    pub baseline_rate: f64,
+    /// Measured rate / baseline rate.
+    pub rate_ratio: f64,
+    /// `import`: round-trip latency over both baseline runs (one histogram).
+    pub baseline_latency_us: Option<Latency>,
+    /// `import`: measured p99 / baseline p99.
+    pub p99_ratio: Option<f64>,
+    /// What was verified on the server before measuring.
+    pub checks: Vec<String>,
+}
+
 /// One scenario run against one server.
 ///
 /// `msgs` is the count the rates are based on: published messages for `pub` and `subjects`,
@@ -100,6 +121,8 @@ pub struct RunResult {
     pub server: Option<ServerStats>,
     #[serde(default)]
     pub monitor: Option<MonitorStats>,
+    #[serde(default)]
+    pub pair: Option<PairStats>,
 }
 
 /// Which direction of a metric is an improvement.
@@ -154,6 +177,27 @@ impl RunResult {
                     s.and_then(|s| s.rss_kb_subscribed).map(|kb| kb as f64 / 1024.0),
                     Better::Lower,
                 );
+            }
+            Scenario::Perms => {
+                let s = self.pair.as_ref();
+                push("msgs/s perms", Some(self.msgs_per_s), Better::Higher);
+                push("msgs/s plain", s.map(|s| s.baseline_rate), Better::Higher);
+                push("perms/plain", s.map(|s| s.rate_ratio), Better::Higher);
+            }
+            Scenario::Import => {
+                let l = self.latency_us.as_ref();
+                let s = self.pair.as_ref();
+                let b = s.and_then(|s| s.baseline_latency_us.as_ref());
+                push("p99 us import", l.map(|l| l.p99), Better::Lower);
+                push("p99 us same-acct", b.map(|b| b.p99), Better::Lower);
+                push("p99 import/same", s.and_then(|s| s.p99_ratio), Better::Lower);
+                push("p50 us import", l.map(|l| l.p50), Better::Lower);
+                push("p50 us same-acct", b.map(|b| b.p50), Better::Lower);
+                push("p90 us import", l.map(|l| l.p90), Better::Lower);
+                push("p90 us same-acct", b.map(|b| b.p90), Better::Lower);
+                push("req/s import", Some(self.msgs_per_s), Better::Higher);
+                push("req/s same-acct", s.map(|s| s.baseline_rate), Better::Higher);
+                push("req/s import/same", s.map(|s| s.rate_ratio), Better::Higher);
             }
             Scenario::Monpoll => {
                 let s = self.monitor.as_ref();
@@ -297,6 +341,19 @@ pub fn render_run(r: &RunResult) -> String {
             "  {} idle connections; {} monitoring requests ({} failed), /connz?subs=1 {} bytes; unpolled runs {:?}\n",
             m.idle_conns, m.polls, m.poll_errors, m.connz_bytes, m.baseline_runs
         ));
+    }
+    if let Some(pair) = &r.pair {
+        let rates: Vec<String> = pair.baseline_runs.iter().map(|v| fmt_num(*v)).collect();
+        out.push_str(&format!(
+            "  baseline ({}) runs: [{}]/s; measured/baseline {:.3}{}\n",
+            pair.baseline,
+            rates.join(", "),
+            pair.rate_ratio,
+            pair.p99_ratio.map_or(String::new(), |p| format!(", p99 {p:.3}"))
+        ));
+        for c in &pair.checks {
+            out.push_str(&format!("  checked: {c}\n"));
+        }
     }
     if let Some(s) = &r.server {
         out.push_str(&format!(

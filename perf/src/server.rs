@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::client::Conn;
+use crate::client::{Conn, Credentials};
 use crate::error::{PerfError, Result};
 
 /// How long a started server gets to accept its first client.
@@ -54,12 +54,14 @@ pub struct ServerProcess {
     addr: SocketAddr,
     bin: PathBuf,
     log: PathBuf,
+    /// Who the readiness check logs in as (servers whose config requires authentication).
+    login: Option<Credentials>,
 }
 
 impl ServerProcess {
     /// Starts `bin -a 127.0.0.1 -p <free port> <extra...>` and waits until it completes a NATS
-    /// handshake.
-    pub fn start(bin: &Path, extra: &[String]) -> Result<ServerProcess> {
+    /// handshake, logged in as `login` when given.
+    pub fn start(bin: &Path, extra: &[String], login: Option<&Credentials>) -> Result<ServerProcess> {
         let fail = |reason: String| PerfError::ServerProcess {
             bin: bin.to_path_buf(),
             reason,
@@ -70,7 +72,21 @@ impl ServerProcess {
         let port = free_port()?;
         let mut addr = SocketAddr::from(([127, 0, 0, 1], port));
         let mut extra = extra.to_vec();
-        if let Some((args, ws)) = crate::transport::server_args(free_port()?)? {
+        // A configuration given already (`-c <file>`) is included by the transport's.
+        let given = extra
+            .iter()
+            .position(|a| a == "-c")
+            .and_then(|i| extra.get(i + 1).cloned());
+        let include = given.as_deref().map(|f| {
+            std::path::Path::new(f)
+                .canonicalize()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| f.to_string())
+        });
+        if let Some((args, ws)) = crate::transport::server_args(free_port()?, include.as_deref())? {
+            if let Some(i) = extra.iter().position(|a| a == "-c") {
+                extra.drain(i..(i + 2).min(extra.len()));
+            }
             extra.extend(args);
             if let Some(ws) = ws {
                 addr = SocketAddr::from(([127, 0, 0, 1], ws));
@@ -92,6 +108,7 @@ impl ServerProcess {
             addr,
             bin: bin.to_path_buf(),
             log,
+            login: login.cloned(),
         };
         server.wait_ready()?;
         Ok(server)
@@ -101,7 +118,7 @@ impl ServerProcess {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             self.check_alive()?;
-            match Conn::connect(self.addr, Duration::from_secs(2), b"") {
+            match Conn::connect_as(self.addr, Duration::from_secs(2), self.login.as_ref(), b"") {
                 Ok(_) => return Ok(()),
                 Err(PerfError::Connect { .. }) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
                 Err(e) => {
@@ -195,9 +212,9 @@ pub struct Target {
 }
 
 impl Target {
-    /// A server started by us.
-    pub fn start(bin: &Path, extra: &[String]) -> Result<Target> {
-        let p = ServerProcess::start(bin, extra)?;
+    /// A server started by us (see [`ServerProcess::start`]).
+    pub fn start(bin: &Path, extra: &[String], login: Option<&Credentials>) -> Result<Target> {
+        let p = ServerProcess::start(bin, extra, login)?;
         Ok(Target {
             addr: p.addr(),
             pid: p.pid(),
@@ -235,7 +252,7 @@ mod tests {
 
     #[test]
     fn missing_binary_is_a_clear_error() {
-        let err = ServerProcess::start(Path::new("/nonexistent/server"), &[])
+        let err = ServerProcess::start(Path::new("/nonexistent/server"), &[], None)
             .err()
             .unwrap();
         assert!(err.to_string().contains("no such file"), "{err}");

@@ -340,7 +340,9 @@ impl<S: Read + Write> Write for Ws<S> {
 /// A self-signed certificate for `localhost` and a configuration turning the current
 /// transport on, written once per process; the extra server arguments (`-c <file>`) and
 /// the port clients connect to (the WebSocket port, or `None` for the client port).
-pub fn server_args(ws_port: u16) -> io::Result<Option<(Vec<String>, Option<u16>)>> {
+/// A configuration file already in the arguments (`-c <file>`, the lab's auth setup) is
+/// included from the generated one.
+pub fn server_args(ws_port: u16, include: Option<&str>) -> io::Result<Option<(Vec<String>, Option<u16>)>> {
     let t = current();
     if t == Transport::Tcp {
         return Ok(None);
@@ -366,6 +368,10 @@ pub fn server_args(ws_port: u16) -> io::Result<Option<(Vec<String>, Option<u16>)
         Transport::Tls => format!("{tls}\n"),
         Transport::Ws => format!("websocket {{ listen: \"127.0.0.1:{ws_port}\", no_tls: true }}\n"),
         Transport::Wss => format!("websocket {{ listen: \"127.0.0.1:{ws_port}\", {tls} }}\n"),
+    };
+    let text = match include {
+        Some(f) => format!("include {f:?}\n{text}"),
+        None => text,
     };
     let conf = dir.join(format!("{ws_port}.conf"));
     std::fs::write(&conf, text)?;

@@ -1,10 +1,12 @@
 //! End-to-end checks of the `rnats-perf` binary against the reference nats-server: every
 //! scenario briefly (tiny counts), `compare` (reference against itself), and the refusals
-//! (non-NATS port, non-loopback target).
+//! (non-NATS port, non-loopback target); and the auth scenarios (`perms`, `import`,
+//! `compare-auth`, `auth-config`) briefly against rnats (and the reference when present).
 //!
 //! The reference binary comes from `$NATS_REFERENCE_SERVER`, else from
-//! the repository's `tools/reference-server` (which downloads it on first use); without
-//! either the server tests are skipped with a message.
+//! the repository's `tools/reference-server` (which downloads it on first use); the rnats
+//! binary from `$RNATS_BIN`, else the `rnats` built in this target folder (`cargo build -p
+//! rnats`, debug or release). Without them the server tests are skipped with a message.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -24,6 +26,19 @@ fn reference() -> Option<PathBuf> {
     let out = Command::new(script).stderr(Stdio::null()).output().ok()?;
     let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     (out.status.success() && path.is_file()).then_some(path)
+}
+
+fn rnats() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("RNATS_BIN") {
+        return Some(PathBuf::from(p)).filter(|p| p.is_file());
+    }
+    // The test runs from <target>/<profile>/deps/.
+    let exe = std::env::current_exe().ok()?;
+    let target = exe.parent()?.parent()?.parent()?;
+    ["debug", "release"]
+        .iter()
+        .map(|profile| target.join(profile).join("rnats"))
+        .find(|p| p.is_file())
 }
 
 struct Server {
@@ -209,4 +224,147 @@ fn non_loopback_targets_are_refused() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("refusing non-loopback target"), "{err}");
+}
+
+fn json_file(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn number(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// `perms` and `import` against one server binary the lab starts (with its auth config).
+fn auth_scenarios_against(name: &str, bin: &Path, dir: &Path) {
+    let bin = bin.to_str().unwrap();
+    let cases: &[(&str, &[&str])] = &[
+        ("perms", &["--msgs", "20000", "--size", "16"]),
+        ("import", &["--msgs", "300", "--size", "1024"]),
+    ];
+    for (scenario, extra) in cases {
+        let json = dir.join(format!("{name}-{scenario}.json"));
+        let mut args = vec![*scenario, "--server", bin, "--quiet", "--duration", "10"];
+        args.extend_from_slice(&["--json", json.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let out = perf(&args);
+        assert!(out.status.success(), "{name} {scenario}: {}", show(&out));
+        let r = &json_file(&json)[0];
+        assert_eq!(r["scenario"], *scenario);
+        assert_eq!(r["complete"], true, "{name} {scenario}: {r:#}");
+        assert_eq!(r["delivered"], r["expected"], "{name} {scenario}");
+        let pair = &r["pair"];
+        let runs = pair["baseline_runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{name} {scenario}: two baseline runs");
+        assert!(runs.iter().all(|v| number(v) > 0.0), "{name} {scenario}: {pair:#}");
+        // Sane, not a target: the same flow as another user cannot differ by 10x.
+        let ratio = number(&pair["rate_ratio"]);
+        assert!((0.1..10.0).contains(&ratio), "{name} {scenario}: ratio {ratio}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("checked: "), "{stdout}");
+        match *scenario {
+            "perms" => {
+                assert_eq!(r["published"], 20000);
+                assert_eq!(pair["checks"].as_array().unwrap().len(), 3);
+                assert_eq!(pair["baseline"], "plain user");
+            }
+            _ => {
+                assert_eq!(r["delivered"], 300);
+                assert_eq!(pair["baseline"], "same account");
+                for l in [&r["latency_us"], &pair["baseline_latency_us"]] {
+                    let (p50, p90, p99) = (number(&l["p50"]), number(&l["p90"]), number(&l["p99"]));
+                    assert!(0.0 < p50 && p50 <= p90 && p90 <= p99, "{name}: {l:#}");
+                }
+                let p99 = number(&pair["p99_ratio"]);
+                let want = number(&r["latency_us"]["p99"]) / number(&pair["baseline_latency_us"]["p99"]);
+                assert!((p99 - want).abs() < 1e-9, "{name}: p99 ratio {p99} vs {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn auth_scenarios_briefly_against_rnats() {
+    let Some(rnats) = rnats() else {
+        eprintln!("SKIPPED: rnats binary not found (cargo build -p rnats, or set RNATS_BIN)");
+        return;
+    };
+    let dir = tmp("auth");
+    // The written config is valid for both servers.
+    let conf = dir.join("auth.conf");
+    let out = perf(&["auth-config", conf.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", show(&out));
+    let reference = reference();
+    for bin in std::iter::once(&rnats).chain(reference.as_ref()) {
+        let check = Command::new(bin)
+            .args(["-t", "-c", conf.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(check.status.success(), "{}: {}", bin.display(), show(&check));
+    }
+    auth_scenarios_against("rnats", &rnats, &dir);
+    if let Some(r) = &reference {
+        auth_scenarios_against("reference", r, &dir);
+    }
+
+    let b = reference.unwrap_or_else(|| rnats.clone());
+    let out_dir = dir.join("compare-auth");
+    let out = perf(&[
+        "compare-auth",
+        "--a",
+        rnats.to_str().unwrap(),
+        "--b",
+        b.to_str().unwrap(),
+        "--rounds",
+        "1",
+        "--msgs",
+        "500",
+        "--quiet",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("targets (issue 8)") && stdout.contains("perms/plain") && stdout.contains("p99 import/same"),
+        "{stdout}"
+    );
+    let report = json_file(&out_dir.join("compare.json"));
+    let labels: Vec<&str> = report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["perms 16B", "perms 1KiB", "import 16B", "import 1KiB"]);
+    for s in report["scenarios"].as_array().unwrap() {
+        assert!(s["a_errors"].as_array().unwrap().is_empty(), "{s:#}");
+        assert_eq!(s["a_runs"][0]["complete"], true, "{s:#}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn auth_scenarios_refuse_a_server_without_the_lab_config() {
+    let Some(bin) = rnats().or_else(reference) else {
+        eprintln!("SKIPPED: no server binary (cargo build -p rnats, or set RNATS_BIN)");
+        return;
+    };
+    let server = Server::start(&bin);
+    let url = format!("127.0.0.1:{}", server.port);
+    for (scenario, want) in [
+        ("perms", "does not enforce the lab's permissions"),
+        ("import", "does not run the lab's accounts"),
+    ] {
+        let out = perf(&[scenario, "--url", &url, "--quiet", "--msgs", "10"]);
+        assert!(!out.status.success(), "{scenario}: {}", show(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{scenario}: {err}");
+    }
+    let out = perf(&["all", "--scenarios", "pub,perms", "--url", &url, "--quiet"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("run them apart"),
+        "{}",
+        show(&out)
+    );
 }

@@ -144,6 +144,8 @@ pub struct Perms {
     sub_deny_entries: Vec<(String, Option<String>)>,
     response: Option<ResponsePerm>,
     pub_cache: FastMap<Box<[u8]>, bool>,
+    /// The last cached decision (checked before the cache).
+    last_pub: Option<(Box<[u8]>, bool)>,
     /// Delivery filter: on once a subscription overlaps a deny entry.
     deny_filter: bool,
     deny_cache: FastMap<DenyKey, bool>,
@@ -185,6 +187,7 @@ impl Perms {
             sub_deny_entries: entries,
             response: spec.response,
             pub_cache: FastMap::default(),
+            last_pub: None,
             deny_filter: false,
             deny_cache: FastMap::default(),
             replies: FastMap::default(),
@@ -209,7 +212,14 @@ impl Perms {
         if !self.checks_publish() {
             return true;
         }
+        // Publishers tend to repeat a subject: one compare instead of hashing it.
+        if let Some((s, v)) = &self.last_pub {
+            if **s == *subject {
+                return *v;
+            }
+        }
         if let Some(&v) = self.pub_cache.get(subject) {
+            self.last_pub = Some((subject.into(), v));
             return v;
         }
         let mut allowed = match &mut self.pub_allow {
@@ -229,6 +239,7 @@ impl Perms {
             prune(&mut self.pub_cache);
         }
         self.pub_cache.insert(subject.into(), allowed);
+        self.last_pub = Some((subject.into(), allowed));
         allowed
     }
 

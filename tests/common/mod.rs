@@ -28,6 +28,16 @@ impl Reactor {
     }
 }
 
+/// The `--reactor` values this build can run (io_uring only with the `uring` feature).
+pub fn reactor_flags() -> Vec<&'static str> {
+    let mut v = Vec::new();
+    if cfg!(all(target_os = "linux", feature = "uring")) {
+        v.push("uring");
+    }
+    v.push("mio");
+    v
+}
+
 /// Run a test body once per reactor: `both_reactors!(name, |r| body(r));`.
 /// Without the `uring` feature only the mio variant exists.
 #[macro_export]

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 
-use crate::client::Conn;
+use crate::client::{Conn, Credentials};
 use crate::error::{PerfError, Result};
 use crate::proc::{self, ProcSample};
 use crate::proto::encode_pub;
@@ -75,6 +75,8 @@ pub struct FlowSpec {
     /// Flow-control window in deliveries (applies only when there are subscribers).
     pub window: u64,
     pub duration: Duration,
+    /// Who every connection (publishers and subscribers) logs in as.
+    pub login: Option<Credentials>,
 }
 
 /// What happened.
@@ -126,7 +128,7 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
     let setup_start = Instant::now();
     let mut subs = Vec::with_capacity(spec.subscribers.len());
     for setup in &spec.subscribers {
-        subs.push(Conn::start(ctx.addr, timeout, setup)?);
+        subs.push(Conn::start_as(ctx.addr, timeout, spec.login.as_ref(), setup)?);
     }
     let setup_timeout = timeout.max(spec.duration);
     for c in &mut subs {
@@ -135,7 +137,7 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
     let setup_elapsed = setup_start.elapsed();
     let mut pubs = Vec::with_capacity(spec.publishers);
     for _ in 0..spec.publishers {
-        pubs.push(Conn::connect(ctx.addr, timeout, b"")?);
+        pubs.push(Conn::connect_as(ctx.addr, timeout, spec.login.as_ref(), b"")?);
     }
     ctx.bar.set_message(if spec.subscribers.is_empty() {
         "publishing"

@@ -11,17 +11,22 @@
 //! | `conns` | [`conns`] | K idle connections with a subscription each, then a wildcard fan-out |
 //! | `subjects` | [`subjects`] | 100k mixed literal/`*`/`>` subscriptions, random publishes |
 //! | `monpoll` | [`monpoll`] | `pubsub` with K idle connections, with and without `/connz?subs=1` and `/metrics` polled |
+//! | `perms` | [`perms`] | `pubsub` as a user with publish/subscribe permissions, against a plain user |
+//! | `import` | [`import`] | request/reply through a service import, against the same account |
 //! | `handshakes` | [`handshakes`] | connections opened and closed per second (full TLS handshakes with `--transport tls`) |
 //!
 //! Every scenario runs over the transport chosen with `--transport` (TCP, TLS, WebSocket,
 //! WebSocket over TLS; see `crate::transport`).
 //!
-//! The publish/subscribe mechanics live in [`flow`].
+//! The publish/subscribe mechanics live in [`flow`]. `perms` and `import` run on the lab's
+//! auth configuration ([`crate::authlab`]).
 
 pub mod conns;
 pub mod flow;
 pub mod handshakes;
+pub mod import;
 pub mod monpoll;
+pub mod perms;
 pub mod pubsub;
 pub mod reqrep;
 pub mod subjects;
@@ -32,6 +37,8 @@ use std::time::Duration;
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 
+use crate::authlab::User;
+use crate::client::Credentials;
 use crate::error::{PerfError, Result};
 use crate::proc::ProcSample;
 use crate::report::{RunResult, ServerStats};
@@ -52,6 +59,9 @@ pub enum Scenario {
     Monpoll,
     /// Not in [`Scenario::ALL`]: meant for `--transport tls`.
     Handshakes,
+    /// Not in [`Scenario::ALL`] (nor the next one): it needs the lab's auth configuration.
+    Perms,
+    Import,
 }
 
 impl Scenario {
@@ -80,6 +90,24 @@ impl Scenario {
             Scenario::Subjects => "subjects",
             Scenario::Monpoll => "monpoll",
             Scenario::Handshakes => "handshakes",
+            Scenario::Perms => "perms",
+            Scenario::Import => "import",
+        }
+    }
+
+    /// Whether the scenario runs on the lab's auth configuration ([`crate::authlab`]): a server
+    /// the lab starts gets `-c <that file>`.
+    pub fn auth_config(self) -> bool {
+        matches!(self, Scenario::Perms | Scenario::Import)
+    }
+
+    /// Who to log in as to check that a server is up and read its limits (`None`: no
+    /// authentication).
+    pub fn login(self) -> Option<Credentials> {
+        match self {
+            Scenario::Perms => Some(User::Plain.credentials()),
+            Scenario::Import => Some(User::Local.credentials()),
+            _ => None,
         }
     }
 
@@ -96,6 +124,8 @@ impl Scenario {
             Scenario::Subjects => (64, 1_000_000, 1, 2),
             Scenario::Monpoll => (128, 2_000_000, 1, 1),
             Scenario::Handshakes => (16, 5_000, 2, 0),
+            Scenario::Perms => (128, 3_000_000, 1, 1),
+            Scenario::Import => (128, 20_000, 1, 1),
         }
     }
 }
@@ -254,7 +284,7 @@ pub struct Ctx<'a> {
 
 /// Runs one scenario against the target.
 pub fn run(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
-    check_payload(params, ctx)?;
+    check_payload(scenario, params, ctx)?;
     match scenario {
         Scenario::Pub | Scenario::Pubsub | Scenario::Fanout | Scenario::Fanin | Scenario::Queue => {
             pubsub::run(scenario, params, ctx)
@@ -264,12 +294,15 @@ pub fn run(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<RunResu
         Scenario::Subjects => subjects::run(params, ctx),
         Scenario::Monpoll => monpoll::run(params, ctx),
         Scenario::Handshakes => handshakes::run(params, ctx),
+        Scenario::Perms => perms::run(params, ctx),
+        Scenario::Import => import::run(params, ctx),
     }
 }
 
 /// Fails early, with a clear message, when the payload exceeds the server's `max_payload`.
-fn check_payload(params: &Params, ctx: &Ctx<'_>) -> Result<()> {
-    let conn = crate::client::Conn::connect(ctx.addr, ctx.handshake_timeout, b"")?;
+fn check_payload(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<()> {
+    let login = scenario.login();
+    let conn = crate::client::Conn::connect_as(ctx.addr, ctx.handshake_timeout, login.as_ref(), b"")?;
     match conn.max_payload() {
         Some(max) if params.size as u64 > max => Err(PerfError::Param(format!(
             "--size {} exceeds the server's max_payload {max}",
@@ -300,6 +333,7 @@ pub fn base_result(scenario: Scenario, params: &Params) -> RunResult {
         subjects: None,
         server: None,
         monitor: None,
+        pair: None,
     }
 }
 

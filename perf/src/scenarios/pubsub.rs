@@ -3,7 +3,9 @@
 //!
 //! Throughput is counted at the subscribers (deliveries / time to the last delivery), except
 //! for `pub`, which counts published messages up to the publisher's PING/PONG barrier.
+//! [`run_on`] is the same flow on another subject and as a given user (`perms`).
 
+use crate::client::Credentials;
 use crate::error::Result;
 use crate::proto::encode_sub;
 use crate::report::RunResult;
@@ -16,12 +18,23 @@ const QUEUE: &str = "perf_q";
 
 /// Runs one of the single-subject scenarios.
 pub fn run(scenario: Scenario, p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
+    run_on(scenario, p, ctx, SUBJECT, None)
+}
+
+/// [`run`] on `subject`, every connection logged in as `login`.
+pub fn run_on(
+    scenario: Scenario,
+    p: &Params,
+    ctx: &Ctx<'_>,
+    subject: &str,
+    login: Option<&Credentials>,
+) -> Result<RunResult> {
     let queue = scenario == Scenario::Queue;
     let subs = if scenario == Scenario::Pub { 0 } else { p.subs };
     let subscribers = (0..subs)
         .map(|_| {
             let mut setup = Vec::new();
-            encode_sub(&mut setup, SUBJECT, queue.then_some(QUEUE), 1);
+            encode_sub(&mut setup, subject, queue.then_some(QUEUE), 1);
             setup
         })
         .collect();
@@ -30,10 +43,11 @@ pub fn run(scenario: Scenario, p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
     let spec = FlowSpec {
         publishers: p.pubs,
         subscribers,
-        batches: vec![Batch::uniform(SUBJECT, &p.payload(), per_msg, p.batch)],
+        batches: vec![Batch::uniform(subject, &p.payload(), per_msg, p.batch)],
         msgs: p.msgs,
-        window: p.window_msgs(SUBJECT.len()),
+        window: p.window_msgs(subject.len()),
         duration: p.duration(),
+        login: login.cloned(),
     };
     let out = flow::run(ctx, &spec)?;
     let mut r = base_result(scenario, p);

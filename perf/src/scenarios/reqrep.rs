@@ -1,6 +1,7 @@
 //! `reqrep`: P requesters, each with one request in flight, against R responders in a queue
 //! group. Every round trip (PUB with reply inbox → responder → MSG on the inbox) is recorded in
-//! an HDR histogram.
+//! an HDR histogram. [`measure`] runs the same on another subject with the responders and the
+//! requesters logged in as given users (`import`), and also returns the histogram.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::thread;
@@ -8,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::client::Conn;
+use crate::client::{Conn, Credentials};
 use crate::error::{PerfError, Result};
 use crate::proc;
 use crate::proto::{encode_pub, encode_sub, Frame};
@@ -22,20 +23,50 @@ const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Requests per requester not recorded (connection warm-up).
 const WARMUP: u64 = 50;
 
+/// Where requests go and who sends and answers them.
+pub struct RrSpec<'a> {
+    /// The subject requests are published to (the responders subscribe to it).
+    pub subject: &'a str,
+    pub responder: Option<&'a Credentials>,
+    pub requester: Option<&'a Credentials>,
+}
+
 /// Runs the scenario.
 pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
+    let spec = RrSpec {
+        subject: SUBJECT,
+        responder: None,
+        requester: None,
+    };
+    measure(p, ctx, &spec).map(|(r, _)| r)
+}
+
+/// One request/reply run as described by `spec`: the result, and the histogram of the recorded
+/// round trips in nanoseconds.
+pub fn measure(p: &Params, ctx: &Ctx<'_>, spec: &RrSpec<'_>) -> Result<(RunResult, Histogram<u64>)> {
     let mut responders = Vec::new();
     for _ in 0..p.subs {
         let mut setup = Vec::new();
-        encode_sub(&mut setup, SUBJECT, Some(QUEUE), 1);
-        responders.push(Conn::connect(ctx.addr, ctx.handshake_timeout, &setup)?);
+        encode_sub(&mut setup, spec.subject, Some(QUEUE), 1);
+        responders.push(Conn::connect_as(
+            ctx.addr,
+            ctx.handshake_timeout,
+            spec.responder,
+            &setup,
+        )?);
     }
     let mut requesters = Vec::new();
     for i in 0..p.pubs {
         let mut setup = Vec::new();
         encode_sub(&mut setup, &format!("_INBOX.perf{i}.*"), None, 1);
-        requesters.push(Conn::connect(ctx.addr, ctx.handshake_timeout, &setup)?);
+        requesters.push(Conn::connect_as(
+            ctx.addr,
+            ctx.handshake_timeout,
+            spec.requester,
+            &setup,
+        )?);
     }
+    let subject = spec.subject;
     let payload = p.payload();
     let stop = AtomicBool::new(false);
     let done = AtomicU64::new(0);
@@ -57,7 +88,7 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
             .map(|(i, c)| {
                 let count = super::share(p.msgs, npubs, i);
                 let (payload, done) = (&payload, &done);
-                s.spawn(move || requester(c, i, count, payload, done, deadline))
+                s.spawn(move || requester(c, subject, i, count, payload, done, deadline))
             })
             .collect();
         let req_results: Vec<_> = reqs
@@ -106,10 +137,11 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
     set_rate(&mut r, total, p.size, elapsed);
     r.latency_us = latency(&hist);
     r.server = server_stats(before, after, total);
-    Ok(r)
+    Ok((r, hist))
 }
 
-fn new_histogram() -> Result<Histogram<u64>> {
+/// An empty round-trip histogram (nanoseconds).
+pub fn new_histogram() -> Result<Histogram<u64>> {
     // 1 ns .. 60 s at 3 significant digits.
     Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| PerfError::Protocol(format!("histogram: {e}")))
 }
@@ -135,6 +167,7 @@ type RequesterOutcome = (Histogram<u64>, u64, Option<String>);
 
 fn requester(
     mut conn: Conn,
+    subject: &str,
     index: usize,
     count: u64,
     payload: &[u8],
@@ -144,7 +177,7 @@ fn requester(
     let mut hist = new_histogram()?;
     let inbox = format!("_INBOX.perf{index}.r");
     let mut frame = Vec::with_capacity(payload.len() + 64);
-    encode_pub(&mut frame, SUBJECT.as_bytes(), Some(inbox.as_bytes()), payload);
+    encode_pub(&mut frame, subject.as_bytes(), Some(inbox.as_bytes()), payload);
     let mut completed = 0u64;
     let warmup = WARMUP.min(count / 10);
     while completed < count && Instant::now() < deadline {

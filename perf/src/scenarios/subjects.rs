@@ -165,6 +165,7 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
         msgs: p.msgs,
         window: p.window_msgs(16),
         duration: p.duration(),
+        login: None,
     };
     let out = flow::run(ctx, &spec)?;
     let mut r = base_result(Scenario::Subjects, p);

@@ -258,6 +258,13 @@ impl ShardCore {
     /// PONG, and after the first one of a `protocol: 1` client the connect-info INFO.
     pub(super) fn pong(&mut self, key: ConnKey, now: Instant) {
         let cfg = self.cfg.clone();
+        let (account_name, is_sys) = match self.client(key) {
+            Some(c) => (
+                self.table.name(c.account).to_string(),
+                self.table.system() == Some(c.account),
+            ),
+            None => return,
+        };
         let Some(c) = self.client_mut(key) else { return };
         if c.closing.is_some() {
             return;
@@ -270,7 +277,8 @@ impl ShardCore {
                 info.client_id = c.cid;
                 info.client_ip = c.peer.ip().to_string();
                 info.connect_info = true;
-                info.remote_account = "$G".into();
+                info.remote_account = account_name;
+                info.acc_is_sys = is_sys;
                 info.write_line(&mut c.out.writer(now));
             }
         }

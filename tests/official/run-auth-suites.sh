@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# Runs the official NATS clients' own authentication tests against a server binary, each
+# suite starting the server exactly as that client's test harness starts `nats-server`:
+#
+#   py      nats.py, package `nats` (nats/tests): nkeys, JWT/creds, user/pass, token,
+#           no_auth_user. Its harness (tests/utils.py, NATSD.start) runs a file named
+#           `nats-server` found in the current directory with -p -m -a --user/--pass/--auth -c.
+#   pycore  nats.py's newer `nats-core` client (needs Python >= 3.13); its harness (the
+#           `nats-server` Python package of the same repository) runs `nats-server` from PATH
+#           with --addr --port --config and reads the server's log on stderr.
+#   rs      async-nats from nats.rs: nkey_tests, jwt_tests and the auth tests of client_tests.
+#           Its harness (the `nats-server` crate, nats-server/src/lib.rs) runs `nats-server`
+#           from PATH with --store_dir -p -1 -l LOG -P PID -c CFG and greps the log file.
+#
+# A MANUAL TOOL, NOT RUN BY CI: it needs the client repositories' sources (CI has no copy of
+# them and cannot reach where they are hosted), PyPI (pytest, pytest-asyncio, nkeys and the
+# clients' build backends) and crates.io (async-nats's dependencies). The nats.py tests use
+# fixed ports (4222-4225, 4555, 8222-8225, 6223-6225): nothing else may listen there.
+#
+# Usage: tests/official/run-auth-suites.sh [options] SERVER
+#   SERVER           the binary to test: a path; `rnats` (builds this checkout with
+#                    `cargo build -p rnats` and uses $CARGO_TARGET_DIR/debug/rnats);
+#                    `rnats-release` (the same with --release); or `reference` (the Go
+#                    nats-server 2.14.0 from tools/reference-server)
+#   --clients DIR    where the client sources are: DIR/nats.py and DIR/nats.rs (or the
+#                    mirror layout DIR/nats-io+nats.py/repo, DIR/nats-io+nats.rs/repo), each
+#                    a work tree or a git directory (exported with `git archive HEAD`).
+#                    Default: /work/.mirror (the read-only mirrors of the dev machines)
+#   --work DIR       scratch directory: exported trees, venvs, logs (default
+#                    ${TMPDIR:-/tmp}/rnats-auth-suites). async-nats builds in
+#                    $CARGO_TARGET_DIR/official-natsrs if CARGO_TARGET_DIR is set, else DIR/target
+#   --suites LIST    comma-separated subset of py,pycore,rs (default: all three)
+#   --unsupported    also run nats.py's auth tests that need TLS or clustering (rnats refuses
+#                    --tls and --cluster_listen/--routes today, so they fail there)
+#   --label NAME     name of this run's result directory under WORK/logs (default: the
+#                    server's file name, `reference` or `rnats`)
+#
+# Results: WORK/logs/LABEL/<suite>.log (full output) and <suite>.results (one `PASS name` /
+# `FAIL name` / `SKIP name` line per test, sorted), so two runs can be compared with
+#   diff WORK/logs/reference/py.results WORK/logs/rnats/py.results
+# Exit status: 0 when every selected test passed (or was skipped by the suite itself).
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+clients=/work/.mirror
+work=${TMPDIR:-/tmp}/rnats-auth-suites
+suites=py,pycore,rs
+unsupported=0
+label=
+server=
+
+die() { echo "run-auth-suites: $*" >&2; exit 2; }
+
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --clients) clients=${2:?}; shift 2 ;;
+    --work) work=${2:?}; shift 2 ;;
+    --suites) suites=${2:?}; shift 2 ;;
+    --unsupported) unsupported=1; shift ;;
+    --label) label=${2:?}; shift 2 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    --) shift; server=${1:-}; break ;;
+    -*) die "unknown option $1" ;;
+    *) server=$1; shift ;;
+  esac
+done
+[[ -n $server ]] || die "no SERVER given (a path, 'rnats' or 'reference'); see --help"
+
+case $server in
+  reference)
+    label=${label:-reference}
+    server=$("$repo/tools/reference-server")
+    ;;
+  rnats)
+    label=${label:-rnats}
+    (cd "$repo" && cargo build -p rnats)
+    server=${CARGO_TARGET_DIR:-$repo/target}/debug/rnats
+    ;;
+  rnats-release)
+    label=${label:-rnats-release}
+    (cd "$repo" && cargo build --release -p rnats)
+    server=${CARGO_TARGET_DIR:-$repo/target}/release/rnats
+    ;;
+esac
+[[ -x $server ]] || die "server binary $server is not executable"
+server=$(cd "$(dirname "$server")" && pwd)/$(basename "$server")
+label=${label:-$(basename "$server")}
+echo "server under test: $server (label $label)"
+
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+logs=$work/logs/$label
+mkdir -p "$logs" "$work/bin" "$work/run-py"
+
+# The wrapper every harness finds: on PATH for pycore and rs, in the current directory for py.
+printf '#!/bin/sh\nexec %q "$@"\n' "$server" > "$work/bin/nats-server"
+chmod +x "$work/bin/nats-server"
+cp "$work/bin/nats-server" "$work/run-py/nats-server"
+
+# Copies client NAME (nats.py or nats.rs) into WORK/src/NAME, fresh on every run.
+export_client() {
+  local name=$1 src dest=$work/src/$1
+  for src in "$clients/$name" "$clients/nats-io+$name/repo"; do
+    [[ -d $src ]] || continue
+    rm -rf "$dest"
+    mkdir -p "$dest"
+    if [[ $(git -C "$src" rev-parse --is-bare-repository 2>/dev/null) == true ]]; then
+      git -C "$src" archive HEAD | tar -x -C "$dest"
+    else
+      tar -C "$src" --exclude=.git -cf - . | tar -x -C "$dest"
+    fi
+    if [[ $name == nats.py && -d $dest/nats/tests ]] || [[ $name == nats.rs && -d $dest/async-nats ]]; then
+      echo "exported $name from $src"
+      return 0
+    fi
+  done
+  die "no $name sources under $clients"
+}
+
+ports_free() {
+  local p busy=
+  for p in 4222 4223 4224 4225 4555 8222 8223 8224 8225 6223 6224 6225; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then busy="$busy $p"; fi
+  done
+  [[ -z $busy ]] || die "ports in use:$busy (the nats.py tests need them free)"
+}
+
+# Writes LOG's per-test outcome lines (pytest -v or cargo test output) to RESULTS, sorted.
+results_of() {
+  local log=$1 out=$2
+  {
+    sed -nE 's/^(\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED).*/\2 \1/p' "$log"
+    sed -nE 's/^test (\S+) \.\.\. (ok|FAILED|ignored)$/\2 \1/p' "$log"
+  } | sed -E 's/^(PASSED|ok) /PASS /; s/^(FAILED|ERROR) /FAIL /; s/^(SKIPPED|ignored) /SKIP /' \
+    | sed -E 's#^(\S+) \S*/(nats/tests/)#\1 \2#' \
+    | sort -u -k2 > "$out"
+}
+
+status=0
+summary=()
+record() { # SUITE: turns the log into results, adds a summary line
+  local suite=$1 pass fail skip
+  results_of "$logs/$suite.log" "$logs/$suite.results"
+  pass=$(grep -c '^PASS ' "$logs/$suite.results" || true)
+  fail=$(grep -c '^FAIL ' "$logs/$suite.results" || true)
+  skip=$(grep -c '^SKIP ' "$logs/$suite.results" || true)
+  if [[ $fail -gt 0 || $pass -eq 0 ]]; then status=1; fi
+  summary+=("$suite: $pass passed, $fail failed, $skip skipped ($logs/$suite.results)")
+}
+
+venv() { # DIR PYTHON "REGISTRY PACKAGES" "LOCAL TREES": a venv with both installed
+  local dir=$1 python=$2 deps=$3 trees=$4
+  [[ -x $dir/bin/python ]] || "$python" -m venv "$dir"
+  # shellcheck disable=SC2086 # word lists
+  "$dir/bin/python" -m pip install -q $deps
+  # The exported trees keep their version number: reinstall them on every run.
+  # shellcheck disable=SC2086
+  "$dir/bin/python" -m pip install -q --force-reinstall --no-deps $trees
+}
+
+run_py() {
+  ports_free
+  local src=$work/src/nats.py
+  venv "$work/venv-py" python3 "pytest pytest-asyncio nkeys" "$src/nats"
+  local t=$src/nats/tests
+  local tests=(
+    "$t/test_client_nkeys.py"
+    "$t/test_client.py::ClientReconnectTest"
+    "$t/test_client.py::ClientAuthTokenTest"
+    "$t/test_client.py::NoAuthUserClientTest"
+    "$t/test_client.py::ClientServerPoolTest"
+    "$t/test_client.py::ClientReconnectToServerHandlerTest"
+    "$t/test_client.py::ClientLameDuckModeTest"
+  )
+  if [[ $unsupported == 1 ]]; then
+    tests+=("$t/test_client.py::ClientTLSReconnectTest" "$t/test_client.py::ClusterDiscoveryReconnectTest")
+  fi
+  echo "== py: ${#tests[@]} test files/classes"
+  # The harness takes ./nats-server first: run from the directory holding the wrapper.
+  (cd "$work/run-py" && timeout 1800 "$work/venv-py/bin/python" -m pytest -p no:cacheprovider -v \
+    --durations=0 "${tests[@]}") > "$logs/py.log" 2>&1 || true
+  record py
+}
+
+run_pycore() {
+  local python= candidate
+  for candidate in python3 python3.13 python3.14 "$HOME"/.pyenv/versions/3.1[3-9]*/bin/python; do
+    if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 13))' 2>/dev/null; then
+      python=$candidate
+      break
+    fi
+  done
+  if [[ -z $python ]]; then
+    summary+=("pycore: not run (no Python >= 3.13)")
+    return
+  fi
+  local src=$work/src/nats.py
+  venv "$work/venv-pycore" "$python" "pytest pytest-asyncio nkeys" "$src/nats-server $src/nats-core"
+  local k='(auth or token or nkey or jwt or cred or user or pass or nonce) and not token_shapes and not invalid_subject'
+  echo "== pycore: tests/test_client.py -k '$k'"
+  (cd "$src/nats-core" && PATH=$work/bin:$PATH timeout 1800 "$work/venv-pycore/bin/python" -m pytest \
+    -p no:cacheprovider -v tests/test_client.py -k "$k") \
+    > "$logs/pycore.log" 2>&1 || true
+  record pycore
+}
+
+run_rs() {
+  local src=$work/src/nats.rs
+  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:+$CARGO_TARGET_DIR/official-natsrs}
+  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$work/target}
+  local client_tests=(
+    client::token_auth client::user_pass_auth client::required_auth_not_provided
+    client::user_pass_auth_wrong_pass client::multiple_auth_methods client::custom_auth_callback
+    client::custom_auth_callback_jwt
+  )
+  echo "== rs: nkey_tests, jwt_tests, client_tests ${client_tests[*]}"
+  (
+    cd "$src/async-nats"
+    cargo test --no-run --test nkey_tests --test jwt_tests --test client_tests
+    export PATH=$work/bin:$PATH
+    timeout 1800 cargo test --test nkey_tests --test jwt_tests || true
+    timeout 1800 cargo test --test client_tests -- --exact "${client_tests[@]}" || true
+  ) > "$logs/rs.log" 2>&1 || echo "rs: build failed, see $logs/rs.log"
+  record rs
+}
+
+IFS=, read -r -a chosen <<< "$suites"
+for suite in "${chosen[@]}"; do
+  case $suite in
+    py) export_client nats.py; run_py ;;
+    pycore) [[ -d $work/src/nats.py/nats-core ]] || export_client nats.py; run_pycore ;;
+    rs) export_client nats.rs; run_rs ;;
+    *) die "unknown suite $suite (py, pycore, rs)" ;;
+  esac
+done
+
+echo
+echo "server: $server"
+printf '%s\n' "${summary[@]}"
+grep -h '^FAIL ' "$logs"/*.results 2>/dev/null || true
+exit $status
