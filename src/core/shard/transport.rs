@@ -145,10 +145,8 @@ impl ShardCore {
         info.auth_required = auth.advertised();
         info.nonce = c.nonce.clone();
         if let Some(t) = tls_required {
+            // As the reference: `tls_available` stays as the template has it.
             info.tls_required = t;
-            if t {
-                info.tls_available = false;
-            }
         }
         let required = auth.required();
         let Some(c) = self.client_mut(key) else { return };
