@@ -9,6 +9,8 @@
 //! - [`driver`]: thin glue that runs the core on a reactor: io_uring shards (`uring`
 //!   feature, Linux) or the portable mio reactor (one shared event loop), plus the
 //!   acceptor thread.
+//! - [`transport`]: TLS (rustls) and WebSocket, sans-IO state machines between the
+//!   socket's bytes and the plaintext protocol the core sees; the driver runs them.
 //! - [`auth`]: authentication and authorization: users, nkeys, JWT claims, permissions.
 //! - [`system`]: the system account's services and events (internal clients).
 //! - [`monitor`]: HTTP monitoring (nats-server's endpoints, `/shardz`, `/metrics`) and
@@ -24,3 +26,4 @@ pub mod monitor;
 pub mod proto;
 pub mod server;
 pub mod system;
+pub mod transport;

@@ -21,6 +21,10 @@ fn main() -> ExitCode {
             println!("{}", cli::USAGE);
             return ExitCode::SUCCESS;
         }
+        cli::Command::HelpTls => {
+            println!("{}", cli::TLS_USAGE);
+            return ExitCode::SUCCESS;
+        }
         cli::Command::Signal(spec) => return send_signal(&spec),
         cli::Command::Fail { message, usage, code } => {
             eprintln!("{message}");

@@ -257,15 +257,20 @@ fn reference_flags_of_missing_features() {
         &["--no_advertise=x"][..],
         &["--routes", "nats://127.0.0.1:1"][..],
         &["-p", "-1", "--routes", "nats://127.0.0.1:1"][..],
+        &["--tls"][..],
+        &["--tls", "--tlscert", "c.pem"][..],
+        &[
+            "--tlsverify",
+            "--tlscert",
+            "/nonexistent/c.pem",
+            "--tlskey",
+            "/nonexistent/k.pem",
+        ][..],
     ] {
         assert_eq!(on(bin(), args), on(&reference, args), "{args:?}");
     }
     for (args, feature) in [
         (&["-js"][..], "JetStream (-js/--jetstream)"),
-        (
-            &["--tls", "--tlscert", "c.pem"][..],
-            "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
-        ),
         (
             &["--cluster", "nats://127.0.0.1:-1"][..],
             "clustering (--cluster, --cluster_listen, --routes)",

@@ -38,6 +38,9 @@ pub enum Cmd {
     /// `pubsub` with K idle connections (--conns), unpolled, then with `/connz?subs=1` and
     /// `/metrics` requested every --poll-ms on --monitor, then unpolled again.
     Monpoll(RunArgs),
+    /// Connections opened and closed per second (--pubs threads, --msgs connections);
+    /// full TLS handshakes with --transport tls.
+    Handshakes(RunArgs),
     /// `pubsub` on `foo.bench` as a user with publish and subscribe permissions (allow `foo.>`,
     /// deny `foo.secret`), between two runs as a plain user, on the lab's auth config.
     Perms(RunArgs),

@@ -5,13 +5,14 @@
 //! deadlines, and writes give up after [`WRITE_TIMEOUT`].
 
 use std::io::{self, ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{PerfError, Result};
 use crate::proto::{parse_frame, Frame, ParseError};
+use crate::transport::{self, Stream};
 
 /// How long a blocking read waits before returning control to the caller.
 pub const POLL: Duration = Duration::from_millis(50);
@@ -56,7 +57,7 @@ pub fn connect_line(login: Option<&Credentials>) -> Vec<u8> {
 
 /// One client connection.
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     addr: SocketAddr,
     buf: Vec<u8>,
     start: usize,
@@ -87,20 +88,20 @@ impl Conn {
         setup: &[u8],
         buf_size: usize,
     ) -> Result<Conn> {
-        let stream =
-            TcpStream::connect_timeout(&addr, timeout).map_err(|source| PerfError::Connect { addr, source })?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(POLL))?;
-        stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+        let (stream, prefix) =
+            transport::connect(addr, timeout).map_err(|source| PerfError::Connect { addr, source })?;
+        stream.tcp().set_read_timeout(Some(POLL))?;
+        stream.tcp().set_write_timeout(Some(WRITE_TIMEOUT))?;
         let mut conn = Conn {
             stream,
             addr,
-            buf: vec![0; buf_size.max(4096)],
+            buf: vec![0; buf_size.max(4096).max(prefix.len())],
             start: 0,
-            end: 0,
+            end: prefix.len(),
             info: String::new(),
             pongs: 0,
         };
+        conn.buf[..prefix.len()].copy_from_slice(&prefix);
         let mut hello = connect_line(login);
         hello.extend_from_slice(setup);
         hello.extend_from_slice(b"PING\r\n");
@@ -257,9 +258,9 @@ impl Conn {
     /// Reads whatever is already buffered in the kernel without blocking, and processes it like
     /// [`Conn::read_frames`]. Publishers call this now and then to answer server `PING`s.
     pub fn poll_nonblocking(&mut self) -> Result<()> {
-        self.stream.set_nonblocking(true)?;
+        self.stream.tcp().set_nonblocking(true)?;
         let res = self.fill();
-        self.stream.set_nonblocking(false)?;
+        self.stream.tcp().set_nonblocking(false)?;
         match res {
             Ok(0) => Err(PerfError::Closed(format!(" ({})", self.addr))),
             Ok(_) => self.process(&mut |_| Ok(())),

@@ -8,6 +8,7 @@
 //! | [`cli`] | command line (clap derive) |
 //! | [`proto`] | server→client frame parser, `PUB`/`SUB` encoders |
 //! | [`client`] | one connection: handshake, batched writes, buffered frame reads |
+//! | [`transport`] | TCP, TLS, WebSocket or both under a connection; server configs for them |
 //! | [`server`] | loopback-only targets; starting/stopping a server child process |
 //! | [`proc`] | server CPU and RSS from `/proc`, fd limit |
 //! | [`scenarios`] | the load scenarios ([`scenarios::flow`] is the pub/sub engine) |
@@ -34,6 +35,7 @@ mod report;
 mod scenarios;
 mod server;
 mod stats;
+mod transport;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -64,6 +66,25 @@ fn main() -> ExitCode {
 
 /// Runs a command; `Ok(false)` when a run finished but was incomplete.
 fn run(cmd: Cmd) -> Result<bool> {
+    let t = match &cmd {
+        Cmd::Pub(a)
+        | Cmd::Pubsub(a)
+        | Cmd::Fanout(a)
+        | Cmd::Fanin(a)
+        | Cmd::Queue(a)
+        | Cmd::Reqrep(a)
+        | Cmd::Conns(a)
+        | Cmd::Subjects(a)
+        | Cmd::Monpoll(a)
+        | Cmd::Handshakes(a)
+        | Cmd::Perms(a)
+        | Cmd::Import(a) => a.params.transport,
+        Cmd::All(a) => a.params.transport,
+        Cmd::Compare(c) => c.sides.params.transport,
+        Cmd::CompareAuth(c) => c.sides.params.transport,
+        Cmd::AuthConfig(_) => transport::Transport::Tcp,
+    };
+    transport::set(t);
     let single = |s: Scenario, a: cli::RunArgs| run_scenarios(&[s], &a.target, &a.params, 1.0);
     match cmd {
         Cmd::Pub(a) => single(Scenario::Pub, a),
@@ -75,6 +96,7 @@ fn run(cmd: Cmd) -> Result<bool> {
         Cmd::Conns(a) => single(Scenario::Conns, a),
         Cmd::Subjects(a) => single(Scenario::Subjects, a),
         Cmd::Monpoll(a) => single(Scenario::Monpoll, a),
+        Cmd::Handshakes(a) => single(Scenario::Handshakes, a),
         Cmd::Perms(a) => single(Scenario::Perms, a),
         Cmd::Import(a) => single(Scenario::Import, a),
         Cmd::AuthConfig(a) => {

@@ -70,13 +70,34 @@ impl ServerProcess {
             return Err(fail("no such file (build it, or pass the path)".into()));
         }
         let port = free_port()?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut extra = extra.to_vec();
+        // A configuration given already (`-c <file>`) is included by the transport's.
+        let given = extra
+            .iter()
+            .position(|a| a == "-c")
+            .and_then(|i| extra.get(i + 1).cloned());
+        let include = given.as_deref().map(|f| {
+            std::path::Path::new(f)
+                .canonicalize()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| f.to_string())
+        });
+        if let Some((args, ws)) = crate::transport::server_args(free_port()?, include.as_deref())? {
+            if let Some(i) = extra.iter().position(|a| a == "-c") {
+                extra.drain(i..(i + 2).min(extra.len()));
+            }
+            extra.extend(args);
+            if let Some(ws) = ws {
+                addr = SocketAddr::from(([127, 0, 0, 1], ws));
+            }
+        }
         let log = std::env::temp_dir().join(format!("rnats-perf-{}-{port}.log", std::process::id()));
         let out = File::create(&log).map_err(|e| fail(format!("cannot create log {}: {e}", log.display())))?;
         let err = out.try_clone().map_err(|e| fail(e.to_string()))?;
         let child = Command::new(bin)
             .args(["-a", "127.0.0.1", "-p", &port.to_string()])
-            .args(extra)
+            .args(&extra)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

@@ -61,6 +61,8 @@ pub struct UserDirectory {
     /// `authorization { proxy_required }`: the token or single user only through a
     /// trusted proxy.
     pub proxy_required: bool,
+    /// `tls { verify_and_map }`: users are named by the client certificate.
+    pub tls_map: bool,
 }
 
 impl UserDirectory {
@@ -219,6 +221,38 @@ impl ConfigAuthenticator {
     }
 }
 
+impl ConfigAuthenticator {
+    /// `verify_and_map`: the certificate names the user (nats-server's
+    /// `checkClientTLSCertSubject` over the users that accept this connection type).
+    fn map_tls(&self, req: &AuthRequest<'_>) -> AuthVerdict {
+        let Some(peer) = req.tls else {
+            return AuthVerdict::Deny(Denied::because("User required in cert, no TLS connection state"));
+        };
+        let names: Vec<&str> = self
+            .dir
+            .users
+            .values()
+            .filter(|u| type_allowed(&u.conn_types, req.conn_type))
+            .map(|u| u.name.as_str())
+            .collect();
+        let Some(name) = peer.map_to_user(&names) else {
+            return AuthVerdict::Deny(Denied::because(format!("User in cert [{:?}], not found", peer.subject)));
+        };
+        if !req.opts.user.is_empty() {
+            tracing::warn!(
+                "User {:?} found in connect proto, but user required from cert",
+                req.opts.user
+            );
+        }
+        let mut opts = req.opts.clone();
+        opts.user = name.to_string();
+        match self.check(&opts, req.nonce, req.conn_type) {
+            Ok(id) => AuthVerdict::Allow(Box::new(id)),
+            Err(d) => AuthVerdict::Deny(d),
+        }
+    }
+}
+
 impl Authenticator for ConfigAuthenticator {
     fn required(&self) -> bool {
         self.dir.required()
@@ -233,6 +267,9 @@ impl Authenticator for ConfigAuthenticator {
     }
 
     fn authenticate(&self, req: &AuthRequest<'_>, _later: AuthLater) -> AuthVerdict {
+        if self.dir.tls_map && !self.dir.users.is_empty() && req.opts.nkey.is_empty() {
+            return self.map_tls(req);
+        }
         match self.check_proxied(req.opts, req.nonce, req.conn_type, req.trusted_proxy.is_some()) {
             Ok(id) => AuthVerdict::Allow(Box::new(id)),
             Err(d) => AuthVerdict::Deny(d),
@@ -260,6 +297,16 @@ impl Authenticator for ConfigAuthenticator {
                 None => Recheck::Removed,
             });
         }
+        let mapped;
+        let opts = if d.tls_map && opts.user.is_empty() && !current.user.is_empty() {
+            // The certificate named the user at CONNECT.
+            let mut o = opts.clone();
+            o.user = current.user.clone();
+            mapped = o;
+            &mapped
+        } else {
+            opts
+        };
         match self.check_proxied(opts, "", ConnType::Standard, current.proxy_key.is_some()) {
             Ok(id) => Some(Recheck::Rebind(Box::new(id))),
             Err(d) if d.proxy.is_some() => Some(Recheck::Proxy(ProxyFailure::Required)),

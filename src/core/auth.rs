@@ -17,8 +17,9 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 /// The kinds of connection `allowed_connection_types` names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ConnType {
+    #[default]
     Standard,
     Websocket,
     Mqtt,
@@ -43,6 +44,30 @@ impl ConnType {
     }
 }
 
+/// What the transport learned about a connection before its CONNECT: the TLS client
+/// certificate and the WebSocket upgrade. Absent for plain TCP clients.
+#[derive(Clone, Debug, Default)]
+pub struct TransportInfo {
+    /// `Websocket` for WebSocket clients.
+    pub conn_type: ConnType,
+    /// The verified client certificate (TLS with `verify`), for `verify_and_map`.
+    pub tls: Option<Arc<crate::transport::tls::TlsPeer>>,
+    /// TLS was negotiated (with or without a client certificate).
+    pub tls_on: bool,
+    /// Credentials a WebSocket client sent as cookies (the configured cookie names).
+    pub ws_cookies: WsCookies,
+}
+
+/// `jwt_cookie`, `user_cookie`, `pass_cookie`, `token_cookie` values of a WebSocket
+/// upgrade (empty when absent). CONNECT fields that are empty take them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WsCookies {
+    pub jwt: String,
+    pub user: String,
+    pub pass: String,
+    pub token: String,
+}
+
 /// Everything a connection presented, as the authenticator sees it.
 pub struct AuthRequest<'a> {
     pub opts: &'a ClientOpts,
@@ -57,6 +82,8 @@ pub struct AuthRequest<'a> {
     /// The public key of the trusted proxy that vouched for the connection (its
     /// `proxy_sig` over the nonce verified), if any: users with `proxy_required` need it.
     pub trusted_proxy: Option<&'a str>,
+    /// The client's certificate, when TLS verified one (`verify_and_map`).
+    pub tls: Option<&'a crate::transport::tls::TlsPeer>,
 }
 
 /// Per-user limits (user JWTs); -1 is unlimited.

@@ -46,6 +46,7 @@ pub enum ClosedState {
     Revocation,
     ProxyNotTrusted,
     ProxyRequired,
+    TlsHandshakeError,
 }
 
 impl ClosedState {
@@ -73,6 +74,7 @@ impl ClosedState {
             ClosedState::Revocation => "Credentials Revoked",
             ClosedState::ProxyNotTrusted => "Proxy Not Trusted",
             ClosedState::ProxyRequired => "Proxy Required",
+            ClosedState::TlsHandshakeError => "TLS Handshake Failure",
         }
     }
 
@@ -84,6 +86,7 @@ impl ClosedState {
                 | ClosedState::WriteError
                 | ClosedState::SlowConsumerPendingBytes
                 | ClosedState::SlowConsumerWriteDeadline
+                | ClosedState::TlsHandshakeError
         )
     }
 }
@@ -175,6 +178,8 @@ pub struct Client {
     pub auth_first: bool,
     /// A server-side client without a socket (system services, JetStream, ...).
     pub internal: bool,
+    /// TLS and WebSocket details (`None` for a plain TCP client).
+    pub transport: Option<Box<super::auth::TransportInfo>>,
 }
 
 impl Client {
@@ -221,6 +226,7 @@ impl Client {
             expires_at: None,
             auth_first: true,
             internal: false,
+            transport: None,
         }
     }
 

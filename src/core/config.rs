@@ -59,6 +59,21 @@ pub struct CoreConfig {
     pub info: ServerInfo,
     /// Closed connections each shard keeps for `/connz?state=closed`.
     pub max_closed_clients: usize,
+    /// WebSocket clients' settings, when a `websocket` listener is configured.
+    pub websocket: Option<std::sync::Arc<WsSettings>>,
+}
+
+/// What differs for WebSocket clients (nats-server's `websocket { }` block).
+#[derive(Clone, Debug)]
+pub struct WsSettings {
+    /// INFO template: the WebSocket listener's host, port and TLS, its connect URLs.
+    pub info: ServerInfo,
+    /// Decides their CONNECTs (the `websocket { authorization }` override and its own
+    /// `verify_and_map`).
+    pub authenticator: std::sync::Arc<dyn crate::core::auth::Authenticator>,
+    pub auth_timeout: Duration,
+    /// `ping_interval` of the block (`None`: the server's).
+    pub ping_interval: Option<Duration>,
 }
 
 impl Default for CoreConfig {
@@ -82,6 +97,7 @@ impl Default for CoreConfig {
             max_traced_msg_len: 0,
             info: ServerInfo::default(),
             max_closed_clients: 10_000,
+            websocket: None,
         }
     }
 }

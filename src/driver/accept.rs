@@ -21,10 +21,11 @@ pub struct Acceptor {
 }
 
 impl Acceptor {
-    /// Start accepting on `listener`. `deliver(shard, conn)` queues a connection for a
-    /// shard and wakes it.
+    /// Start accepting on `listener` (listener number `index`). `deliver(shard, conn)`
+    /// queues a connection for a shard and wakes it.
     pub fn start(
         listener: std::net::TcpListener,
+        index: usize,
         nshards: usize,
         deliver: Box<dyn Fn(usize, Accepted) + Send>,
     ) -> io::Result<Acceptor> {
@@ -50,7 +51,16 @@ impl Acceptor {
                         Ok((s, peer)) => {
                             let stream = into_std(s);
                             super::prepare_stream(&stream);
-                            deliver(next % nshards, Accepted { stream, peer });
+                            let local = stream.local_addr().ok();
+                            deliver(
+                                next % nshards,
+                                Accepted {
+                                    stream,
+                                    peer,
+                                    local,
+                                    listener: index,
+                                },
+                            );
                             next = next.wrapping_add(1);
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

@@ -4,12 +4,16 @@
 //! `WouldBlock` and then ask for writability). All protocol decisions are the core's; this
 //! loop moves bytes, keeps time and follows [`ShardCore::status`].
 
-use super::{Accepted, Control, Controls, MeshAdapter, Running, RuntimeConfig, Stop, MESH_RING_CAPACITY};
+use super::{Accepted, Control, Controls, MeshAdapter, Running, RuntimeConfig, Stop, Transports, MESH_RING_CAPACITY};
 use crate::core::client::{ClosedState, ConnKey};
 use crate::core::post::Post;
-use crate::core::shard::{ConnStatus, ShardCore};
+use crate::core::shard::{ConnSetup, ConnStatus, ShardCore};
+use crate::transport::tls::TlsPeer;
+use crate::transport::Transport;
 use shards::mesh::Notify;
 use slab::Slab;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
@@ -20,7 +24,7 @@ const READ_BUDGET: usize = 16;
 /// Shard read buffer.
 const READ_BUF: usize = 256 * 1024;
 /// How long a closing connection may take to flush.
-const FLUSH_GRACE: Duration = Duration::from_millis(100);
+pub(super) const FLUSH_GRACE: Duration = Duration::from_millis(100);
 
 pub use shards::Ready;
 
@@ -41,13 +45,23 @@ pub trait Poller: Send + 'static {
     fn wait(&mut self, out: &mut Vec<Ready>, timeout: Duration) -> io::Result<()>;
 }
 
-struct Conn<S> {
-    stream: S,
-    key: ConnKey,
+pub(super) struct Conn<S> {
+    pub(super) stream: S,
+    /// The core's connection; `None` while a WebSocket upgrade is pending (the
+    /// connection is not a NATS client yet).
+    pub(super) key: Option<ConnKey>,
+    pub(super) peer: std::net::SocketAddr,
+    pub(super) local: Option<std::net::SocketAddr>,
+    /// TLS / WebSocket (`None` for plain TCP).
+    pub(super) transport: Option<Box<Transport>>,
+    /// The client certificate of a WebSocket connection whose upgrade is pending.
+    pub(super) tls_peer: Option<Arc<TlsPeer>>,
+    /// The transport deadline last put in the heap.
+    pub(super) deadline: Option<Instant>,
     /// Readiness seen and not yet exhausted (edge-triggered).
-    readable: bool,
-    writable: bool,
-    closing_since: Option<Instant>,
+    pub(super) readable: bool,
+    pub(super) writable: bool,
+    pub(super) closing_since: Option<Instant>,
 }
 
 /// Start one shard thread per poller, serving `listener`.
@@ -83,7 +97,7 @@ pub(super) fn start<P: Poller>(
                 Box::new(MeshAdapter(ep)),
             );
             core.set_post(post);
-            let mut el = EventLoop::new(core, poller, rx, stop, cfg.spin_us);
+            let mut el = EventLoop::new(core, poller, rx, stop, cfg.spin_us, cfg.transports.clone());
             el.stats = Some((cfg.shared.clone(), i));
             el.run();
         })?;
@@ -94,29 +108,45 @@ pub(super) fn start<P: Poller>(
         stop,
         controls,
         acceptor,
+        more: Vec::new(),
         threads,
         name,
     })
 }
 
 pub(super) struct EventLoop<P: Poller> {
-    core: ShardCore,
-    poller: P,
+    pub(super) core: ShardCore,
+    pub(super) poller: P,
     controls: Receiver<Control>,
     stop: Stop,
     spin: Duration,
-    conns: Slab<Conn<P::Stream>>,
+    pub(super) conns: Slab<Conn<P::Stream>>,
     /// Token of each core connection, by key index.
-    tokens: Vec<Option<usize>>,
-    ready: Vec<usize>,
-    wake_list: Vec<ConnKey>,
-    buf: Vec<u8>,
+    pub(super) tokens: Vec<Option<usize>>,
+    pub(super) ready: Vec<usize>,
+    pub(super) wake_list: Vec<ConnKey>,
+    pub(super) buf: Vec<u8>,
     /// Where this loop publishes its turns, wake-ups and busy time (`/shardz`).
     stats: Option<(Arc<crate::core::stats::Shared>, usize)>,
+    /// Listener settings (TLS, WebSocket).
+    pub(super) transports: Transports,
+    /// Protocol bytes a transport decoded, on their way to the core.
+    pub(super) app: Vec<u8>,
+    /// Transport deadlines (handshake timeouts, fallback delays), by token.
+    pub(super) deadlines: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Connections without a core connection that need writing or closing.
+    pub(super) pre_wake: Vec<usize>,
 }
 
 impl<P: Poller> EventLoop<P> {
-    fn new(core: ShardCore, poller: P, controls: Receiver<Control>, stop: Stop, spin_us: u64) -> Self {
+    fn new(
+        core: ShardCore,
+        poller: P,
+        controls: Receiver<Control>,
+        stop: Stop,
+        spin_us: u64,
+        transports: Transports,
+    ) -> Self {
         EventLoop {
             core,
             poller,
@@ -129,6 +159,10 @@ impl<P: Poller> EventLoop<P> {
             wake_list: Vec::new(),
             buf: vec![0u8; READ_BUF],
             stats: None,
+            transports,
+            app: Vec::new(),
+            deadlines: BinaryHeap::new(),
+            pre_wake: Vec::new(),
         }
     }
 
@@ -147,14 +181,21 @@ impl<P: Poller> EventLoop<P> {
                 }
             }
             let busy = !self.ready.is_empty() || self.core.has_wakeups();
-            let mut timeout = match self.core.next_deadline() {
+            let next = [
+                self.core.next_deadline(),
+                self.deadlines.peek().map(|Reverse((t, _))| *t),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let mut timeout = match next {
                 Some(d) => d.saturating_duration_since(now),
                 None => Duration::from_secs(1),
             }
             .min(Duration::from_secs(1));
             if busy || now.duration_since(last_work) < self.spin {
                 timeout = Duration::ZERO;
-            } else if !self.wake_list.is_empty() {
+            } else if !self.wake_list.is_empty() || !self.pre_wake.is_empty() {
                 // A closing connection waits to flush: look again soon.
                 timeout = timeout.min(Duration::from_millis(10));
             }
@@ -183,7 +224,10 @@ impl<P: Poller> EventLoop<P> {
                     // every edge).
                     if ev.writable && !c.writable {
                         c.writable = true;
-                        self.wake_list.push(c.key);
+                        match c.key {
+                            Some(k) => self.wake_list.push(k),
+                            None => self.pre_wake.push(ev.token),
+                        }
                     }
                 }
             }
@@ -209,7 +253,11 @@ impl<P: Poller> EventLoop<P> {
             if self.core.next_deadline().is_some_and(|d| d <= now) {
                 self.core.tick(now);
             }
+            if self.deadlines.peek().is_some_and(|Reverse((d, _))| *d <= now) {
+                self.transport_timers(now);
+            }
             self.service(now);
+            self.service_pre(now);
             if worked {
                 last_work = now;
             }
@@ -218,26 +266,72 @@ impl<P: Poller> EventLoop<P> {
     }
 
     fn accept(&mut self, acc: Accepted, now: Instant) {
+        let lt = self
+            .transports
+            .read()
+            .ok()
+            .and_then(|v| v.get(acc.listener).cloned().flatten())
+            .filter(|l| !l.is_plain());
         let mut stream = P::wrap(acc.stream);
         let entry = self.conns.vacant_entry();
         let t = entry.key();
         if self.poller.add(&mut stream, t).is_err() {
             return;
         }
-        let key = self.core.accept(acc.peer, now);
+        let mut transport = lt.map(|l| Box::new(Transport::new(&l, now)));
+        let key = match &mut transport {
+            None => Some(self.core.accept(acc.peer, now)),
+            Some(tr) if tr.is_websocket() => None,
+            Some(tr) => {
+                let setup = ConnSetup {
+                    defer_info: tr.defers_info(),
+                    ..Default::default()
+                };
+                let key = self.core.accept_with(acc.peer, setup, now);
+                if tr.wants_raw() {
+                    // The INFO goes out before TLS starts.
+                    let n = {
+                        let out = self.core.output(key);
+                        tr.push_raw(out);
+                        out.len()
+                    };
+                    self.core.written(key, n, now);
+                }
+                Some(key)
+            }
+        };
+        let deadline = transport.as_ref().and_then(|tr| tr.deadline());
         entry.insert(Conn {
             stream,
             key,
+            peer: acc.peer,
+            local: acc.local,
+            transport,
+            tls_peer: None,
+            deadline,
             readable: true,
             writable: true,
             closing_since: None,
         });
+        if let Some(d) = deadline {
+            self.deadlines.push(Reverse((d, t)));
+        }
+        if let Some(key) = key {
+            self.map_token(key, t);
+        } else {
+            self.pre_wake.push(t);
+        }
+        self.ready.push(t);
+    }
+
+    pub(super) fn map_token(&mut self, key: ConnKey, t: usize) {
         let i = key.idx as usize;
         if self.tokens.len() <= i {
             self.tokens.resize(i + 1, None);
         }
-        self.tokens[i] = Some(t);
-        self.ready.push(t);
+        if let Some(slot) = self.tokens.get_mut(i) {
+            *slot = Some(t);
+        }
     }
 
     /// Read from connections with pending readiness. Returns whether anything was read.
@@ -249,22 +343,28 @@ impl<P: Poller> EventLoop<P> {
             if !c.readable {
                 continue;
             }
-            let key = c.key;
             let mut again = false;
             for round in 0..READ_BUDGET {
-                if self.core.status(key) != (ConnStatus::Open { read: true }) {
-                    break;
-                }
                 let Some(c) = self.conns.get_mut(t) else { break };
+                match c.key {
+                    Some(key) if self.core.status(key) != (ConnStatus::Open { read: true }) => break,
+                    None if c.closing_since.is_some() => break,
+                    _ => {}
+                }
+                let key = c.key;
                 match c.stream.read(&mut self.buf) {
                     Ok(0) => {
                         c.readable = false;
-                        self.core.disconnected(key, ClosedState::ClientClosed, now);
+                        self.on_eof(t, now);
                         break;
                     }
                     Ok(n) => {
                         any = true;
-                        self.core.input(key, self.buf.get(..n).unwrap_or_default(), now);
+                        if c.transport.is_some() {
+                            self.on_transport_read(t, n, now);
+                        } else if let Some(key) = key {
+                            self.core.input(key, self.buf.get(..n).unwrap_or_default(), now);
+                        }
                         if round + 1 == READ_BUDGET {
                             again = true;
                         }
@@ -276,7 +376,10 @@ impl<P: Poller> EventLoop<P> {
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(_) => {
                         c.readable = false;
-                        self.core.disconnected(key, ClosedState::ReadError, now);
+                        match key {
+                            Some(key) => self.core.disconnected(key, ClosedState::ReadError, now),
+                            None => self.drop_token(t),
+                        }
                         break;
                     }
                 }
@@ -286,6 +389,17 @@ impl<P: Poller> EventLoop<P> {
             }
         }
         any
+    }
+
+    /// End of file from the peer.
+    fn on_eof(&mut self, t: usize, now: Instant) {
+        let Some(c) = self.conns.get_mut(t) else { return };
+        let failed = c.transport.as_mut().and_then(|tr| tr.on_eof());
+        match (c.key, failed) {
+            (Some(key), Some(e)) => self.transport_failed(t, key, e, now),
+            (Some(key), None) => self.core.disconnected(key, ClosedState::ClientClosed, now),
+            (None, _) => self.drop_token(t),
+        }
     }
 
     /// Write, close or resume every connection the core pointed at.
@@ -309,14 +423,15 @@ impl<P: Poller> EventLoop<P> {
 
     fn token(&self, key: ConnKey) -> Option<usize> {
         let t = (*self.tokens.get(key.idx as usize)?)?;
-        self.conns.get(t).filter(|c| c.key == key).map(|_| t)
+        self.conns.get(t).filter(|c| c.key == Some(key)).map(|_| t)
     }
 
     fn service_one(&mut self, key: ConnKey, now: Instant) {
         let Some(t) = self.token(key) else { return };
         let status = self.core.status(key);
         match status {
-            ConnStatus::Gone | ConnStatus::Close => self.drop_conn(t, key),
+            ConnStatus::Gone => self.drop_conn(t, key),
+            ConnStatus::Close => self.flush_closing(t, key, now),
             ConnStatus::Open { .. } | ConnStatus::Flush => {
                 self.write(t, key, now);
                 match self.core.status(key) {
@@ -339,14 +454,48 @@ impl<P: Poller> EventLoop<P> {
                             self.wake_list.push(key);
                         }
                     }
-                    ConnStatus::Close | ConnStatus::Gone => self.drop_conn(t, key),
+                    ConnStatus::Close => self.flush_closing(t, key, now),
+                    ConnStatus::Gone => self.drop_conn(t, key),
                     ConnStatus::Open { read: false } => {}
                 }
             }
         }
     }
 
-    fn write(&mut self, t: usize, key: ConnKey, now: Instant) {
+    /// The core is done with a connection: write what its transport still holds (a
+    /// close frame, an alert), briefly, then close.
+    fn flush_closing(&mut self, t: usize, key: ConnKey, now: Instant) {
+        // The WebSocket close frame and the TLS close_notify follow what was queued.
+        if let Some(reason) = self.core.closing_reason(key) {
+            if let Some(tr) = self.conns.get_mut(t).and_then(|c| c.transport.as_mut()) {
+                tr.close(reason);
+            }
+        }
+        let pending = self
+            .conns
+            .get(t)
+            .and_then(|c| c.transport.as_ref())
+            .is_some_and(|tr| tr.wants_write());
+        if !pending {
+            self.drop_conn(t, key);
+            return;
+        }
+        self.write(t, key, now);
+        let Some(c) = self.conns.get_mut(t) else { return };
+        let still = c.transport.as_ref().is_some_and(|tr| tr.wants_write());
+        let expired = now.duration_since(*c.closing_since.get_or_insert(now)) >= FLUSH_GRACE;
+        if still && !expired {
+            self.wake_list.push(key);
+        } else {
+            self.drop_conn(t, key);
+        }
+    }
+
+    pub(super) fn write(&mut self, t: usize, key: ConnKey, now: Instant) {
+        if self.conns.get(t).is_some_and(|c| c.transport.is_some()) {
+            self.write_transport(t, key, now);
+            return;
+        }
         loop {
             let out = self.core.output(key);
             if out.is_empty() {
@@ -378,14 +527,21 @@ impl<P: Poller> EventLoop<P> {
         }
     }
 
-    fn drop_conn(&mut self, t: usize, key: ConnKey) {
+    pub(super) fn drop_conn(&mut self, t: usize, key: ConnKey) {
+        self.drop_token(t);
+        self.core.remove(key, Instant::now());
+    }
+
+    /// Close the socket of `t` (its core connection, if any, is the caller's business).
+    pub(super) fn drop_token(&mut self, t: usize) {
         if let Some(mut c) = self.conns.try_remove(t) {
             self.poller.remove(&mut c.stream, t);
-            if let Some(slot) = self.tokens.get_mut(key.idx as usize) {
-                *slot = None;
+            if let Some(key) = c.key {
+                if let Some(slot) = self.tokens.get_mut(key.idx as usize) {
+                    *slot = None;
+                }
             }
         }
-        self.core.remove(key, Instant::now());
         self.ready.retain(|r| *r != t);
     }
 
@@ -393,6 +549,15 @@ impl<P: Poller> EventLoop<P> {
         let start = Instant::now();
         self.core.shutdown(start);
         self.service(start);
+        let pre: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.key.is_none())
+            .map(|(t, _)| t)
+            .collect();
+        for t in pre {
+            self.drop_token(t);
+        }
         let mut events: Vec<Ready> = Vec::with_capacity(256);
         while !self.conns.is_empty() && start.elapsed() < Duration::from_secs(1) {
             events.clear();
@@ -404,13 +569,16 @@ impl<P: Poller> EventLoop<P> {
                     }
                 }
             }
-            let keys: Vec<ConnKey> = self.conns.iter().map(|(_, c)| c.key).collect();
+            let keys: Vec<ConnKey> = self.conns.iter().filter_map(|(_, c)| c.key).collect();
             self.wake_list.extend(keys);
             self.service(Instant::now());
         }
-        let all: Vec<(usize, ConnKey)> = self.conns.iter().map(|(t, c)| (t, c.key)).collect();
+        let all: Vec<(usize, Option<ConnKey>)> = self.conns.iter().map(|(t, c)| (t, c.key)).collect();
         for (t, k) in all {
-            self.drop_conn(t, k);
+            match k {
+                Some(k) => self.drop_conn(t, k),
+                None => self.drop_token(t),
+            }
         }
     }
 }

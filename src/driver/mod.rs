@@ -6,10 +6,13 @@
 //! - [`event_loop`]: the shard loop both reactors share, over a readiness `Poller`.
 //! - [`uring`] (feature `uring`, Linux): the io_uring poller (multishot polls).
 //! - [`mio`]: the portable poller (epoll, kqueue, IOCP).
+//! - `transport`: the event loop's handling of TLS and WebSocket connections (their
+//!   state machines are `crate::transport`'s).
 
 pub mod accept;
 pub mod event_loop;
 pub mod mio;
+mod transport;
 #[cfg(all(target_os = "linux", feature = "uring"))]
 pub mod uring;
 
@@ -30,7 +33,21 @@ pub const MESH_RING_CAPACITY: usize = 1024;
 pub struct Accepted {
     pub stream: TcpStream,
     pub peer: SocketAddr,
+    /// The server's end of the connection (for log lines).
+    pub local: Option<SocketAddr>,
+    /// Which listener accepted it (an index into [`RuntimeConfig::transports`]; 0 is
+    /// the client port).
+    pub listener: usize,
 }
+
+/// How each listener's connections start (TLS, WebSocket), by listener index; missing or
+/// `None` is plain TCP. Replaced on reload: new connections use the new settings.
+pub type Transports = Arc<std::sync::RwLock<Vec<Option<Arc<crate::transport::ListenerTransport>>>>>;
+
+/// The client listener's index.
+pub const CLIENT_LISTENER: usize = 0;
+/// The WebSocket listener's index.
+pub const WEBSOCKET_LISTENER: usize = 1;
 
 /// What the rest of the process tells a shard (each shard drains its queue when woken).
 pub enum Control {
@@ -147,6 +164,8 @@ pub struct RuntimeConfig {
     pub shared: Arc<Shared>,
     /// Busy-poll before parking, microseconds.
     pub spin_us: u64,
+    /// TLS and WebSocket settings per listener.
+    pub transports: Transports,
 }
 
 /// Shared stop signal for the shards.
@@ -167,6 +186,8 @@ pub struct Running {
     pub(crate) stop: Stop,
     pub(crate) controls: Controls,
     pub(crate) acceptor: accept::Acceptor,
+    /// Acceptors of further listeners (WebSocket).
+    pub(crate) more: Vec<accept::Acceptor>,
     pub(crate) threads: Vec<std::thread::JoinHandle<()>>,
     pub name: &'static str,
 }
@@ -183,6 +204,9 @@ impl Running {
     /// client that understands async INFO an INFO with `ldm: true`.
     pub fn enter_lame_duck(&mut self) {
         self.acceptor.stop();
+        for a in &mut self.more {
+            a.stop();
+        }
         for s in 0..self.controls.len() {
             self.controls.send(s, Control::LameDuck);
         }
@@ -195,18 +219,38 @@ impl Running {
 
     /// Start the acceptor, which hands connections to shards through `controls`.
     pub(crate) fn accepting(listener: std::net::TcpListener, controls: &Controls) -> std::io::Result<accept::Acceptor> {
+        Self::accepting_as(listener, CLIENT_LISTENER, controls)
+    }
+
+    fn accepting_as(
+        listener: std::net::TcpListener,
+        index: usize,
+        controls: &Controls,
+    ) -> std::io::Result<accept::Acceptor> {
         let c = controls.clone();
         accept::Acceptor::start(
             listener,
+            index,
             controls.len(),
             Box::new(move |shard, acc| c.send(shard, Control::Accept(acc))),
         )
+    }
+
+    /// Accept on another listener too; its connections are set up by
+    /// `transports[index]`.
+    pub fn add_listener(&mut self, listener: std::net::TcpListener, index: usize) -> std::io::Result<()> {
+        let a = Self::accepting_as(listener, index, &self.controls)?;
+        self.more.push(a);
+        Ok(())
     }
 
     /// Close the listener, close every client (flushing what is queued, briefly), and
     /// wait for all shards to finish.
     pub fn shutdown(mut self) {
         self.acceptor.stop();
+        for a in &mut self.more {
+            a.stop();
+        }
         self.stop.set();
         self.controls.wake_all();
         for h in self.threads.drain(..) {

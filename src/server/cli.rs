@@ -13,6 +13,8 @@ pub enum Command {
     Signal(String),
     Version,
     Help,
+    /// `--help_tls`: the TLS configuration help.
+    HelpTls,
     /// Print `message` to stderr; with `usage`, print the usage text to stdout too; exit
     /// with `code`.
     Fail {
@@ -46,6 +48,9 @@ struct Parsed {
     opts: Options,
     help: bool,
     help_tls: bool,
+    /// A `--tls*` flag was given; `--tls=false` was.
+    tls_given: bool,
+    tls_disabled: bool,
     version: bool,
     signal: String,
 }
@@ -294,7 +299,7 @@ const FLAGS: &[Flag] = &[
         names: &["ms", "https_port"],
         kind: Kind::Int,
         set: |p, v| {
-            p.opts.flags_not_yet.https_port = i(v);
+            p.opts.https_port = i(v);
             Ok(())
         },
     },
@@ -366,7 +371,10 @@ const FLAGS: &[Flag] = &[
         names: &["tls"],
         kind: Kind::Bool,
         set: |p, v| {
-            p.opts.flags_not_yet.tls = b(v);
+            let on = b(v);
+            p.opts.flags_not_yet.tls = on;
+            p.tls_given = true;
+            p.tls_disabled = !on;
             Ok(())
         },
     },
@@ -375,6 +383,7 @@ const FLAGS: &[Flag] = &[
         kind: Kind::Bool,
         set: |p, v| {
             p.opts.flags_not_yet.tls_verify = b(v);
+            p.tls_given = true;
             Ok(())
         },
     },
@@ -383,6 +392,7 @@ const FLAGS: &[Flag] = &[
         kind: Kind::Str,
         set: |p, v| {
             p.opts.flags_not_yet.tls_cert = s(v);
+            p.tls_given = true;
             Ok(())
         },
     },
@@ -391,6 +401,7 @@ const FLAGS: &[Flag] = &[
         kind: Kind::Str,
         set: |p, v| {
             p.opts.flags_not_yet.tls_key = s(v);
+            p.tls_given = true;
             Ok(())
         },
     },
@@ -399,6 +410,7 @@ const FLAGS: &[Flag] = &[
         kind: Kind::Str,
         set: |p, v| {
             p.opts.flags_not_yet.tls_ca_cert = s(v);
+            p.tls_given = true;
             Ok(())
         },
     },
@@ -513,6 +525,15 @@ fn parse_int(v: &str) -> Result<i64, &'static str> {
     })
 }
 
+/// An error of the flags' meaning (nats-server prints it alone and exits 1).
+fn fail_plain(message: &str) -> Command {
+    Command::Fail {
+        message: format!("nats-server: {message}"),
+        usage: false,
+        code: 1,
+    }
+}
+
 fn fail(message: String) -> Command {
     Command::Fail {
         message,
@@ -601,11 +622,33 @@ pub fn parse_onto(args: &[String], base: Options) -> Command {
         return Command::Help;
     }
     if p.help_tls {
-        return Command::Fail {
-            message: "nats-server: TLS is not supported by rnats yet".into(),
-            usage: false,
-            code: 1,
-        };
+        return Command::HelpTls;
+    }
+    if p.tls_given {
+        // nats-server's `overrideTLS`: the flags replace the file's `tls` block;
+        // `--tls=false` turns TLS off.
+        if p.tls_disabled {
+            p.opts.tls = None;
+        } else {
+            let f = &p.opts.flags_not_yet;
+            if f.tls_cert.is_empty() {
+                return fail_plain("TLS Server certificate must be present and valid");
+            }
+            if f.tls_key.is_empty() {
+                return fail_plain("TLS Server private key must be present and valid");
+            }
+            let t = crate::transport::tls::TlsOptions {
+                cert_file: f.tls_cert.clone(),
+                key_file: f.tls_key.clone(),
+                ca_file: f.tls_ca_cert.clone(),
+                verify: f.tls_verify,
+                ..Default::default()
+            };
+            if let Err(e) = crate::transport::tls::build_server_config(&t) {
+                return fail_plain(&e.0);
+            }
+            p.opts.tls = Some(t);
+        }
     }
     if let Some(arg) = args.get(k) {
         return match arg.to_lowercase().as_str() {
@@ -623,6 +666,36 @@ pub fn parse_onto(args: &[String], base: Options) -> Command {
     }
     Command::Run(Box::new(p.opts))
 }
+
+/// `--help_tls`.
+pub const TLS_USAGE: &str = "
+TLS is configured in the tls block of a configuration file:
+
+    tls {
+        cert_file:      \"./certs/server-cert.pem\"
+        key_file:       \"./certs/server-key.pem\"
+        ca_file:        \"./certs/ca.pem\"
+        verify:         true
+        verify_and_map: true
+        timeout:        2
+        handshake_first: false
+
+        cipher_suites: [
+            \"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256\",
+            \"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\"
+        ]
+        curve_preferences: [
+            \"CurveP256\",
+            \"CurveP384\"
+        ]
+    }
+
+Cipher suites and curves use Go's names; those rustls implements are used (TLS 1.3
+suites are always on). Curves: X25519, CurveP256, CurveP384.
+
+From the command line: --tls --tlscert <file> --tlskey <file> [--tlscacert <file>]
+[--tlsverify].
+";
 
 /// The usage text (same layout as nats-server's; lists what rnats implements).
 pub const USAGE: &str = "
@@ -839,19 +912,7 @@ mod tests {
                 &["--cluster_listen=nats://127.0.0.1:6222", "--routes", "nats://h:1"][..],
                 "clustering (--cluster, --cluster_listen, --routes)",
             ),
-            (
-                &["--tls"][..],
-                "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
-            ),
-            (
-                &["--tlscert", "c.pem", "--tlskey", "k.pem"][..],
-                "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
-            ),
-            (
-                &["--tlsverify", "--tlscacert=ca.pem"][..],
-                "TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)",
-            ),
-            (&["-ms", "8443"][..], "HTTPS monitoring (-ms/--https_port)"),
+            (&["-ms", "8443"][..], "HTTPS monitoring (-ms/--https_port, https_port)"),
             (&["--profile", "6060"][..], "profiling (--profile)"),
         ];
         for (args, feature) in refused {
@@ -885,10 +946,27 @@ mod tests {
             msg(run(&["--no_advertise=x"])),
             "invalid boolean value \"x\" for -no_advertise: parse error"
         );
+        assert!(matches!(run(&["--help_tls"]), Command::HelpTls));
+        // The --tls* flags need a certificate and a key, as in the reference.
         assert_eq!(
-            msg(run(&["--help_tls"])),
-            "nats-server: TLS is not supported by rnats yet"
+            msg(run(&["--tls"])),
+            "nats-server: TLS Server certificate must be present and valid"
         );
+        assert_eq!(
+            msg(run(&["--tlsverify", "--tlscert", "c.pem"])),
+            "nats-server: TLS Server private key must be present and valid"
+        );
+        assert_eq!(
+            msg(run(&[
+                "--tlscert",
+                "/nonexistent/c.pem",
+                "--tlskey",
+                "/nonexistent/k.pem"
+            ])),
+            "nats-server: error parsing X509 certificate/key pair: open /nonexistent/c.pem: no such file or directory"
+        );
+        // --tls=false turns TLS off whatever else is given.
+        assert!(opts(&["--tls=false", "--tlscert", "/nonexistent/c.pem"]).tls.is_none());
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod reload;
 pub mod security;
 pub mod signals;
 pub mod state;
+pub mod transport;
 
 use crate::driver::{self, RuntimeConfig};
 use crate::proto::info::ServerInfo;
@@ -56,16 +57,21 @@ pub enum StartError {
     PidFile(String),
     #[error("{0}")]
     Security(#[from] security::SecurityError),
+    /// TLS or WebSocket settings that cannot be used.
+    #[error("{0}")]
+    Transport(String),
 }
 
-/// What authenticates clients, and operator mode's accounts when it is on.
+/// What authenticates clients, operator mode's accounts when it is on, and what
+/// authenticates WebSocket clients.
 type Security = (
     Arc<dyn crate::core::auth::Authenticator>,
     Option<Arc<crate::auth::operator::accounts::OperatorAccounts>>,
+    Arc<dyn crate::core::auth::Authenticator>,
 );
 
 /// Put the security configuration of `opts` in place (accounts, users) and return the
-/// authenticator for it.
+/// authenticators for it (see [`Security`]).
 fn apply_security(
     shared: &Arc<crate::core::stats::Shared>,
     keys: &Arc<crate::auth::callout::ServerKeys>,
@@ -73,19 +79,23 @@ fn apply_security(
 ) -> Result<Security, security::SecurityError> {
     if operator::enabled(&opts.security) {
         let (accounts, auth) = operator::apply(shared, &opts.security, keys, opts.auth_timeout_duration())?;
-        return Ok((Arc::new(auth), Some(accounts)));
+        let auth: Arc<dyn crate::core::auth::Authenticator> = Arc::new(auth);
+        return Ok((auth.clone(), Some(accounts), auth));
     }
     let simple = security::SimpleAuth {
         username: &opts.username,
         password: &opts.password,
         token: &opts.authorization,
+        tls_map: opts.tls.as_ref().is_some_and(|t| t.map),
     };
     let applied = security::apply(&shared.accounts, &opts.security, &simple)?;
+    let directory = applied.directory.clone();
     let auth = match &opts.security.auth_callout {
         Some(c) => security::with_callout(applied, c, shared, keys, opts.auth_timeout_duration())?,
         None => applied.authenticator,
     };
-    Ok((auth, None))
+    let ws = transport::ws_authenticator(opts, directory, &auth);
+    Ok((auth, None, ws))
 }
 
 /// Payloads above this draw nats-server's startup warning.
@@ -203,6 +213,10 @@ pub struct Server {
     /// The authenticator of the security configuration (trusted proxies are put in front
     /// of it for the shards).
     authenticator: Arc<dyn crate::core::auth::Authenticator>,
+    /// TLS and WebSocket settings of the listeners (replaced on reload).
+    transports: driver::Transports,
+    /// The bound WebSocket port, if any.
+    pub ws_port: Option<u16>,
 }
 
 /// `auth` with the trusted proxies of `opts` in front.
@@ -275,10 +289,15 @@ impl Server {
             ),
         })?;
         let bound = listener.local_addr()?;
+        let ws = transport::bind_websocket(&opts).map_err(StartError::Transport)?;
+        let ws_port = ws.as_ref().map(|(_, p)| *p);
+        let transports: driver::Transports = Arc::new(RwLock::new(
+            transport::listener_transports(&opts).map_err(StartError::Transport)?,
+        ));
 
         let shared = Arc::new(crate::core::stats::Shared::new(nshards));
         let mut core = opts.core_config();
-        let (authenticator, operator_accounts) = apply_security(&shared, &keys, &opts)?;
+        let (authenticator, operator_accounts, ws_authenticator) = apply_security(&shared, &keys, &opts)?;
         let auth_in_force = authenticator.clone();
         core.authenticator = with_proxies(&authenticator, &opts);
         core.info = ServerInfo {
@@ -297,6 +316,7 @@ impl Server {
             rnats_version: RNATS_VERSION.into(),
             ..Default::default()
         };
+        transport::apply_core(&opts, &mut core, ws_port, with_proxies(&ws_authenticator, &opts));
         let info = core.info.clone();
         let rt = RuntimeConfig {
             nshards,
@@ -304,6 +324,7 @@ impl Server {
             core: Arc::new(core),
             shared: shared.clone(),
             spin_us: opts.spin_us,
+            transports: transports.clone(),
         };
         let mut running_opts = opts.clone();
         running_opts.port = i64::from(bound.port());
@@ -358,7 +379,7 @@ impl Server {
             None => None,
         };
 
-        let running = if chosen.uring {
+        let mut running = if chosen.uring {
             #[cfg(all(target_os = "linux", feature = "uring"))]
             {
                 driver::uring::start(rt, listener)?
@@ -370,6 +391,9 @@ impl Server {
         } else {
             driver::mio::start(rt, listener)?
         };
+        if let Some((l, _)) = ws {
+            running.add_listener(l, driver::WEBSOCKET_LISTENER)?;
+        }
         tracing::info!("Using the {} reactor on {} shards", running.name, nshards);
         mon_ctx.set_post(Arc::new(running.controls.clone()));
         let system = Arc::new(crate::system::SystemContext {
@@ -399,7 +423,10 @@ impl Server {
             "Listening for client connections on {}",
             host_port(&opts.host, bound.port())
         );
+        transport::log_client_tls(&opts);
         let mut srv = Server {
+            transports,
+            ws_port,
             state,
             running: Some(running),
             _monitor: monitor,
@@ -468,9 +495,12 @@ impl Server {
         let (new, plan) = reload::prepare(&self.opts, flags, self.client_addr.port())?;
         // Operator mode keeps its accounts and authenticator across reloads (the reference
         // cannot switch resolvers on reload either).
-        let authenticator = match &self.operator_accounts {
-            Some(_) => self.authenticator.clone(),
-            None => apply_security(&self.state.shared, &self.keys, &new)?.0,
+        let (authenticator, ws_authenticator) = match &self.operator_accounts {
+            Some(_) => (self.authenticator.clone(), self.authenticator.clone()),
+            None => {
+                let s = apply_security(&self.state.shared, &self.keys, &new)?;
+                (s.0, s.2)
+            }
         };
         self.authenticator = authenticator.clone();
         for m in &plan.messages {
@@ -510,6 +540,21 @@ impl Server {
         core.authenticator = with_proxies(&authenticator, &self.opts);
         self.info.auth_required = core.authenticator.advertised();
         core.info = self.info.clone();
+        transport::apply_core(
+            &self.opts,
+            &mut core,
+            self.ws_port,
+            with_proxies(&ws_authenticator, &self.opts),
+        );
+        self.info = core.info.clone();
+        match transport::listener_transports(&self.opts) {
+            Ok(t) => {
+                if let Ok(mut w) = self.transports.write() {
+                    *w = t;
+                }
+            }
+            Err(e) => tracing::error!("{e}"),
+        }
         if let Some(r) = &self.running {
             r.reconfigure(Arc::new(core));
         }

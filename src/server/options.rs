@@ -3,7 +3,53 @@
 
 use crate::auth::config::SecurityConfig;
 use crate::core::config::{Auth, CoreConfig, UserEntry};
+use crate::transport::tls::TlsOptions;
 use std::time::Duration;
+
+/// OCSP stapling policy (`ocsp { mode }`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OcspMode {
+    #[default]
+    Auto,
+    Always,
+    Must,
+    Never,
+}
+
+/// `ocsp { mode, url(s) }` (or `ocsp: true/false`).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct OcspConfig {
+    pub mode: OcspMode,
+    pub override_urls: Vec<String>,
+}
+
+/// The `websocket { }` block (nats-server's `WebsocketOpts`).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct WebsocketOptions {
+    pub host: String,
+    /// 0: no WebSocket listener; -1: a random port.
+    pub port: i64,
+    pub advertise: String,
+    pub no_tls: bool,
+    pub tls: Option<TlsOptions>,
+    pub same_origin: bool,
+    pub allowed_origins: Vec<String>,
+    pub handshake_timeout: Duration,
+    pub compression: bool,
+    pub username: String,
+    pub password: String,
+    pub token: String,
+    /// Seconds (0: the server's).
+    pub auth_timeout: f64,
+    pub no_auth_user: String,
+    pub jwt_cookie: String,
+    pub user_cookie: String,
+    pub pass_cookie: String,
+    pub token_cookie: String,
+    /// Extra headers of the upgrade response, in file order.
+    pub headers: Vec<(String, String)>,
+    pub ping_interval: Duration,
+}
 
 /// Which reactor drives the shards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -33,15 +79,13 @@ pub struct FlagsNotYet {
     pub no_advertise: bool,
     /// `--connect_retries`.
     pub connect_retries: i64,
-    /// `--tls`, `--tlsverify`.
+    /// `--tls`, `--tlsverify` (applied by the command line over the file's `tls`).
     pub tls: bool,
     pub tls_verify: bool,
     /// `--tlscert`, `--tlskey`, `--tlscacert`.
     pub tls_cert: String,
     pub tls_key: String,
     pub tls_ca_cert: String,
-    /// `-ms`/`--https_port`.
-    pub https_port: i64,
     /// `--profile`.
     pub prof_port: i64,
 }
@@ -56,17 +100,6 @@ impl FlagsNotYet {
         }
         if !self.cluster_listen.is_empty() || !self.routes.is_empty() {
             return Some("clustering (--cluster, --cluster_listen, --routes)");
-        }
-        if self.tls
-            || self.tls_verify
-            || !self.tls_cert.is_empty()
-            || !self.tls_key.is_empty()
-            || !self.tls_ca_cert.is_empty()
-        {
-            return Some("TLS (--tls, --tlsverify, --tlscert, --tlskey, --tlscacert)");
-        }
-        if self.https_port != 0 {
-            return Some("HTTPS monitoring (-ms/--https_port)");
         }
         if self.prof_port != 0 {
             return Some("profiling (--profile)");
@@ -110,8 +143,20 @@ pub struct Options {
     /// `-sd`/`--store_dir`, `store_dir`: JetStream's storage directory (no effect while
     /// JetStream is off, as in nats-server).
     pub store_dir: String,
-    /// Flags of features rnats does not have yet, kept to refuse them at startup by name.
+    /// Flags of features rnats does not have yet, kept to refuse them at startup by name
+    /// (and the `--tls*` flags' values, applied over the file's `tls` block).
     pub flags_not_yet: FlagsNotYet,
+    /// The `tls { }` block (or the `--tls*` flags): TLS for client connections.
+    pub tls: Option<TlsOptions>,
+    /// `allow_non_tls`: plaintext clients are served on the TLS port too.
+    pub allow_non_tls: bool,
+    /// `ocsp`: stapling of the server certificate's status.
+    pub ocsp: Option<OcspConfig>,
+    /// The `websocket { }` block.
+    pub websocket: WebsocketOptions,
+    /// `https`/`https_port`/`-ms`: HTTPS monitoring (0: off; -1: random port).
+    pub https_host: String,
+    pub https_port: i64,
     pub http_host: String,
     /// 0: monitoring off; -1: random port.
     pub http_port: i64,
@@ -178,6 +223,12 @@ impl Default for Options {
             security: SecurityConfig::default(),
             store_dir: String::new(),
             flags_not_yet: FlagsNotYet::default(),
+            tls: None,
+            allow_non_tls: false,
+            ocsp: None,
+            websocket: WebsocketOptions::default(),
+            https_host: String::new(),
+            https_port: 0,
             http_host: String::new(),
             http_port: 0,
             http_base_path: String::new(),
@@ -299,6 +350,7 @@ impl Options {
             return Err(OptionsError::ServerNameSpaces);
         }
         crate::server::config::validate_security(&self.security).map_err(OptionsError::Security)?;
+        self.validate_websocket().map_err(OptionsError::Security)?;
         self.refuse_missing_features()?;
         self.bind_port().map(|_| ())
     }
@@ -315,16 +367,27 @@ impl Options {
         if let Some(f) = self.flags_not_yet.feature() {
             return Err(OptionsError::NotYet(f.to_string()));
         }
+        // HTTPS monitoring: the monitor serves it with
+        // `transport::tls::build_server_config(opts.tls)`; until then it is refused.
+        if self.https_port != 0 {
+            return Err(OptionsError::NotYet(
+                "HTTPS monitoring (-ms/--https_port, https_port)".into(),
+            ));
+        }
+        self.refuse_missing_transport_features()?;
         if self.security.resolver_tls.is_some() {
             return Err(OptionsError::NotYet("resolver_tls".to_string()));
         }
         Ok(())
     }
 
-    /// The authorization timeout in force (nats-server's default: 2 s without TLS).
+    /// The authorization timeout in force (nats-server's default: 2 s without TLS, the
+    /// TLS timeout plus one second with it).
     pub fn auth_timeout_secs(&self) -> f64 {
         if self.auth_timeout > 0.0 {
             self.auth_timeout
+        } else if let Some(t) = &self.tls {
+            t.timeout_duration().as_secs_f64() + 1.0
         } else {
             2.0
         }
@@ -334,8 +397,8 @@ impl Options {
         Duration::try_from_secs_f64(self.auth_timeout_secs()).unwrap_or(Duration::from_secs(2))
     }
 
-    /// The core's view of these options (without the INFO template).
-    pub fn core_config(&self) -> CoreConfig {
+    /// The configured users as config mode's directory (token, single user, users).
+    fn directory(&self) -> crate::auth::users::UserDirectory {
         // The users of the authorization block; nkeys, permissions and accounts are not
         // used by the core yet (see `refuse_missing_features`).
         let users: Vec<UserEntry> = self
@@ -360,7 +423,14 @@ impl Options {
         } else {
             Auth::None
         };
-        let authenticator = std::sync::Arc::new(crate::auth::users::ConfigAuthenticator::new(legacy_directory(&auth)));
+        let mut dir = legacy_directory(&auth);
+        dir.tls_map = self.tls.as_ref().is_some_and(|t| t.map);
+        dir
+    }
+
+    /// The core's view of these options (without the INFO template).
+    pub fn core_config(&self) -> CoreConfig {
+        let authenticator = std::sync::Arc::new(crate::auth::users::ConfigAuthenticator::new(self.directory()));
         CoreConfig {
             authenticator,
             max_control_line: self.max_control_line.max(1) as usize,
@@ -381,6 +451,7 @@ impl Options {
             max_traced_msg_len: self.max_traced_msg_len.max(0) as usize,
             info: Default::default(),
             max_closed_clients: self.max_closed_clients.max(0) as usize,
+            websocket: None,
         }
     }
 }

@@ -28,6 +28,8 @@ pub enum SecurityError {
 pub struct Applied {
     pub table: Arc<AccountTable>,
     pub authenticator: Arc<dyn Authenticator>,
+    /// The users behind `authenticator` (WebSocket clients get a variant of it).
+    pub directory: UserDirectory,
 }
 
 /// The `username`/`password` or token options given on the command line or in a simple
@@ -36,6 +38,8 @@ pub struct SimpleAuth<'a> {
     pub username: &'a str,
     pub password: &'a str,
     pub token: &'a str,
+    /// `tls { verify_and_map }`: the client certificate names the user.
+    pub tls_map: bool,
 }
 
 fn perm_side(p: &Option<cfg::SubjectPermission>) -> Option<SubjectPerm> {
@@ -258,6 +262,7 @@ pub fn apply(
         listed: !sec.users.is_empty() || !sec.nkeys.is_empty(),
         default_permissions: sec.default_permissions.as_ref().map(perm_spec),
         proxy_required: sec.proxy_required,
+        tls_map: simple.tls_map,
         ..Default::default()
     };
     if !simple.token.is_empty() {
@@ -323,7 +328,8 @@ pub fn apply(
     }
     Ok(Applied {
         table,
-        authenticator: Arc::new(ConfigAuthenticator::new(dir)),
+        authenticator: Arc::new(ConfigAuthenticator::new(dir.clone())),
+        directory: dir,
     })
 }
 

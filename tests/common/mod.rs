@@ -3,6 +3,8 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::indexing_slicing)]
 
 pub mod diff;
+pub mod pki;
+pub mod ws;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -13,12 +13,17 @@
 //! | `monpoll` | [`monpoll`] | `pubsub` with K idle connections, with and without `/connz?subs=1` and `/metrics` polled |
 //! | `perms` | [`perms`] | `pubsub` as a user with publish/subscribe permissions, against a plain user |
 //! | `import` | [`import`] | request/reply through a service import, against the same account |
+//! | `handshakes` | [`handshakes`] | connections opened and closed per second (full TLS handshakes with `--transport tls`) |
+//!
+//! Every scenario runs over the transport chosen with `--transport` (TCP, TLS, WebSocket,
+//! WebSocket over TLS; see `crate::transport`).
 //!
 //! The publish/subscribe mechanics live in [`flow`]. `perms` and `import` run on the lab's
 //! auth configuration ([`crate::authlab`]).
 
 pub mod conns;
 pub mod flow;
+pub mod handshakes;
 pub mod import;
 pub mod monpoll;
 pub mod perms;
@@ -52,6 +57,8 @@ pub enum Scenario {
     Subjects,
     /// Not in [`Scenario::ALL`]: it needs the server's monitoring port.
     Monpoll,
+    /// Not in [`Scenario::ALL`]: meant for `--transport tls`.
+    Handshakes,
     /// Not in [`Scenario::ALL`] (nor the next one): it needs the lab's auth configuration.
     Perms,
     Import,
@@ -82,6 +89,7 @@ impl Scenario {
             Scenario::Conns => "conns",
             Scenario::Subjects => "subjects",
             Scenario::Monpoll => "monpoll",
+            Scenario::Handshakes => "handshakes",
             Scenario::Perms => "perms",
             Scenario::Import => "import",
         }
@@ -115,6 +123,7 @@ impl Scenario {
             Scenario::Conns => (16, 10, 1, 0),
             Scenario::Subjects => (64, 1_000_000, 1, 2),
             Scenario::Monpoll => (128, 2_000_000, 1, 1),
+            Scenario::Handshakes => (16, 5_000, 2, 0),
             Scenario::Perms => (128, 3_000_000, 1, 1),
             Scenario::Import => (128, 20_000, 1, 1),
         }
@@ -158,6 +167,10 @@ pub struct ParamArgs {
     /// `monpoll`: milliseconds between two requests of each polled endpoint.
     #[arg(long, default_value_t = 100)]
     pub poll_ms: u64,
+    /// How clients reach the server: tcp, tls, ws (WebSocket) or wss. With a started
+    /// server, the perf lab writes the configuration that turns it on.
+    #[arg(long, value_enum, default_value_t = crate::transport::Transport::Tcp)]
+    pub transport: crate::transport::Transport,
 }
 
 /// Resolved parameters of one run.
@@ -176,6 +189,8 @@ pub struct Params {
     pub monitor: Option<String>,
     #[serde(default)]
     pub poll_ms: u64,
+    #[serde(default)]
+    pub transport: crate::transport::Transport,
 }
 
 impl Params {
@@ -186,7 +201,7 @@ impl Params {
             size: args.size.unwrap_or(size),
             msgs: args.msgs.unwrap_or(msgs),
             pubs: args.pubs.unwrap_or(pubs),
-            subs: if scenario == Scenario::Conns {
+            subs: if matches!(scenario, Scenario::Conns | Scenario::Handshakes) {
                 0
             } else {
                 args.subs.unwrap_or(subs)
@@ -198,6 +213,7 @@ impl Params {
             window: args.window,
             monitor: args.monitor.clone(),
             poll_ms: args.poll_ms,
+            transport: args.transport,
         };
         let bad = |s: &str| Err(PerfError::Param(format!("{}: {s}", scenario.name())));
         if p.msgs == 0 {
@@ -206,7 +222,8 @@ impl Params {
         if p.pubs == 0 || p.pubs > 1024 {
             return bad("--pubs must be in 1..=1024");
         }
-        if scenario != Scenario::Pub && scenario != Scenario::Conns && (p.subs == 0 || p.subs > 1024) {
+        if !matches!(scenario, Scenario::Pub | Scenario::Conns | Scenario::Handshakes) && (p.subs == 0 || p.subs > 1024)
+        {
             return bad("--subs must be in 1..=1024");
         }
         if p.conns == 0 || p.conns > 200_000 {
@@ -276,6 +293,7 @@ pub fn run(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<RunResu
         Scenario::Conns => conns::run(params, ctx),
         Scenario::Subjects => subjects::run(params, ctx),
         Scenario::Monpoll => monpoll::run(params, ctx),
+        Scenario::Handshakes => handshakes::run(params, ctx),
         Scenario::Perms => perms::run(params, ctx),
         Scenario::Import => import::run(params, ctx),
     }

@@ -3,7 +3,7 @@
 //! re-checking connected clients after a reload (protocol.md §3; FEATURES.md §8).
 
 use super::ShardCore;
-use crate::core::auth::{AuthLater, AuthRequest, AuthVerdict, ConnType, Denied, Identity, ProxyFailure, Recheck};
+use crate::core::auth::{AuthLater, AuthRequest, AuthVerdict, Denied, Identity, ProxyFailure, Recheck, WsCookies};
 use crate::core::client::{ClosedState, ConnKey, Pause};
 use crate::core::perms::Perms;
 use crate::proto::reply;
@@ -26,13 +26,32 @@ pub(super) fn min_limit(a: i64, b: i64) -> i64 {
     }
 }
 
+/// A WebSocket client's cookies fill the CONNECT fields it left empty (nats-server's
+/// `jwt_cookie`, `user_cookie`, `pass_cookie`, `token_cookie`).
+fn apply_ws_cookies(opts: &mut crate::proto::connect::ClientOpts, c: &WsCookies) {
+    for (field, cookie) in [
+        (&mut opts.jwt, &c.jwt),
+        (&mut opts.user, &c.user),
+        (&mut opts.pass, &c.pass),
+        (&mut opts.auth_token, &c.token),
+    ] {
+        if field.is_empty() && !cookie.is_empty() {
+            cookie.clone_into(field);
+        }
+    }
+}
+
 impl ShardCore {
     pub(super) fn on_connect(&mut self, key: ConnKey, arg: &[u8], now: Instant) {
         let cfg = self.cfg.clone();
         let mut jitter = self.next_rand();
+        let ping_interval = match self.client(key) {
+            Some(c) => self.ping_interval_of(c),
+            None => return,
+        };
         let Some(c) = self.client_mut(key) else { return };
         c.rtt = Some(now.saturating_duration_since(c.start).max(Duration::from_nanos(1)));
-        let first_ping = cfg.ping_interval.min(FIRST_PING);
+        let first_ping = ping_interval.min(FIRST_PING);
         let fifth = (first_ping.as_nanos() / 5) as u64;
         if fifth > 0 {
             jitter %= fifth;
@@ -56,9 +75,14 @@ impl ShardCore {
                 self.remove_sub(s);
             }
         }
+        if let Some(c) = self.client_mut(key) {
+            if let Some(t) = c.transport.as_deref() {
+                apply_ws_cookies(&mut c.opts, &t.ws_cookies);
+            }
+        }
         // A trusted proxy vouches first (nats-server's `proxyCheck`).
         let Some(c) = self.client(key) else { return };
-        match cfg.authenticator.proxy_check(&c.opts, &c.nonce) {
+        match self.authenticator_of(c).proxy_check(&c.opts, &c.nonce) {
             Ok(k) => {
                 if let Some(c) = self.client_mut(key) {
                     c.proxy_key = k;
@@ -71,17 +95,19 @@ impl ShardCore {
         }
         let Some(c) = self.client(key) else { return };
         let later = AuthLater::new(self.idx, key, self.post.clone());
+        let authenticator = self.authenticator_of(c);
         let req = AuthRequest {
             opts: &c.opts,
             nonce: &c.nonce,
             peer: c.peer,
-            conn_type: ConnType::Standard,
+            conn_type: Self::conn_type_of(c),
             cid: c.cid,
             shard: self.idx,
             key,
             trusted_proxy: c.proxy_key.as_deref(),
+            tls: c.transport.as_deref().and_then(|t| t.tls.as_deref()),
         };
-        match cfg.authenticator.authenticate(&req, later) {
+        match authenticator.authenticate(&req, later) {
             AuthVerdict::Allow(id) => self.connect_authorized(key, *id, first, now),
             AuthVerdict::Deny(d) => self.auth_denied(key, &d, now),
             AuthVerdict::Pending => {
@@ -316,7 +342,6 @@ impl ShardCore {
     /// quietly; one whose credentials no longer match gets `-ERR 'Authorization
     /// Violation'`; the others take their (possibly new) account, permissions and limits.
     pub(super) fn recheck_auth(&mut self, now: Instant) {
-        let cfg = self.cfg.clone();
         let verdicts: Vec<(ConnKey, Option<Recheck>)> = self
             .clients
             .iter()
@@ -326,12 +351,11 @@ impl ShardCore {
                     idx: i as u32,
                     gen: c.gen,
                 };
+                let auth = self.authenticator_of(c);
                 let v = match (&c.proxy_key, c.identity.as_deref()) {
                     // The proxy it came through is no longer trusted.
-                    (Some(k), Some(_)) if !cfg.authenticator.proxy_trusted(k) => {
-                        Some(Recheck::Proxy(ProxyFailure::NotTrusted))
-                    }
-                    (_, id) => id.and_then(|id| cfg.authenticator.recheck(&c.opts, id)),
+                    (Some(k), Some(_)) if !auth.proxy_trusted(k) => Some(Recheck::Proxy(ProxyFailure::NotTrusted)),
+                    (_, id) => id.and_then(|id| auth.recheck(&c.opts, id)),
                 };
                 (key, v)
             })

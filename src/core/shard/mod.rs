@@ -14,7 +14,9 @@
 //!
 //! Submodules: `ops` (client protocol operations), `route` (publish routing and
 //! delivery), `interest` (subscriptions, interest replication and barriers), `accounts`
-//! (the shard's view of the account table), `timers`.
+//! (the shard's view of the account table), `timers`, `transport` (what TLS and WebSocket
+//! connections need of the core: deferred INFO, their INFO template and authenticator,
+//! the client certificate).
 
 mod accounts;
 mod connect;
@@ -26,6 +28,7 @@ mod ops;
 mod report;
 mod route;
 mod timers;
+mod transport;
 
 use super::accounts::state::ShardAccount;
 use super::accounts::AccountTable;
@@ -41,6 +44,8 @@ use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
+
+pub use transport::ConnSetup;
 
 /// The shard's side of the mesh, implemented by the driver glue over `shards::mesh`.
 pub trait MeshPort {
@@ -223,50 +228,10 @@ impl ShardCore {
     }
 
     /// A new connection from `peer`. Queues the INFO (and, past `max_connections`, the
-    /// error that closes it).
+    /// error that closes it). TLS and WebSocket connections use
+    /// [`ShardCore::accept_with`] (module `transport`).
     pub fn accept(&mut self, peer: SocketAddr, now: Instant) -> ConnKey {
-        self.sync_accounts();
-        let cid = self.shared.next_cid();
-        let gen = self.next_gen;
-        self.next_gen = self.next_gen.wrapping_add(1).max(1);
-        let mut c = Client::new(cid, gen, peer, now, self.cfg.ping_interval);
-        let open = self
-            .shared
-            .open_conns
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1;
-        let auth = self.cfg.authenticator.clone();
-        let mut info = self.cfg.info.clone();
-        info.client_id = cid;
-        info.client_ip = peer.ip().to_string();
-        info.auth_required = auth.advertised();
-        if auth.nonce_required() {
-            c.nonce = new_nonce(&mut self.rng);
-            info.nonce = c.nonce.clone();
-        }
-        info.write_line(&mut c.out.writer(now));
-        if auth.required() {
-            c.awaiting_auth = true;
-            c.auth_deadline = Some(now + self.cfg.auth_timeout);
-        }
-        let idx = self.clients.insert(c) as u32;
-        let key = ConnKey { idx, gen };
-        self.counters.connections += 1;
-        self.counters.total_connections += 1;
-        if self.cfg.debug {
-            if let Some(c) = self.client(key) {
-                tracing::debug!("{} - Client connection created", c.label);
-            }
-        }
-        if self.cfg.max_connections < 0 || open > self.cfg.max_connections {
-            tracing::error!("{} - maximum connections exceeded", self.label(key));
-            self.send_err(key, crate::proto::reply::ERR_MAX_CONNECTIONS, now);
-            self.close(key, ClosedState::MaxConnectionsExceeded);
-        }
-        self.schedule(key);
-        self.wake(key);
-        self.finish(now);
-        key
+        self.accept_with(peer, transport::ConnSetup::default(), now)
     }
 
     /// Bytes read from a connection.

@@ -61,6 +61,10 @@ impl ShardCore {
 
     fn client_timers(&mut self, key: ConnKey, now: Instant) {
         let cfg = self.cfg.clone();
+        let ping_interval = match self.client(key) {
+            Some(c) => self.ping_interval_of(c),
+            None => return,
+        };
         let Some(c) = self.client_mut(key) else { return };
         if c.closing.is_some() {
             return;
@@ -97,8 +101,8 @@ impl ShardCore {
                 || c.rtt_start
                     .is_none_or(|s| now.saturating_duration_since(s) > RTT_INTERVAL);
             let idle = now.saturating_duration_since(c.last_in);
-            c.ping_at = now + cfg.ping_interval;
-            if idle < cfg.ping_interval && !need_rtt {
+            c.ping_at = now + ping_interval;
+            if idle < ping_interval && !need_rtt {
                 return;
             }
             if c.pings_out + 1 > cfg.ping_max {

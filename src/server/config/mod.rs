@@ -13,6 +13,7 @@
 //!   validated.
 //! - `validate`: the startup checks of the security settings (not made by `-t`).
 //! - `proxies`: the trusted proxies.
+//! - `tls`: `tls { }`, `ocsp`, `allow_non_tls`; `websocket`: `websocket { }`.
 //! - `unsupported`: reference keys that rnats does not implement yet.
 
 mod accounts;
@@ -24,10 +25,12 @@ mod mappings;
 mod permissions;
 mod proxies;
 mod subjects;
+mod tls;
 mod trust;
 mod unsupported;
 mod users;
 mod validate;
+mod websocket;
 
 pub use validate::validate_security;
 
@@ -216,7 +219,7 @@ impl Cx {
 
     /// nats-server's `parseDuration`: a Go duration string, or (with a warning) an
     /// integer number of seconds.
-    fn duration(&mut self, field: &str, e: &Entry) -> Option<Duration> {
+    pub(crate) fn duration(&mut self, field: &str, e: &Entry) -> Option<Duration> {
         match &e.value.kind {
             ValueKind::String(s) => match conf::parse_duration_nanos(s) {
                 Ok(n) => Some(Duration::from_nanos(n.max(0) as u64)),
@@ -441,6 +444,21 @@ fn top_level(cx: &mut Cx, o: &mut Options, key: &str, e: &Entry) {
         "connect_error_reports" => set(cx.int(e), |v| o.connect_error_reports = v),
         "reconnect_error_reports" => set(cx.int(e), |v| o.reconnect_error_reports = v),
         "max_closed_clients" => set(cx.int(e), |v| o.max_closed_clients = v),
+        "tls" => {
+            if let Some(t) = tls::parse_tls(cx, e, true) {
+                o.tls = Some(t);
+            }
+        }
+        "allow_non_tls" => set(cx.bool(e), |v| o.allow_non_tls = v),
+        "ocsp" => tls::ocsp(cx, o, e),
+        "websocket" | "ws" => websocket::websocket(cx, o, e),
+        "https_port" => set(cx.int(e), |v| o.https_port = v),
+        "https" => {
+            if let Some((host, port)) = listen(cx, e) {
+                o.https_host = host.unwrap_or_default();
+                o.https_port = port;
+            }
+        }
         _ => unsupported::top_level(cx, key, &lower, e),
     }
 }

@@ -132,7 +132,9 @@ fn errors_as_the_reference_words_them() {
             "authorization { users: [ 5 ] }",
             "1:25: Expected user entry to be a map/struct, got 5",
         ),
-        ("tls { }", "1:0: \"tls\" is not supported by rnats yet"),
+        ("mqtt { }", "1:0: \"mqtt\" is not supported by rnats yet"),
+        ("tls { x: 1 }", "1:6: error parsing tls config, unknown field \"x\""),
+        ("websocket: 5", "1:0: Expected websocket to be a map, got int64"),
         ("authorization { x: 1 }", "1:16: unknown field \"x\""),
     ];
     for (text, want) in cases {

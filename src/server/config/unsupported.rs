@@ -1,7 +1,7 @@
 //! Keys that nats-server 2.14 accepts but rnats does not implement yet.
 //!
-//! Keys whose absence would change what the server does for clients (TLS, clustering,
-//! JetStream, websocket, ...) are errors: running without them would silently weaken or
+//! Keys whose absence would change what the server does for clients (clustering,
+//! JetStream, MQTT, ...) are errors: running without them would silently weaken or
 //! change the service. Keys that only tune features rnats does not have, or that change
 //! nothing observable yet, are accepted with a logged note. (The security keys are all
 //! parsed; those the core does not enforce yet are refused at startup by
@@ -12,20 +12,13 @@ use conf::Entry;
 
 /// Reference keys rnats refuses until their feature exists.
 const NOT_YET: &[&str] = &[
-    "tls",
-    "allow_non_tls",
     "cluster",
     "gateway",
     "leaf",
     "leafnodes",
     "jetstream",
-    "websocket",
-    "ws",
     "mqtt",
-    "ocsp",
     "ocsp_cache",
-    "https",
-    "https_port",
     "prof_port",
     "proxy_protocol",
     "default_js_domain",

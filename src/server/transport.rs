@@ -1,0 +1,351 @@
+//! Server assembly of the transports: the startup checks of the `tls` and `websocket`
+//! settings (nats-server's `validateOptions` parts), the per-listener
+//! [`ListenerTransport`]s built from the options (rebuilt on reload, so new connections
+//! use reloaded certificates), the INFO template fields TLS sets, and what the core
+//! needs for WebSocket clients (their INFO, authenticator and timers).
+
+use super::options::{OcspMode, Options, OptionsError, WebsocketOptions};
+use crate::core::auth::Authenticator;
+use crate::core::config::WsSettings;
+use crate::proto::info::ServerInfo;
+use crate::transport::tls::{build_server_config, TlsOptions};
+use crate::transport::websocket::upgrade::{host_and_port, Origins, UpgradePolicy};
+use crate::transport::{ListenerTransport, TlsMode, WsMode};
+use std::sync::Arc;
+use std::time::Duration;
+
+impl Options {
+    /// Transport settings whose feature rnats does not implement yet.
+    pub(super) fn refuse_missing_transport_features(&self) -> Result<(), OptionsError> {
+        let tls_blocks = [self.tls.as_ref(), self.websocket.tls.as_ref()];
+        if let Some(o) = &self.ocsp {
+            if o.mode != OcspMode::Never && self.tls.is_some() {
+                return Err(OptionsError::NotYet("OCSP stapling (ocsp)".into()));
+            }
+        }
+        for t in tls_blocks.into_iter().flatten() {
+            if t.ocsp_peer.as_ref().is_some_and(|p| p.verify) {
+                return Err(OptionsError::NotYet("OCSP peer verification (ocsp_peer)".into()));
+            }
+            if t.rate_limit > 0 {
+                return Err(OptionsError::NotYet("TLS connection_rate_limit".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// nats-server's startup checks of the WebSocket block (not made by `-t`).
+    pub fn validate_websocket(&self) -> Result<(), String> {
+        let wo = &self.websocket;
+        if wo.port == 0 {
+            return Ok(());
+        }
+        if wo.tls.is_none() && !wo.no_tls {
+            return Err("websocket requires TLS configuration".into());
+        }
+        for ao in &wo.allowed_origins {
+            validate_origin(ao)?;
+        }
+        if !wo.no_auth_user.is_empty() {
+            let s = &self.security;
+            if !s.operators.is_empty() {
+                return Err("no_auth_user not compatible with Trusted Operator".into());
+            }
+            if s.users.is_empty() && s.nkeys.is_empty() {
+                return Err(format!(
+                    "no_auth_user: {:?} present, but users/nkeys are not defined",
+                    wo.no_auth_user
+                ));
+            }
+            let found = s.users.iter().any(|u| u.username == wo.no_auth_user)
+                || s.nkeys.iter().any(|u| u.nkey == wo.no_auth_user);
+            if !found {
+                return Err(format!(
+                    "no_auth_user: {:?} not present as user or nkey in authorization block or account configuration",
+                    wo.no_auth_user
+                ));
+            }
+        }
+        if !self.security.users.is_empty() || !self.security.nkeys.is_empty() {
+            if !wo.username.is_empty() {
+                return Err("websocket authentication username not compatible with presence of users/nkeys".into());
+            }
+            if !wo.token.is_empty() {
+                return Err("websocket authentication token not compatible with presence of users/nkeys".into());
+            }
+        }
+        if !wo.jwt_cookie.is_empty() && self.security.operators.is_empty() && self.security.trusted_keys.is_empty() {
+            return Err(format!(
+                "trusted operators or trusted keys configuration is required for JWT authentication via cookie {:?}",
+                wo.jwt_cookie
+            ));
+        }
+        for (key, _) in &wo.headers {
+            let k = key.to_ascii_lowercase();
+            if matches!(
+                k.as_str(),
+                "host" | "content-length" | "connection" | "upgrade" | "nats-no-masking"
+            ) {
+                return Err(format!("websocket: invalid header {key:?} not allowed"));
+            }
+            if k.starts_with("sec-websocket-") {
+                return Err(format!(
+                    "websocket: invalid header {key:?}, \"Sec-WebSocket-\" prefix not allowed"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// nats-server's allowed-origin check (`url.ParseRequestURI`, http or https, a host).
+fn validate_origin(ao: &str) -> Result<(), String> {
+    let Some((scheme, rest)) = ao.split_once("://") else {
+        if ao.starts_with('/') {
+            return Err(format!(
+                "unable to parse allowed origin {ao:?}: allowed origins must be absolute URLs with http or https scheme"
+            ));
+        }
+        return Err(format!(
+            "unable to parse allowed origin: parse {ao:?}: invalid URI for request"
+        ));
+    };
+    if scheme != "http" && scheme != "https" {
+        return Err(format!(
+            "unable to parse allowed origin {ao:?}: allowed origins must be absolute URLs with http or https scheme"
+        ));
+    }
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if host.is_empty() {
+        return Err(format!("unable to parse allowed origin {ao:?}: host is required"));
+    }
+    host_and_port(scheme == "https", host)
+        .map(|_| ())
+        .map_err(|e| format!("unable to parse allowed origin: {e}"))
+}
+
+fn tls_mode(t: &TlsOptions, allow_non_tls: bool) -> Result<TlsMode, String> {
+    Ok(TlsMode {
+        config: build_server_config(t).map_err(|e| e.0)?,
+        timeout: t.timeout_duration(),
+        handshake_first: t.handshake_first,
+        fallback: (t.handshake_first && !t.fallback_delay.is_zero()).then_some(t.fallback_delay),
+        allow_non_tls,
+        pinned: t.pinned_certs.clone(),
+    })
+}
+
+/// The client listener's transport (`None`: plain TCP).
+pub fn client_transport(o: &Options) -> Result<Option<Arc<ListenerTransport>>, String> {
+    let Some(t) = &o.tls else { return Ok(None) };
+    Ok(Some(Arc::new(ListenerTransport {
+        tls: Some(tls_mode(t, o.allow_non_tls)?),
+        ws: None,
+    })))
+}
+
+/// The WebSocket listener's transport.
+pub fn websocket_transport(o: &Options) -> Result<Arc<ListenerTransport>, String> {
+    let w = &o.websocket;
+    let tls = match &w.tls {
+        Some(t) => Some(tls_mode(t, false)?),
+        None => None,
+    };
+    let mut raw_headers = String::new();
+    for (k, v) in &w.headers {
+        raw_headers.push_str(&format!("{k}: {v}\r\n"));
+    }
+    Ok(Arc::new(ListenerTransport {
+        ws: Some(WsMode {
+            policy: UpgradePolicy {
+                compression: w.compression,
+                origins: Origins::new(w.same_origin, &w.allowed_origins),
+                raw_headers,
+                tls: tls.is_some(),
+            },
+            handshake_timeout: (!w.handshake_timeout.is_zero()).then_some(w.handshake_timeout),
+            cookies: [
+                w.jwt_cookie.clone(),
+                w.user_cookie.clone(),
+                w.pass_cookie.clone(),
+                w.token_cookie.clone(),
+            ],
+        }),
+        tls,
+    }))
+}
+
+/// INFO `tls_required`, `tls_verify`, `tls_available` for the client port.
+pub fn set_info_tls(o: &Options, info: &mut ServerInfo) {
+    let Some(t) = &o.tls else { return };
+    info.tls_required = !o.allow_non_tls;
+    info.tls_verify = t.verify;
+    info.tls_available = o.allow_non_tls;
+}
+
+/// What WebSocket clients see and are checked with: the INFO of the WebSocket listener
+/// (its host and port, TLS required when it has TLS), the authenticator (`websocket {
+/// authorization }` overrides the single user/token and `no_auth_user`, and its own
+/// `verify_and_map`), its authentication timeout and ping interval.
+pub fn ws_settings(
+    o: &Options,
+    base: &ServerInfo,
+    port: u16,
+    authenticator: Arc<dyn Authenticator>,
+    auth_timeout: Duration,
+) -> WsSettings {
+    let w: &WebsocketOptions = &o.websocket;
+    let mut info = base.clone();
+    info.host = w.host.clone();
+    info.port = port;
+    let tls = w.tls.is_some();
+    info.tls_required = tls;
+    info.tls_available = tls;
+    info.tls_verify = false;
+    info.connect_urls = Vec::new();
+    WsSettings {
+        info,
+        authenticator,
+        auth_timeout: if w.auth_timeout > 0.0 {
+            Duration::try_from_secs_f64(w.auth_timeout).unwrap_or(auth_timeout)
+        } else {
+            auth_timeout
+        },
+        ping_interval: (!w.ping_interval.is_zero()).then_some(w.ping_interval),
+    }
+}
+
+/// The authenticator of WebSocket clients: the server's users, with the block's
+/// `verify_and_map`, and its user, token and `no_auth_user` instead of the server's when
+/// it sets any (nats-server's `authOverride`).
+pub fn ws_authenticator(
+    o: &Options,
+    mut dir: crate::auth::users::UserDirectory,
+    main: &Arc<dyn Authenticator>,
+) -> Arc<dyn Authenticator> {
+    let w = &o.websocket;
+    let same_map = w.tls.as_ref().is_some_and(|t| t.map) == dir.tls_map;
+    if o.security.auth_callout.is_some() || (same_map && !ws_auth_override(o)) {
+        // The auth callout decides for every kind of client; without an override the
+        // server's own authenticator does.
+        return main.clone();
+    }
+    dir.tls_map = w.tls.as_ref().is_some_and(|t| t.map);
+    if ws_auth_override(o) {
+        dir.token = (!w.token.is_empty()).then(|| w.token.clone());
+        dir.single = (!w.username.is_empty()).then(|| (w.username.clone(), w.password.clone()));
+        dir.no_auth_user = (!w.no_auth_user.is_empty()).then(|| w.no_auth_user.clone());
+        dir.hidden_no_auth_user = false;
+    }
+    Arc::new(crate::auth::users::ConfigAuthenticator::new(dir))
+}
+
+/// Whether the WebSocket block overrides authentication (a user, a token or a
+/// `no_auth_user` of its own).
+pub fn ws_auth_override(o: &Options) -> bool {
+    let w = &o.websocket;
+    !w.username.is_empty() || !w.token.is_empty() || !w.no_auth_user.is_empty()
+}
+
+/// The startup log lines about TLS on the client port.
+pub fn log_client_tls(o: &Options) {
+    if let Some(t) = &o.tls {
+        tracing::info!("TLS required for client connections");
+        if t.handshake_first && t.fallback_delay.is_zero() {
+            tracing::warn!("Clients that are not using \"TLS Handshake First\" option will fail to connect");
+        }
+    }
+}
+
+/// The listeners' transports, by listener index (client, WebSocket).
+pub fn listener_transports(o: &Options) -> Result<Vec<Option<Arc<ListenerTransport>>>, String> {
+    let client = client_transport(o)?;
+    let ws = if o.websocket.port != 0 {
+        Some(websocket_transport(o)?)
+    } else {
+        None
+    };
+    Ok(vec![client, ws])
+}
+
+/// Bind the WebSocket listener (if configured) and log it as the reference does.
+pub fn bind_websocket(o: &Options) -> Result<Option<(std::net::TcpListener, u16)>, String> {
+    let w = &o.websocket;
+    if w.port == 0 {
+        return Ok(None);
+    }
+    let host = if w.host.is_empty() { "0.0.0.0" } else { w.host.as_str() };
+    let port = if w.port < 0 { 0 } else { w.port as u16 };
+    let addr = super::resolve(host, port).map_err(|e| format!("Unable to listen for websocket connections: {e}"))?;
+    let l = shards::listener::bind_exclusive(addr, 4096).map_err(|e| {
+        format!(
+            "Unable to listen for websocket connections: listen tcp {}: bind: {}",
+            super::host_port(host, port),
+            super::go_errno_text(&e)
+        )
+    })?;
+    let bound = l.local_addr().map_err(|e| e.to_string())?.port();
+    let proto = if w.tls.is_some() { "wss" } else { "ws" };
+    tracing::info!(
+        "Listening for websocket clients on {proto}://{}",
+        super::host_port(host, bound)
+    );
+    if w.tls.is_none() {
+        tracing::warn!("Websocket not configured with TLS. DO NOT USE IN PRODUCTION!");
+    }
+    Ok(Some((l, bound)))
+}
+
+/// Fill what TLS and WebSocket change in the core's configuration: INFO's TLS fields and
+/// the WebSocket clients' settings (`ws_port`: the bound WebSocket port).
+pub fn apply_core(
+    o: &Options,
+    core: &mut crate::core::config::CoreConfig,
+    ws_port: Option<u16>,
+    ws_authenticator: Arc<dyn Authenticator>,
+) {
+    core.info.tls_required = false;
+    core.info.tls_verify = false;
+    core.info.tls_available = false;
+    set_info_tls(o, &mut core.info);
+    core.websocket = ws_port.map(|port| {
+        let mut wo = o.clone();
+        if wo.websocket.host.is_empty() {
+            wo.websocket.host = "0.0.0.0".into();
+        }
+        Arc::new(ws_settings(&wo, &core.info, port, ws_authenticator, core.auth_timeout))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn websocket_startup_checks() {
+        let mut o = Options::default();
+        o.websocket.port = 8080;
+        assert_eq!(
+            o.validate_websocket(),
+            Err("websocket requires TLS configuration".into())
+        );
+        o.websocket.no_tls = true;
+        assert_eq!(o.validate_websocket(), Ok(()));
+        o.websocket.allowed_origins = vec!["nope".into()];
+        assert_eq!(
+            o.validate_websocket(),
+            Err("unable to parse allowed origin: parse \"nope\": invalid URI for request".into())
+        );
+        o.websocket.allowed_origins = vec!["ftp://x".into()];
+        assert!(o.validate_websocket().unwrap_err().contains("http or https scheme"));
+        o.websocket.allowed_origins = vec!["https://x:443".into()];
+        assert_eq!(o.validate_websocket(), Ok(()));
+        o.websocket.headers = vec![("Host".into(), "x".into())];
+        assert_eq!(
+            o.validate_websocket(),
+            Err("websocket: invalid header \"Host\" not allowed".into())
+        );
+        o.websocket.headers = vec![("Sec-WebSocket-Foo".into(), "x".into())];
+        assert!(o.validate_websocket().unwrap_err().contains("prefix not allowed"));
+    }
+}

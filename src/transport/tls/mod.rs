@@ -1,0 +1,19 @@
+//! TLS on rustls, sans-IO.
+//!
+//! - [`config`]: the `tls { }` options and the rustls `ServerConfig` built from them
+//!   ([`config::build_server_config`], also for HTTPS monitoring).
+//! - [`session`]: one connection's TLS state machine over byte buffers.
+//! - [`peer`]: the client certificate as authentication sees it (`verify_and_map`).
+//! - [`dn`]: distinguished names compared and printed as the reference does.
+//! - [`x509`], [`der`]: the small certificate reader behind them.
+
+pub mod config;
+pub mod der;
+pub mod dn;
+pub mod peer;
+pub mod session;
+pub mod x509;
+
+pub use config::{build_server_config, TlsConfigError, TlsOptions};
+pub use peer::TlsPeer;
+pub use session::{TlsError, TlsSession};
