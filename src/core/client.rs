@@ -47,6 +47,8 @@ pub enum ClosedState {
     ProxyNotTrusted,
     ProxyRequired,
     TlsHandshakeError,
+    /// Closed by a `$SYS.REQ.SERVER.<id>.KICK` request.
+    Kicked,
 }
 
 impl ClosedState {
@@ -75,6 +77,7 @@ impl ClosedState {
             ClosedState::ProxyNotTrusted => "Proxy Not Trusted",
             ClosedState::ProxyRequired => "Proxy Required",
             ClosedState::TlsHandshakeError => "TLS Handshake Failure",
+            ClosedState::Kicked => "Kicked",
         }
     }
 

@@ -217,6 +217,8 @@ pub struct Server {
     transports: driver::Transports,
     /// The bound WebSocket port, if any.
     pub ws_port: Option<u16>,
+    /// The system account's services and events.
+    system: Arc<crate::system::System>,
 }
 
 /// `auth` with the trusted proxies of `opts` in front.
@@ -410,7 +412,8 @@ impl Server {
             let ctx = operator::claims_context(accounts, system.clone(), post)?;
             crate::system::claims::install(&running.controls, ctx);
         }
-        crate::system::install(&running.controls, system);
+        let system = crate::system::System::new(system, mon_ctx.clone(), operator_accounts.is_some());
+        crate::system::install(Arc::new(running.controls.clone()), system.clone());
 
         let pid_file = if opts.pid_file.is_empty() {
             None
@@ -440,6 +443,7 @@ impl Server {
             keys,
             operator_accounts,
             authenticator: auth_in_force,
+            system,
         };
         srv.write_ports_file();
         tracing::info!("Server is ready");
@@ -576,9 +580,15 @@ impl Server {
         self.ldm = true;
         tracing::info!("Entering lame duck mode, stop accepting new clients");
         if let Some(r) = &mut self.running {
+            crate::system::announce_stop(&r.controls, &self.system, "LAMEDUCK");
             r.enter_lame_duck();
         }
         true
+    }
+
+    /// Let `$SYS.REQ.SERVER.<id>.RELOAD` reach whoever runs [`Server::reload`].
+    pub fn set_reloader(&self, r: crate::system::Reloader) {
+        self.system.set_reloader(r);
     }
 
     /// In lame duck mode.
@@ -610,6 +620,9 @@ impl Server {
 
     /// Stop accepting, close every client and wait for the shards.
     pub fn shutdown(mut self) {
+        if let Some(r) = &self.running {
+            crate::system::announce_stop(&r.controls, &self.system, "SHUTDOWN");
+        }
         tracing::info!("Initiating Shutdown...");
         if let Some(r) = self.running.take() {
             r.shutdown();

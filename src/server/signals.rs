@@ -9,6 +9,7 @@
 
 use super::lame_duck::LameDuck;
 use super::Server;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// What the loop reacts to.
@@ -19,6 +20,8 @@ pub enum Sig {
     Hangup,
     User1,
     User2,
+    /// Not a signal: a `$SYS.REQ.SERVER.<id>.RELOAD` request waits (see [`run`]).
+    Reload,
 }
 
 impl Sig {
@@ -30,6 +33,7 @@ impl Sig {
             Sig::Hangup => "hangup",
             Sig::User1 => "user defined signal 1",
             Sig::User2 => "user defined signal 2",
+            Sig::Reload => "reload request",
         }
     }
 }
@@ -37,6 +41,8 @@ impl Sig {
 /// Signals delivered to the process, as a channel.
 pub struct Signals {
     rx: std::sync::mpsc::Receiver<Sig>,
+    /// For the loop's own wake-ups (reload requests).
+    tx: std::sync::mpsc::Sender<Sig>,
 }
 
 impl Signals {
@@ -46,6 +52,7 @@ impl Signals {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
         let mut it = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2])?;
         let (tx, rx) = std::sync::mpsc::channel();
+        let own = tx.clone();
         std::thread::Builder::new().name("signals".into()).spawn(move || {
             for s in it.forever() {
                 let sig = match s {
@@ -61,15 +68,14 @@ impl Signals {
                 }
             }
         })?;
-        Ok(Signals { rx })
+        Ok(Signals { rx, tx: own })
     }
 
     /// Without Unix signals nothing arrives; the server runs until killed.
     #[cfg(not(unix))]
     pub fn install() -> std::io::Result<Signals> {
         let (tx, rx) = std::sync::mpsc::channel();
-        std::mem::forget(tx);
-        Ok(Signals { rx })
+        Ok(Signals { rx, tx })
     }
 }
 
@@ -77,6 +83,15 @@ impl Signals {
 /// command-line arguments, applied over the config file on reload.
 pub fn run(mut srv: Server, signals: Signals, flags: &[String]) {
     let mut ldm: Option<LameDuck> = None;
+    // `$SYS.REQ.SERVER.<id>.RELOAD` requests are served here, between signals.
+    let reloads: Arc<Mutex<Vec<crate::system::ReloadDone>>> = Arc::default();
+    {
+        let (queue, tx) = (reloads.clone(), Mutex::new(signals.tx.clone()));
+        srv.set_reloader(Arc::new(move |done: crate::system::ReloadDone| {
+            queue.lock().unwrap_or_else(|p| p.into_inner()).push(done);
+            let _ = tx.lock().unwrap_or_else(|p| p.into_inner()).send(Sig::Reload);
+        }));
+    }
     loop {
         let sig = match ldm.as_ref().and_then(LameDuck::deadline) {
             Some(at) => match signals.rx.recv_timeout(at.saturating_duration_since(Instant::now())) {
@@ -95,8 +110,16 @@ pub fn run(mut srv: Server, signals: Signals, flags: &[String]) {
             }
             continue;
         };
+        if sig == Sig::Reload {
+            let waiting = std::mem::take(&mut *reloads.lock().unwrap_or_else(|p| p.into_inner()));
+            for done in waiting {
+                done(srv.reload(flags).map_err(|e| e.to_string()));
+            }
+            continue;
+        }
         tracing::info!("Trapped {:?} signal", sig.go_name());
         match sig {
+            Sig::Reload => {}
             Sig::Interrupt => return srv.shutdown(),
             Sig::Terminate if !srv.in_lame_duck() => return srv.shutdown(),
             Sig::Terminate => {}

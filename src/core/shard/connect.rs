@@ -163,6 +163,13 @@ impl ShardCore {
         let Some(c) = self.client_mut(key) else { return };
         c.awaiting_auth = false;
         c.auth_deadline = None;
+        // As nats-server, the connect event goes out once authentication passed, before
+        // the protocol checks below (which may close the connection again).
+        self.notify_connected(key, now);
+        let Some(c) = self.client_mut(key) else { return };
+        if c.closing.is_some() {
+            return;
+        }
         let opts = &c.opts;
         if first && cfg.debug {
             let mut ncs = String::new();
@@ -308,6 +315,7 @@ impl ShardCore {
     /// `-ERR 'Authorization Violation'` and close with `state` (nats-server's
     /// `authViolation`: the client never learns more than that).
     fn auth_violation_as(&mut self, key: ConnKey, state: ClosedState, now: Instant) {
+        self.notify_auth_failed(key, state, now);
         let label = self.label(key);
         let who = self.auth_user_text(key);
         if who.is_empty() {

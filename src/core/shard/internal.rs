@@ -211,8 +211,8 @@ impl ShardCore {
             hdr_text: hdr.as_bytes(),
             internal: true,
         };
-        self.counters.in_msgs += 1;
-        self.counters.in_bytes += data.len() as u64;
+        // nats-server counts only what its clients sent in `in_msgs`: the server's own
+        // publishes (events, service replies) are not.
         let delivered = self.route(acc, Some(key), &m, now);
         self.finish(now);
         delivered
@@ -220,8 +220,24 @@ impl ShardCore {
 
     /// Publish into `acc` once the current step is done (from inside routing, where a
     /// publish must not nest): events such as service latency results.
-    pub(super) fn publish_later(&mut self, acc: AccountId, subject: &str, payload: Vec<u8>) {
+    pub fn publish_later(&mut self, acc: AccountId, subject: &str, payload: Vec<u8>) {
         self.internals.deferred.push((acc, subject.to_string(), payload));
+    }
+
+    /// Would a publish on `subject` in `acc` from this shard reach anyone: a local or
+    /// remote subscriber, or an account importing it as a stream? The server's own
+    /// local-only internal subscriptions do not count (they only keep the reference's
+    /// subscription set). Cheap: the sublists cache their matches.
+    pub fn has_interest(&mut self, acc: AccountId, subject: &[u8]) -> bool {
+        let local = self.acct(acc).sublist.matches(subject);
+        if !local.qsubs.is_empty() || local.psubs.iter().any(|id| !self.internals.local.contains_key(id)) {
+            return true;
+        }
+        if self.nshards > 1 && !self.acct(acc).remote.matches(subject).is_empty() {
+            return true;
+        }
+        let st = self.acct(acc);
+        st.has_stream_links() && !st.stream_out.matches(subject).psubs.is_empty()
     }
 
     /// Publish what [`Self::publish_later`] queued.

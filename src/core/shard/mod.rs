@@ -20,6 +20,7 @@
 
 mod accounts;
 mod connect;
+mod hooks;
 mod imports;
 mod interest;
 pub mod internal;
@@ -45,6 +46,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use hooks::{ConnEvents, LdmRefused};
 pub use transport::ConnSetup;
 
 /// The shard's side of the mesh, implemented by the driver glue over `shards::mesh`.
@@ -147,6 +149,8 @@ pub struct ShardCore {
     reports: report::ReportState,
     /// Responders' details of tracked responses forwarded by other shards, by subject.
     resp_infos: FastMap<Box<[u8]>, Vec<u8>>,
+    /// The server's observer of this shard's connections (system account events).
+    events: Option<Box<dyn ConnEvents>>,
 }
 
 impl ShardCore {
@@ -179,6 +183,7 @@ impl ShardCore {
             delivering_remote: false,
             reports: report::ReportState::default(),
             resp_infos: FastMap::default(),
+            events: None,
         };
         core.apply_table();
         core
@@ -555,6 +560,9 @@ impl ShardCore {
         self.unbind_account(key);
         if let Pause::Barrier(id) = pause {
             self.barriers.remove(&id);
+        }
+        if !self.client(key).is_some_and(|c| c.internal) {
+            self.notify_closed(key, reason, std::time::Instant::now());
         }
         self.wake(key);
     }
