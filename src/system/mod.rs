@@ -74,6 +74,9 @@ pub struct System {
     cpu: Mutex<crate::monitor::varz::CpuSampler>,
     reloader: Mutex<Option<Reloader>>,
     pub(crate) timer: timer::Wake,
+    /// The CPUs the process may use (taken on the main thread: shard threads are pinned
+    /// to one each).
+    pub cores: usize,
 }
 
 impl System {
@@ -92,6 +95,7 @@ impl System {
             cpu: Mutex::new(crate::monitor::varz::CpuSampler::default()),
             reloader: Mutex::new(None),
             timer: timer::Wake::default(),
+            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         })
     }
 
@@ -197,3 +201,6 @@ pub fn announce_stop(post: &dyn Post, sys: &Arc<System>, what: &str) {
         core.poll_mesh(now);
     });
 }
+
+#[cfg(test)]
+mod tests;

@@ -196,7 +196,9 @@ fn idz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instant) {
 
 fn varz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instant) {
     if let Some(((), req)) = Request::start(sys, core, &m, filter_only("VarzEventOptions"), now) {
-        let v = monitor::varz(&sys.monitor);
+        let mut v = monitor::varz(&sys.monitor);
+        // Built on shard 0, whose thread is pinned to one CPU.
+        v.cores = sys.cores;
         req.answer(core, Answer::json(&v), now);
     }
 }

@@ -124,7 +124,7 @@ pub fn stats(sys: &System) -> ServerStats {
     ServerStats {
         start: crate::proto::gotime::rfc3339_nano(state.start),
         mem: crate::monitor::varz::rss_bytes(),
-        cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        cores: sys.cores,
         cpu: sys.cpu_percent(),
         connections: t.connections,
         total_connections: t.total_connections,
