@@ -292,11 +292,10 @@ fn diff(path: &str, ours: &Value, theirs: &Value, skip: &[&str], out: &mut Vec<S
             }
         }
         _ if VOLATILE.contains(&key) => {}
-        (Value::Number(a), Value::Number(b)) => {
-            if a.as_f64() != b.as_f64() {
-                out.push(format!("{path}: {a} vs reference {b}"));
-            }
+        (Value::Number(a), Value::Number(b)) if a.as_f64() != b.as_f64() => {
+            out.push(format!("{path}: {a} vs reference {b}"));
         }
+        (Value::Number(_), Value::Number(_)) => {}
         _ if ours != theirs => out.push(format!("{path}: {ours} vs reference {theirs}")),
         _ => {}
     }
