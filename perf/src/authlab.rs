@@ -8,6 +8,7 @@
 //! | `svc` | `A` | `import`: the responders |
 //! | `local` | `A` | `import` baseline: requesters in the responders' account |
 //! | `importer` | `B` | `import`: requesters reaching `svc.>` through B's import of A's export |
+//! | `sys` | `SYS` (the system account) | `sysevents`: watches `$SYS.>` |
 //!
 //! The lab writes the file to a fresh temporary folder for every server it starts and passes
 //! `-c <file>`; for a server started by hand, `rnats-perf auth-config FILE` writes the same
@@ -28,6 +29,8 @@ pub const PERMS_ALLOW: &str = "foo.>";
 pub const PERMS_DENY: &str = "foo.secret";
 /// The service account A exports and account B imports.
 pub const SERVICE: &str = "svc.>";
+/// The system account (its user watches the system events in `sysevents`).
+pub const SYSTEM_ACCOUNT: &str = "SYS";
 
 /// The users of the lab's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,11 +40,20 @@ pub enum User {
     Responder,
     Local,
     Importer,
+    /// A user of the system account.
+    System,
 }
 
 impl User {
     /// Every user, in the order of the config file.
-    pub const ALL: [User; 5] = [User::Plain, User::Perms, User::Responder, User::Local, User::Importer];
+    pub const ALL: [User; 6] = [
+        User::Plain,
+        User::Perms,
+        User::Responder,
+        User::Local,
+        User::Importer,
+        User::System,
+    ];
 
     /// The user name.
     pub fn name(self) -> &'static str {
@@ -51,6 +63,7 @@ impl User {
             User::Responder => "svc",
             User::Local => "local",
             User::Importer => "importer",
+            User::System => "sys",
         }
     }
 
@@ -58,6 +71,7 @@ impl User {
     pub fn account(self) -> &'static str {
         match self {
             User::Importer => "B",
+            User::System => SYSTEM_ACCOUNT,
             _ => "A",
         }
     }
@@ -71,7 +85,7 @@ impl User {
 /// The configuration file's text.
 pub fn config_text() -> String {
     let mut out = String::from("# rnats-perf auth lab (written by rnats-perf; see perf/src/authlab.rs)\naccounts {\n");
-    for account in ["A", "B"] {
+    for account in ["A", "B", SYSTEM_ACCOUNT] {
         let _ = writeln!(out, "  {account}: {{\n    users: [");
         for user in User::ALL.iter().filter(|u| u.account() == account) {
             let c = user.credentials();
@@ -85,7 +99,7 @@ pub fn config_text() -> String {
         out.push_str("    ]\n");
         if account == "A" {
             let _ = writeln!(out, "    exports: [ {{ service: \"{SERVICE}\" }} ]");
-        } else {
+        } else if account == "B" {
             let _ = writeln!(
                 out,
                 "    imports: [ {{ service: {{ account: A, subject: \"{SERVICE}\" }} }} ]"
@@ -94,6 +108,7 @@ pub fn config_text() -> String {
         out.push_str("  }\n");
     }
     out.push_str("}\n");
+    let _ = writeln!(out, "system_account: {SYSTEM_ACCOUNT}");
     out
 }
 
@@ -169,12 +184,20 @@ mod tests {
     fn config_names_every_user_in_its_account() {
         let text = config_text();
         let b_at = text.find("  B: {").unwrap();
+        let sys_at = text.find("  SYS: {").unwrap();
         for user in User::ALL {
             let c = user.credentials();
             let at = text
                 .find(&format!("user: \"{}\", password: \"{}\"", c.user, c.pass))
                 .unwrap_or_else(|| panic!("{} missing:\n{text}", c.user));
-            assert_eq!(at > b_at, user.account() == "B", "{} in the wrong account", c.user);
+            let account = if at > sys_at {
+                "SYS"
+            } else if at > b_at {
+                "B"
+            } else {
+                "A"
+            };
+            assert_eq!(account, user.account(), "{} in the wrong account", c.user);
         }
         assert_eq!(text.matches("allow: [\"foo.>\"], deny: [\"foo.secret\"]").count(), 2);
         assert!(text.contains("exports: [ { service: \"svc.>\" } ]"), "{text}");
@@ -182,6 +205,7 @@ mod tests {
             text.contains("imports: [ { service: { account: A, subject: \"svc.>\" } } ]"),
             "{text}"
         );
+        assert!(text.ends_with("system_account: SYS\n"), "{text}");
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub enum Cmd {
     /// Request/reply through a service import (requesters in account B, responders in A),
     /// between two same-account runs, on the lab's auth config.
     Import(RunArgs),
+    /// `pubsub` on `foo.bench` under 1,000 connects/s, nobody listening to the system account,
+    /// then a `$SYS.>` listener, then nobody again, on the lab's auth config.
+    Sysevents(RunArgs),
     /// Every scenario (or --scenarios) one after the other against one target.
     All(AllArgs),
     /// Start two servers (A = rnats, B = nats-server by default) and compare them scenario by

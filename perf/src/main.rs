@@ -78,7 +78,8 @@ fn run(cmd: Cmd) -> Result<bool> {
         | Cmd::Monpoll(a)
         | Cmd::Handshakes(a)
         | Cmd::Perms(a)
-        | Cmd::Import(a) => a.params.transport,
+        | Cmd::Import(a)
+        | Cmd::Sysevents(a) => a.params.transport,
         Cmd::All(a) => a.params.transport,
         Cmd::Compare(c) => c.sides.params.transport,
         Cmd::CompareAuth(c) => c.sides.params.transport,
@@ -99,6 +100,7 @@ fn run(cmd: Cmd) -> Result<bool> {
         Cmd::Handshakes(a) => single(Scenario::Handshakes, a),
         Cmd::Perms(a) => single(Scenario::Perms, a),
         Cmd::Import(a) => single(Scenario::Import, a),
+        Cmd::Sysevents(a) => single(Scenario::Sysevents, a),
         Cmd::AuthConfig(a) => {
             match &a.file {
                 Some(path) => authlab::write_to(path)?,

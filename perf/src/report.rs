@@ -199,6 +199,12 @@ impl RunResult {
                 push("req/s same-acct", s.map(|s| s.baseline_rate), Better::Higher);
                 push("req/s import/same", s.map(|s| s.rate_ratio), Better::Higher);
             }
+            Scenario::Sysevents => {
+                let s = self.pair.as_ref();
+                push("msgs/s watched", Some(self.msgs_per_s), Better::Higher);
+                push("msgs/s quiet", s.map(|s| s.baseline_rate), Better::Higher);
+                push("watched/quiet", s.map(|s| s.rate_ratio), Better::Higher);
+            }
             Scenario::Monpoll => {
                 let s = self.monitor.as_ref();
                 push("msgs/s polled", Some(self.msgs_per_s), Better::Higher);

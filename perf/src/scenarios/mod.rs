@@ -14,6 +14,7 @@
 //! | `perms` | [`perms`] | `pubsub` as a user with publish/subscribe permissions, against a plain user |
 //! | `import` | [`import`] | request/reply through a service import, against the same account |
 //! | `handshakes` | [`handshakes`] | connections opened and closed per second (full TLS handshakes with `--transport tls`) |
+//! | `sysevents` | [`sysevents`] | `pubsub` under 1,000 connects/s, with and without a `$SYS.>` listener |
 //!
 //! Every scenario runs over the transport chosen with `--transport` (TCP, TLS, WebSocket,
 //! WebSocket over TLS; see `crate::transport`).
@@ -30,6 +31,7 @@ pub mod perms;
 pub mod pubsub;
 pub mod reqrep;
 pub mod subjects;
+pub mod sysevents;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -62,6 +64,8 @@ pub enum Scenario {
     /// Not in [`Scenario::ALL`] (nor the next one): it needs the lab's auth configuration.
     Perms,
     Import,
+    /// Not in [`Scenario::ALL`]: it runs on the lab's auth configuration (its system account).
+    Sysevents,
 }
 
 impl Scenario {
@@ -92,20 +96,21 @@ impl Scenario {
             Scenario::Handshakes => "handshakes",
             Scenario::Perms => "perms",
             Scenario::Import => "import",
+            Scenario::Sysevents => "sysevents",
         }
     }
 
     /// Whether the scenario runs on the lab's auth configuration ([`crate::authlab`]): a server
     /// the lab starts gets `-c <that file>`.
     pub fn auth_config(self) -> bool {
-        matches!(self, Scenario::Perms | Scenario::Import)
+        matches!(self, Scenario::Perms | Scenario::Import | Scenario::Sysevents)
     }
 
     /// Who to log in as to check that a server is up and read its limits (`None`: no
     /// authentication).
     pub fn login(self) -> Option<Credentials> {
         match self {
-            Scenario::Perms => Some(User::Plain.credentials()),
+            Scenario::Perms | Scenario::Sysevents => Some(User::Plain.credentials()),
             Scenario::Import => Some(User::Local.credentials()),
             _ => None,
         }
@@ -126,6 +131,7 @@ impl Scenario {
             Scenario::Handshakes => (16, 5_000, 2, 0),
             Scenario::Perms => (128, 3_000_000, 1, 1),
             Scenario::Import => (128, 20_000, 1, 1),
+            Scenario::Sysevents => (128, 2_000_000, 1, 1),
         }
     }
 }
@@ -296,6 +302,7 @@ pub fn run(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<RunResu
         Scenario::Handshakes => handshakes::run(params, ctx),
         Scenario::Perms => perms::run(params, ctx),
         Scenario::Import => import::run(params, ctx),
+        Scenario::Sysevents => sysevents::run(params, ctx),
     }
 }
 
