@@ -1,4 +1,5 @@
-//! The system account's place among the accounts: the exports nats-server gives it and
+//! The system account's place among the accounts: the exports nats-server gives it
+//! (`$SYS.REQ.USER.*.INFO`, `$SYS.DEBUG.SUBSCRIBERS`, the account-scoped CONNZ and STATZ) and
 //! the service imports every other account gets from it (`$SYS.REQ.USER.INFO`, the
 //! account-scoped CONNZ and STATZ), in config mode and operator mode alike.
 
@@ -8,7 +9,10 @@ use crate::core::accounts::links::ResponseType;
 
 /// The system account's exports and the imports every other account gets from it.
 pub fn add_system_links(specs: &mut [AccountSpec], sys: &str) {
-    let mut exports = vec![ExportSpec::new(ExportKind::Service, user_info::USER_DIRECT_PATTERN)];
+    let mut exports = vec![
+        ExportSpec::new(ExportKind::Service, user_info::USER_DIRECT_PATTERN),
+        ExportSpec::new(ExportKind::Service, "$SYS.DEBUG.SUBSCRIBERS"),
+    ];
     for what in ["CONNZ", "STATZ"] {
         let mut e = ExportSpec::new(ExportKind::Service, &format!("$SYS.REQ.ACCOUNT.*.{what}"));
         e.response = ResponseType::Stream;
