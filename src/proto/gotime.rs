@@ -109,4 +109,3 @@ fn broken_down(secs: i64, _utc: bool) -> (i32, u32, u32, u32, u32, u32, i64) {
     let (y, mo, d, h, mi, s) = civil_utc(secs);
     (y, mo, d, h, mi, s, 0)
 }
-
