@@ -161,7 +161,7 @@ pub fn install(post: Arc<dyn Post>, sys: Arc<System>) {
         let Some(acc) = core.account_table().system() else {
             return;
         };
-        user_info::subscribe(core, acc, s2.identity.clone(), now);
+        user_info::subscribe(core, acc, s2.clone(), now);
         if core.index() == 0 {
             server_reqs::subscribe(core, acc, &s2, now);
             account_reqs::subscribe(core, acc, &s2, now);

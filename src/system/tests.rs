@@ -125,7 +125,7 @@ fn world() -> World {
             Box::new(move |core: &mut ShardCore, now: Instant| {
                 core.set_conn_events(Some(Box::new(events::EventHooks::new(s2.clone()))));
                 let acc = core.account_table().system().unwrap();
-                user_info::subscribe(core, acc, s2.identity.clone(), now);
+                user_info::subscribe(core, acc, s2.clone(), now);
                 if core.index() == 0 {
                     server_reqs::subscribe(core, acc, &s2, now);
                     account_reqs::subscribe(core, acc, &s2, now);

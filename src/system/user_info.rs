@@ -4,7 +4,7 @@
 //! shard, where a local internal subscription answers from the requester's own state.
 
 use super::envelope::{self, ApiError, ServerIdentity};
-use super::SystemContext;
+use super::System;
 use crate::core::accounts::AccountId;
 use crate::core::perms::PermSpec;
 use crate::core::shard::internal::{Handler, InternalMsg};
@@ -135,12 +135,12 @@ fn answer(core: &ShardCore, server: &ServerIdentity, m: &InternalMsg) -> Vec<u8>
 }
 
 /// Subscribe the service in the system account `sys` of this shard.
-pub fn subscribe(core: &mut ShardCore, sys: AccountId, ctx: Arc<SystemContext>, now: Instant) {
+pub fn subscribe(core: &mut ShardCore, sys: AccountId, system: Arc<System>, now: Instant) {
     let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
-        if m.reply.is_empty() {
+        if m.reply.is_empty() || system.stopped() {
             return;
         }
-        let body = answer(core, &ctx.server, &m);
+        let body = answer(core, system.server(), &m);
         core.publish_internal(m.account, &m.reply, b"", None, &body, now);
     });
     core.subscribe_internal(sys, USER_DIRECT_PATTERN, None, true, h, now);
