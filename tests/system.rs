@@ -232,6 +232,8 @@ const VOLATILE: &[&str] = &[
     "gomaxprocs",
     "go",
     "last_activity",
+    // What is queued for a client at the moment of asking.
+    "pending_bytes",
     "config_load_time",
     "update_time",
     "cid",
