@@ -16,7 +16,8 @@
 //! delivery), `interest` (subscriptions, interest replication and barriers), `accounts`
 //! (the shard's view of the account table), `timers`, `transport` (what TLS and WebSocket
 //! connections need of the core: deferred INFO, their INFO template and authenticator,
-//! the client certificate).
+//! the client certificate), `hooks` (the server's observer of connections, for the system
+//! account's events, and kick / lame duck notice of one client).
 
 mod accounts;
 mod connect;
