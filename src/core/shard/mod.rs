@@ -562,7 +562,7 @@ impl ShardCore {
         if let Pause::Barrier(id) = pause {
             self.barriers.remove(&id);
         }
-        if !self.client(key).is_some_and(|c| c.internal) {
+        if self.events.is_some() && !self.client(key).is_some_and(|c| c.internal) {
             self.notify_closed(key, reason, std::time::Instant::now());
         }
         self.wake(key);
