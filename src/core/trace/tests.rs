@@ -1,0 +1,2 @@
+//! Trace headers, JSON and compression.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
