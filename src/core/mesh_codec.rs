@@ -431,6 +431,55 @@ hi",
     }
 
     #[test]
+    fn trace_tags_and_parts_roundtrip() {
+        let mut b = Vec::new();
+        let tag = TraceTag {
+            id: (3 << 48) | 9,
+            leg: 77,
+            ingress: 4,
+            only: true,
+            link: Some((2, 5)),
+        };
+        put_msg(
+            &mut b,
+            flags::TRACE,
+            1,
+            4,
+            &view(b"s", b"", Some(4), b"h\r\n\r\n"),
+            None,
+            &[b"q"],
+        );
+        put_trace_tag(&mut b, &tag);
+        put_msg(&mut b, 0, 0, 4, &view(b"plain", b"", None, b"x"), None, &[]);
+        put_trace_part(&mut b, tag.id, 77, &[78, 79], b"{\"type\":\"eg\"}");
+        let recs: Vec<_> = records(&b).collect();
+        assert_eq!(recs.len(), 3);
+        match &recs[0] {
+            Record::Msg(m) => {
+                assert_eq!(m.trace, Some(tag));
+                assert_eq!(m.queues().collect::<Vec<_>>(), vec![&b"q"[..]]);
+            }
+            other => panic!("{other:?}"),
+        }
+        match &recs[1] {
+            Record::Msg(m) => assert_eq!((m.subject, m.trace), (&b"plain"[..], None)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            recs[2],
+            Record::TracePart {
+                id: tag.id,
+                leg: 77,
+                children: vec![78, 79],
+                steps: b"{\"type\":\"eg\"}",
+            }
+        );
+        for cut in 0..b.len() {
+            let _ = records(&b[..cut]).count();
+        }
+    }
+
+    #[test]
     fn truncated_batches_stop_cleanly() {
         let mut b = Vec::new();
         put_msg(

@@ -631,7 +631,7 @@ impl ShardCore {
                     leg,
                     children,
                     steps,
-                } => self.trace_part(id, leg, &children, steps, now),
+                } => self.trace_part(id, leg, &children, steps),
             }
         }
     }

@@ -344,7 +344,7 @@ impl ShardCore {
         if let Some(tag) = &rec.trace {
             self.trace_enter(tag);
             self.deliver_remote_msg(src, rec, now);
-            self.trace_leave(now);
+            self.trace_leave();
             return;
         }
         self.deliver_remote_msg(src, rec, now)

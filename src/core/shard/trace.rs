@@ -87,10 +87,44 @@ pub(crate) struct Active {
 struct Pending {
     head: Head,
     steps: Vec<u8>,
+    legs: Legs,
+    deadline: Instant,
+}
+
+/// The legs of a trace that have not reported yet.
+#[derive(Debug, Default)]
+pub(super) struct Legs {
     outstanding: Vec<u64>,
     /// Legs that reported before the leg that made them did.
     early: Vec<u64>,
-    deadline: Instant,
+}
+
+impl Legs {
+    pub(super) fn new(outstanding: Vec<u64>) -> Legs {
+        Legs {
+            outstanding,
+            early: Vec::new(),
+        }
+    }
+
+    /// Leg `leg` reported, having handed on `children`. True when every leg is in.
+    pub(super) fn report(&mut self, leg: u64, children: &[u64]) -> bool {
+        match self.outstanding.iter().position(|l| *l == leg) {
+            Some(i) => {
+                self.outstanding.swap_remove(i);
+            }
+            None => self.early.push(leg),
+        }
+        for c in children {
+            match self.early.iter().position(|l| l == c) {
+                Some(i) => {
+                    self.early.swap_remove(i);
+                }
+                None => self.outstanding.push(*c),
+            }
+        }
+        self.outstanding.is_empty() && self.early.is_empty()
+    }
 }
 
 /// The traces of one shard.
@@ -529,11 +563,11 @@ impl ShardCore {
     }
 
     /// Done with a traced copy from another shard: report to the owner.
-    pub(super) fn trace_leave(&mut self, now: Instant) {
+    pub(super) fn trace_leave(&mut self) {
         let Some(a) = self.tracing.take() else { return };
         let owner = (a.id >> ID_BITS) as usize;
         if owner == self.idx {
-            self.trace_part(a.id, a.leg, &a.children, &a.steps, now);
+            self.trace_part(a.id, a.leg, &a.children, &a.steps);
         } else if owner < self.nshards {
             mesh_codec::put_trace_part(self.stage(owner), a.id, a.leg, &a.children, &a.steps);
         }
@@ -569,34 +603,19 @@ impl ShardCore {
             Pending {
                 head,
                 steps,
-                outstanding: children,
-                early: Vec::new(),
+                legs: Legs::new(children),
                 deadline: now + PART_WAIT,
             },
         );
     }
 
     /// A shard's part of trace `id` (leg `leg`, which handed on `children`).
-    pub(super) fn trace_part(&mut self, id: u64, leg: u64, children: &[u64], steps: &[u8], _now: Instant) {
+    pub(super) fn trace_part(&mut self, id: u64, leg: u64, children: &[u64], steps: &[u8]) {
         let Some(p) = self.traces.pending.get_mut(&id) else {
             return;
         };
         event::append_encoded(&mut p.steps, steps);
-        match p.outstanding.iter().position(|l| *l == leg) {
-            Some(i) => {
-                p.outstanding.swap_remove(i);
-            }
-            None => p.early.push(leg),
-        }
-        for c in children {
-            match p.early.iter().position(|l| l == c) {
-                Some(i) => {
-                    p.early.swap_remove(i);
-                }
-                None => p.outstanding.push(*c),
-            }
-        }
-        if p.outstanding.is_empty() && p.early.is_empty() {
+        if p.legs.report(leg, children) {
             if let Some(p) = self.traces.pending.remove(&id) {
                 self.trace_publish(p.head, &p.steps);
             }
