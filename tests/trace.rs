@@ -85,6 +85,16 @@ struct Case {
     steps: Vec<(usize, Vec<u8>)>,
 }
 
+/// A step that answers: connection `n` waits for a message with a reply subject and
+/// publishes this header block and payload there.
+const REPLY: &[u8] = b"<reply>";
+
+fn reply_with(hdrs: &[(&str, &str)], payload: &[u8]) -> Vec<u8> {
+    let mut v = REPLY.to_vec();
+    v.extend_from_slice(&hpub("_", "", hdrs, payload));
+    v
+}
+
 fn case(name: &'static str, conns: Vec<Conn>, steps: Vec<(usize, Vec<u8>)>) -> Case {
     Case {
         name,
@@ -197,6 +207,22 @@ fn cases() -> Vec<Case> {
                 conn("a", "SUB trc 1"),
             ],
             vec![(1, hpub("svc.x", "_INBOX.b", &[DEST], b"req")), (1, traced("svc.y"))],
+        ),
+        case(
+            "service-responses",
+            vec![
+                conn("a", "SUB svc.x 1\r\nSUB trc 2"),
+                conn("b", "SUB _INBOX.b 9"),
+                conn("b", "SUB trc 1"),
+            ],
+            vec![
+                (1, hpub("svc.x", "_INBOX.b", &[], b"req1")),
+                (0, reply_with(&[DEST], b"resp1")),
+                (1, hpub("svc.x", "_INBOX.b", &[], b"req2")),
+                (0, reply_with(&[DEST, ONLY], b"resp2")),
+                (1, hpub("svc.x", "_INBOX.b", &[DEST], b"req3")),
+                (0, reply_with(&[], b"resp3")),
+            ],
         ),
         case(
             "service-import-without-allow-trace",
@@ -448,8 +474,23 @@ fn play(port: u16, c: &Case) -> Vec<Vec<u8>> {
         socks.push(s);
     }
     let mut outs: Vec<Vec<u8>> = vec![Vec::new(); socks.len()];
+    let mut answered = vec![0usize; socks.len()];
     for (n, data) in &c.steps {
-        let _ = socks[*n].write_all(data);
+        match data.strip_prefix(REPLY) {
+            Some(template) => {
+                let reply = wait_reply(&mut socks[*n], &mut outs[*n], answered[*n]);
+                answered[*n] += 1;
+                let subject = reply.unwrap_or_else(|| panic!("{}: connection {n} got no request", c.name));
+                // The template is an HPUB on `_`: publish it on the reply subject instead.
+                let rest = &template[b"HPUB _".len()..];
+                let mut m = format!("HPUB {subject}").into_bytes();
+                m.extend_from_slice(rest);
+                let _ = socks[*n].write_all(&m);
+            }
+            None => {
+                let _ = socks[*n].write_all(data);
+            }
+        }
         std::thread::sleep(Duration::from_millis(25));
     }
     // Until every connection was quiet for a while.
@@ -483,6 +524,35 @@ fn play(port: u16, c: &Case) -> Vec<Vec<u8>> {
         }
     }
     outs
+}
+
+/// Read on `s` (keeping what came in `seen`) until the message after the first `skip`
+/// ones with a reply subject, if it is not there yet; its reply subject.
+fn wait_reply(s: &mut TcpStream, seen: &mut Vec<u8>, skip: usize) -> Option<String> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    while Instant::now() < deadline {
+        let replies: Vec<String> = split_frames(seen)
+            .iter()
+            .filter_map(|f| {
+                let args: Vec<&str> = f.line.split(' ').collect();
+                match (args.first(), args.len()) {
+                    (Some(&"MSG"), 5) | (Some(&"HMSG"), 6) if !args[1].starts_with("trc") => Some(args[3].to_string()),
+                    _ => None,
+                }
+            })
+            .collect();
+        if let Some(r) = replies.get(skip) {
+            return Some(r.clone());
+        }
+        let mut buf = [0u8; 65536];
+        match s.read(&mut buf) {
+            Ok(0) => return None,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    None
 }
 
 /// A received frame: the protocol line, and for MSG/HMSG the header block and payload.
@@ -631,6 +701,11 @@ fn norm_event(mut v: Value, members: bool) -> String {
             }
             if members && o.contains_key("queue") {
                 o.insert("name".into(), Value::String("<member>".into()));
+            }
+            for (_, x) in o.iter_mut() {
+                if x.as_str().is_some_and(|t| t.starts_with("_R_.")) {
+                    *x = Value::String("<_R_>".into());
+                }
             }
         }
         let head = evs

@@ -474,7 +474,19 @@ impl ShardCore {
                 e.tracking = None;
             }
         }
-        let reply = if m.reply.is_empty() {
+        // Tracing: a response crosses back as through a service import (`si`) that never
+        // allows tracing (nats-server's response imports).
+        let mut suspended = None;
+        let mut header = m.header().map(<[u8]>::to_vec);
+        let only = self.trace_only();
+        if self.tracing.is_some() {
+            self.trace_service_import(map.requester, m.subject, &map.reply);
+            if !only {
+                suspended = self.trace_suspend();
+                header = Some(headers::with(header.as_deref(), TRACE_DEST, TRACE_DISABLED));
+            }
+        }
+        let reply = if m.reply.is_empty() || only {
             Vec::new()
         } else {
             // A response that itself expects an answer: map it the other way.
@@ -489,8 +501,13 @@ impl ShardCore {
                 now,
             )
         };
-        let out = Rewritten::new(map.reply.to_vec(), reply, m.header().map(<[u8]>::to_vec), m.payload());
-        let delivered = self.route_at(map.requester, publisher, &out.msg(), now, depth.saturating_add(1));
+        let delivered = if only {
+            false
+        } else {
+            let out = Rewritten::new(map.reply.to_vec(), reply, header, m.payload());
+            self.route_at(map.requester, publisher, &out.msg(), now, depth.saturating_add(1))
+        };
+        self.trace_resume(suspended);
         let end_of_stream = m.data.is_empty();
         let st = self.acct(acc);
         if !delivered || map.kind == ResponseType::Singleton || end_of_stream {
