@@ -375,9 +375,6 @@ impl Options {
             ));
         }
         self.refuse_missing_transport_features()?;
-        if self.security.resolver_tls.is_some() {
-            return Err(OptionsError::NotYet("resolver_tls".to_string()));
-        }
         Ok(())
     }
 
