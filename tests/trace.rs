@@ -225,6 +225,14 @@ fn cases() -> Vec<Case> {
             ],
         ),
         case(
+            "system-service-request",
+            vec![conn("b", "SUB _INBOX.u 9"), conn("b", "SUB trc 1")],
+            vec![
+                (0, hpub("$SYS.REQ.USER.INFO", "_INBOX.u", &[DEST], b"")),
+                (0, hpub("$SYS.REQ.USER.INFO", "_INBOX.u", &[DEST, ONLY], b"")),
+            ],
+        ),
+        case(
             "service-import-without-allow-trace",
             vec![
                 conn("a", "SUB nosvc.x 1"),
@@ -776,12 +784,12 @@ fn norm_frame(f: &Frame, pooled: bool, members: bool) -> Option<String> {
     } else {
         args.get(2).copied().unwrap_or_default()
     };
-    Some(format!(
-        "{} {subject} {sid} {reply} {:?} {:?}",
-        args[0],
-        header,
-        String::from_utf8_lossy(&f.payload)
-    ))
+    // A system service's answer: its server description masked as in events.
+    let payload = match serde_json::from_slice::<Value>(&f.payload) {
+        Ok(v) if v.get("server").is_some() => norm_event(v, false),
+        _ => String::from_utf8_lossy(&f.payload).into_owned(),
+    };
+    Some(format!("{} {subject} {sid} {reply} {:?} {payload:?}", args[0], header))
 }
 
 /// What each connection of a case got, normalized and sorted (pooled connections as one).

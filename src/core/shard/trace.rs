@@ -430,6 +430,11 @@ impl ShardCore {
             return Pre::Deliver { record: false };
         };
         let (conn, sub_acc) = (sub.conn, sub.account);
+        // Internal subscriptions (system services) get the message, trace-only or not, and
+        // are not reported (nats-server: internal callbacks).
+        if self.client(conn).is_none_or(|c| c.internal) {
+            return Pre::Deliver { record: false };
+        }
         if let Some(l) = link {
             let acc = self.table.name(sub_acc).to_string();
             self.trace_push(&Step::StreamExport {
