@@ -72,7 +72,7 @@ impl OneShard {
         let connect: &[u8] = if perms {
             br#"CONNECT {"verbose":false,"pedantic":false,"user":"u","pass":"p"}"#
         } else {
-            br#"CONNECT {"verbose":false,"pedantic":false}"#
+            br#"CONNECT {"verbose":false,"pedantic":false,"headers":true}"#
         };
         let mut conn = |extra: &[u8]| {
             let k = core.accept(peer, now);
@@ -154,12 +154,26 @@ pub fn bench(c: &mut Criterion) {
         ("publish_perms_16B", 16, 1000, true, true),
         ("publish_1KiB", 1024, 56, true, false),
         ("publish_nobody_16B", 16, 1000, false, false),
+        ("publish_hdr_16B", 16, 1000, true, false),
     ] {
-        let buf = frames(&pub_frame("foo.bar", payload), n);
+        let hdr = "NATS/1.0\r\nNats-Msg-Id: 12345678\r\n\r\n";
+        let one = if name.contains("hdr") {
+            let mut f = format!("HPUB foo.bar {} {}\r\n{hdr}", hdr.len(), hdr.len() + payload).into_bytes();
+            f.extend(std::iter::repeat(b'x').take(payload));
+            f.extend_from_slice(b"\r\n");
+            f
+        } else {
+            pub_frame("foo.bar", payload)
+        };
+        let buf = frames(&one, n);
         let mut shard = OneShard::new(subscribe, perms);
         let now = Instant::now();
         let out = shard.step(&buf, now);
-        let frame = format!("MSG foo.bar 1 {payload}\r\n").len() + payload + 2;
+        let frame = if name.contains("hdr") {
+            format!("HMSG foo.bar 1 {} {}\r\n", hdr.len(), hdr.len() + payload).len() + hdr.len() + payload + 2
+        } else {
+            format!("MSG foo.bar 1 {payload}\r\n").len() + payload + 2
+        };
         assert_eq!(
             out,
             if subscribe { n * frame } else { 0 },

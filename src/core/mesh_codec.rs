@@ -13,6 +13,11 @@
 //! | 3 | barrier | id u64 |
 //! | 4 | barrier ack | id u64 |
 //! | 5 | responder info | account u32, subject, ClientInfo JSON (ahead of a tracked response) |
+//! | 6 | trace part | trace id u64, leg u64, child leg count u16 + legs u64, encoded trace steps |
+//!
+//! A message record with flag `TRACE` ends with its trace tag: trace id u64, leg u64,
+//! ingress account u32, trace-only u8, stream link exporter u32 and index u32 (`u32::MAX`
+//! = none). See `core::shard::trace`.
 //!
 //! Strings are a u32 length and the bytes. Only our own shards write these batches;
 //! decoding still never panics on a short or malformed batch, it stops.
@@ -28,6 +33,8 @@ pub mod flags {
     pub const RESPONSE: u8 = 4;
     /// Published by the server itself (see `Msg::internal`).
     pub const INTERNAL: u8 = 8;
+    /// A traced message: a trace tag follows the queue names.
+    pub const TRACE: u8 = 16;
 }
 
 const TAG_MSG: u8 = 1;
@@ -35,6 +42,7 @@ const TAG_INTEREST: u8 = 2;
 const TAG_BARRIER: u8 = 3;
 const TAG_BARRIER_ACK: u8 = 4;
 const TAG_RESP_INFO: u8 = 5;
+const TAG_TRACE_PART: u8 = 6;
 const NO_HEADER: u32 = u32::MAX;
 
 /// One decoded record, borrowing the batch.
@@ -55,6 +63,29 @@ pub enum Record<'a> {
         subject: &'a [u8],
         info: &'a [u8],
     },
+    /// What one shard recorded of a traced message, for the shard that owns the trace.
+    TracePart {
+        id: u64,
+        leg: u64,
+        /// Legs this shard handed on to other shards.
+        children: Vec<u64>,
+        /// Encoded trace steps, comma-separated.
+        steps: &'a [u8],
+    },
+}
+
+/// The trace of a message record (flag `TRACE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceTag {
+    /// The trace (its owner shard in the top bits).
+    pub id: u64,
+    /// This hop of the message between shards.
+    pub leg: u64,
+    /// The account the message was published in.
+    pub ingress: u32,
+    pub only: bool,
+    /// Delivered through this stream link: (exporting account, index of its links).
+    pub link: Option<(u32, u32)>,
 }
 
 /// A message for another shard.
@@ -72,6 +103,8 @@ pub struct MsgRecord<'a> {
     pub raw_sizes: Option<(&'a [u8], &'a [u8])>,
     queues: &'a [u8],
     nqueues: u8,
+    /// The trace tag of a traced message.
+    pub trace: Option<TraceTag>,
 }
 
 impl<'a> MsgRecord<'a> {
@@ -150,6 +183,30 @@ pub fn put_msg(
     for q in queues.iter().take(255) {
         put_bytes(out, q);
     }
+}
+
+/// Append the trace tag of the message record just appended with flag `TRACE`.
+pub fn put_trace_tag(out: &mut Vec<u8>, t: &TraceTag) {
+    out.extend_from_slice(&t.id.to_le_bytes());
+    out.extend_from_slice(&t.leg.to_le_bytes());
+    out.extend_from_slice(&t.ingress.to_le_bytes());
+    out.push(u8::from(t.only));
+    let (exporter, index) = t.link.unwrap_or((u32::MAX, u32::MAX));
+    out.extend_from_slice(&exporter.to_le_bytes());
+    out.extend_from_slice(&index.to_le_bytes());
+}
+
+/// Append one shard's part of a trace.
+pub fn put_trace_part(out: &mut Vec<u8>, id: u64, leg: u64, children: &[u64], steps: &[u8]) {
+    out.push(TAG_TRACE_PART);
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(&leg.to_le_bytes());
+    let n = children.len().min(usize::from(u16::MAX));
+    out.extend_from_slice(&(n as u16).to_le_bytes());
+    for c in children.iter().take(n) {
+        out.extend_from_slice(&c.to_le_bytes());
+    }
+    put_bytes(out, steps);
 }
 
 /// Append an interest change.
@@ -233,6 +290,20 @@ impl<'a> Iterator for Records<'a> {
                     r.bytes()?;
                 }
                 let used = start.len() - r.0.len();
+                let trace = if flags & flags::TRACE != 0 {
+                    let (id, leg, ingress) = (r.u64()?, r.u64()?, r.u32()?);
+                    let only = r.u8()? != 0;
+                    let (exporter, index) = (r.u32()?, r.u32()?);
+                    Some(TraceTag {
+                        id,
+                        leg,
+                        ingress,
+                        only,
+                        link: (exporter != u32::MAX).then_some((exporter, index)),
+                    })
+                } else {
+                    None
+                };
                 Some(Record::Msg(MsgRecord {
                     flags,
                     hops,
@@ -244,6 +315,7 @@ impl<'a> Iterator for Records<'a> {
                     raw_sizes,
                     queues: start.get(..used)?,
                     nqueues,
+                    trace,
                 }))
             }
             TAG_INTEREST => {
@@ -265,6 +337,22 @@ impl<'a> Iterator for Records<'a> {
                 let subject = r.bytes()?;
                 let info = r.bytes()?;
                 Some(Record::RespInfo { account, subject, info })
+            }
+            TAG_TRACE_PART => {
+                let id = r.u64()?;
+                let leg = r.u64()?;
+                let n = u16::from_le_bytes(r.take(2)?.try_into().ok()?);
+                let mut children = Vec::new();
+                for _ in 0..n {
+                    children.push(r.u64()?);
+                }
+                let steps = r.bytes()?;
+                Some(Record::TracePart {
+                    id,
+                    leg,
+                    children,
+                    steps,
+                })
             }
             _ => None,
         }
@@ -339,6 +427,55 @@ hi",
         match &recs[4] {
             Record::Msg(m) => assert_eq!((m.header_len, m.queues().count()), (None, 0)),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn trace_tags_and_parts_roundtrip() {
+        let mut b = Vec::new();
+        let tag = TraceTag {
+            id: (3 << 48) | 9,
+            leg: 77,
+            ingress: 4,
+            only: true,
+            link: Some((2, 5)),
+        };
+        put_msg(
+            &mut b,
+            flags::TRACE,
+            1,
+            4,
+            &view(b"s", b"", Some(4), b"h\r\n\r\n"),
+            None,
+            &[b"q"],
+        );
+        put_trace_tag(&mut b, &tag);
+        put_msg(&mut b, 0, 0, 4, &view(b"plain", b"", None, b"x"), None, &[]);
+        put_trace_part(&mut b, tag.id, 77, &[78, 79], b"{\"type\":\"eg\"}");
+        let recs: Vec<_> = records(&b).collect();
+        assert_eq!(recs.len(), 3);
+        match &recs[0] {
+            Record::Msg(m) => {
+                assert_eq!(m.trace, Some(tag));
+                assert_eq!(m.queues().collect::<Vec<_>>(), vec![&b"q"[..]]);
+            }
+            other => panic!("{other:?}"),
+        }
+        match &recs[1] {
+            Record::Msg(m) => assert_eq!((m.subject, m.trace), (&b"plain"[..], None)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            recs[2],
+            Record::TracePart {
+                id: tag.id,
+                leg: 77,
+                children: vec![78, 79],
+                steps: b"{\"type\":\"eg\"}",
+            }
+        );
+        for cut in 0..b.len() {
+            let _ = records(&b[..cut]).count();
         }
     }
 

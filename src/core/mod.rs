@@ -15,6 +15,7 @@ pub mod shard;
 pub mod stats;
 pub mod subject;
 pub mod sublist;
+pub mod trace;
 pub mod transform;
 
 /// The hash map of the core's hot paths (ahash: fast on short byte keys; keys are

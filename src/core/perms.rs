@@ -289,6 +289,12 @@ impl Perms {
         }
     }
 
+    /// Publish allowed by the lists alone, reply grants neither used nor counted (a
+    /// message's trace destination: the client does not publish there itself).
+    pub fn publish_allowed_static(&mut self, subject: &[u8]) -> bool {
+        self.base_publish_allowed(subject)
+    }
+
     /// Publish allowed by the lists alone (no reply grants), cached like `can_publish`.
     fn base_publish_allowed(&mut self, subject: &[u8]) -> bool {
         if let Some(&v) = self.pub_cache.get(subject) {

@@ -206,6 +206,14 @@ fn account_specs(sec: &SecurityConfig) -> (Vec<AccountSpec>, Option<String>) {
             exports: a.exports.iter().map(export_spec).collect(),
             imports: a.imports.iter().map(import_spec).collect(),
             mappings: mappings(&a.mappings),
+            msg_trace: a
+                .msg_trace
+                .as_ref()
+                .filter(|t| !t.dest.is_empty())
+                .map(|t| crate::core::accounts::MsgTrace {
+                    dest: t.dest.clone(),
+                    sampling: t.sampling,
+                }),
             ..Default::default()
         });
     }

@@ -370,5 +370,13 @@ pub fn spec_from_claims(
         mappings,
         disabled: c.claims.expires != 0 && c.claims.expires <= now as i64,
         system: false,
+        msg_trace: n
+            .trace
+            .as_ref()
+            .filter(|t| crate::core::trace::is_valid_publish_subject(t.destination.as_bytes()))
+            .map(|t| crate::core::accounts::MsgTrace {
+                dest: t.destination.clone(),
+                sampling: t.sampling.clamp(0, 100) as u8,
+            }),
     }
 }

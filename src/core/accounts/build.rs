@@ -83,6 +83,8 @@ pub struct AccountSpec {
     pub disabled: bool,
     /// The account is the system account.
     pub system: bool,
+    /// `msg_trace`: where sampled `traceparent` messages are traced.
+    pub msg_trace: Option<super::MsgTrace>,
 }
 
 /// An import the builder refused, with nats-server's reason.
@@ -157,6 +159,7 @@ pub fn build_accounts(b: &mut TableBuilder<'_>, specs: &[AccountSpec]) -> Vec<Im
         d.limits = s.limits;
         d.disabled = s.disabled;
         d.mappings = s.mappings.clone();
+        d.msg_trace = s.msg_trace.clone();
         defs.insert(s.name.clone(), d);
     }
     let mut problems = Vec::new();

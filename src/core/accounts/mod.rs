@@ -81,6 +81,17 @@ pub struct AccountDef {
     pub conns: Arc<AtomicI64>,
     /// The account is known but may not be used (expired or deleted JWT).
     pub disabled: bool,
+    /// Where sampled `traceparent` messages are traced (`msg_trace`), if anywhere.
+    pub msg_trace: Option<MsgTrace>,
+}
+
+/// An account's trace destination for messages carrying a sampled W3C `traceparent`
+/// (`msg_trace { dest, sampling }`, or the `trace` of an account JWT).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MsgTrace {
+    pub dest: String,
+    /// Percent of the sampled messages traced, 1 to 100.
+    pub sampling: u8,
 }
 
 impl AccountDef {
@@ -96,6 +107,7 @@ impl AccountDef {
             service_imports: Vec::new(),
             conns: Arc::new(AtomicI64::new(0)),
             disabled: false,
+            msg_trace: None,
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::core::accounts::state::{ResponseMap, Tracking};
 use crate::core::accounts::AccountId;
 use crate::core::client::ConnKey;
 use crate::core::mesh_codec::{self, flags};
+use crate::core::trace::{TRACE_DEST, TRACE_DISABLED};
 use crate::proto::client_info::ClientInfo;
 use crate::proto::{gotime, headers};
 use std::time::{Duration, Instant};
@@ -126,7 +127,20 @@ impl ShardCore {
         now: Instant,
         depth: u8,
     ) -> bool {
-        let mut delivered = self.deliver_in(acc, publisher, m, now);
+        let delivered = self.deliver_in(acc, publisher, m, now);
+        delivered | self.route_onward(acc, publisher, m, now, depth)
+    }
+
+    /// Follow the imports a message delivered in `acc` takes further.
+    fn route_onward(
+        &mut self,
+        acc: AccountId,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        now: Instant,
+        depth: u8,
+    ) -> bool {
+        let mut delivered = false;
         if depth >= MAX_IMPORT_DEPTH {
             return delivered;
         }
@@ -167,6 +181,15 @@ impl ShardCore {
                 subject: &subject,
                 ..*m
             };
+            if self.tracing.is_some() {
+                // The deliveries in the importer are stream exports (`se`), reported on
+                // the subscriptions nats-server would shadow; imports further on are not.
+                self.trace_link_begin(acc, i, link.allow_trace);
+                delivered |= self.deliver_in(link.importer, publisher, &moved, now);
+                self.trace_link_end();
+                delivered |= self.route_onward(link.importer, publisher, &moved, now, depth + 1);
+                continue;
+            }
             delivered |= self.route_at(link.importer, publisher, &moved, now, depth + 1);
         }
         delivered
@@ -215,6 +238,18 @@ impl ShardCore {
             }
             subject = mapped;
         }
+        // Tracing (`si`): an export that does not allow it ends a trace-only message
+        // here, and hides the rest of a delivered one (its header says so too).
+        let mut suspended = None;
+        if self.tracing.is_some() {
+            self.trace_service_import(si.exporter, m.subject, &subject);
+            if !si.allow_trace {
+                if self.trace_only() {
+                    return false;
+                }
+                suspended = self.trace_suspend();
+            }
+        }
         // Latency tracking: sampled requests are timed to their first response.
         let tracking = match (&si.latency, publisher) {
             (Some(l), Some(p)) if depth == 0 => {
@@ -241,12 +276,20 @@ impl ShardCore {
             let t = tracking.clone();
             self.new_response(si.exporter, acc, m.reply, si.response, si.threshold, idx, t, now)
         };
-        let header = match self.request_info(acc, si, publisher, m, depth) {
+        let mut header = match self.request_info(acc, si, publisher, m, depth) {
             Some(info) => Some(headers::with(m.header(), REQUEST_INFO_HDR, &info)),
             None => m.header().map(<[u8]>::to_vec),
         };
+        if suspended.is_some() {
+            header = Some(headers::with(header.as_deref(), TRACE_DEST, TRACE_DISABLED));
+        }
         let out = Rewritten::new(subject, reply, header, m.payload());
-        let delivered = self.route_at(si.exporter, publisher, &out.msg(), now, depth + 1);
+        let mut delivered = self.route_at(si.exporter, publisher, &out.msg(), now, depth + 1);
+        self.trace_resume(suspended);
+        // A trace-only request reached nobody (nats-server: no responders).
+        if delivered && self.trace_only() {
+            delivered = false;
+        }
         if !delivered && !out.reply.is_empty() {
             self.acct(si.exporter).responses.remove(&out.reply[..]);
             if let Some(t) = &tracking {
@@ -409,7 +452,11 @@ impl ShardCore {
             mesh_codec::put_resp_info(self.stage(owner), acc, m.subject, info.to_json().as_bytes());
         }
         let raw = m.raw_sizes();
-        mesh_codec::put_msg(self.stage(owner), flags::RESPONSE, depth, acc, &m.parts(), raw, &[]);
+        if self.tracing.is_some() {
+            self.stage_msg(owner, flags::RESPONSE, depth, acc, m, raw, &[]);
+        } else {
+            mesh_codec::put_msg(self.stage(owner), flags::RESPONSE, depth, acc, &m.parts(), raw, &[]);
+        }
         self.maybe_flush_early(owner, now);
         true
     }
@@ -472,7 +519,19 @@ impl ShardCore {
             self.latency_measured(&map, responder, now);
             map.tracking = None;
         }
-        let reply = if m.reply.is_empty() {
+        // Tracing: a response crosses back as through a service import (`si`) that never
+        // allows tracing (nats-server's response imports).
+        let mut suspended = None;
+        let mut header = None;
+        let only = self.trace_only();
+        if self.tracing.is_some() {
+            self.trace_service_import(map.requester, m.subject, &map.reply);
+            if !only {
+                suspended = self.trace_suspend();
+                header = Some(headers::with(m.header(), TRACE_DEST, TRACE_DISABLED));
+            }
+        }
+        let reply = if m.reply.is_empty() || only {
             Vec::new()
         } else {
             // A response that itself expects an answer: map it the other way.
@@ -487,18 +546,27 @@ impl ShardCore {
                 now,
             )
         };
-        // Only the subject and reply change: header and payload are passed on as they are.
-        let (mut size, mut hdr) = (itoa::Buffer::new(), itoa::Buffer::new());
-        let out = Msg {
-            subject: &map.reply,
-            reply: &reply,
-            header_len: m.header_len,
-            data: m.data,
-            size_text: size.format(m.data.len()).as_bytes(),
-            hdr_text: m.header_len.map(|h| hdr.format(h).as_bytes()).unwrap_or_default(),
-            internal: false,
+        let delivered = if only {
+            false
+        } else if let Some(header) = header {
+            // Traced, through an import that hides the rest: the header says so.
+            let out = Rewritten::new(map.reply.to_vec(), reply, Some(header), m.payload());
+            self.route_at(map.requester, publisher, &out.msg(), now, depth.saturating_add(1))
+        } else {
+            // Only the subject and reply change: header and payload are passed on as they are.
+            let (mut size, mut hdr) = (itoa::Buffer::new(), itoa::Buffer::new());
+            let out = Msg {
+                subject: &map.reply,
+                reply: &reply,
+                header_len: m.header_len,
+                data: m.data,
+                size_text: size.format(m.data.len()).as_bytes(),
+                hdr_text: m.header_len.map(|h| hdr.format(h).as_bytes()).unwrap_or_default(),
+                internal: false,
+            };
+            self.route_at(map.requester, publisher, &out, now, depth.saturating_add(1))
         };
-        let delivered = self.route_at(map.requester, publisher, &out, now, depth.saturating_add(1));
+        self.trace_resume(suspended);
         let end_of_stream = m.data.is_empty();
         if delivered && map.kind != ResponseType::Singleton && !end_of_stream {
             // Streamed and chunked responses keep the mapping alive while they flow.

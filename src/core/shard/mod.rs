@@ -30,6 +30,7 @@ mod ops;
 mod report;
 mod route;
 mod timers;
+mod trace;
 mod transport;
 
 use super::accounts::state::ShardAccount;
@@ -152,6 +153,10 @@ pub struct ShardCore {
     resp_infos: FastMap<Box<[u8]>, Vec<u8>>,
     /// The server's observer of this shard's connections (system account events).
     events: Option<Box<dyn ConnEvents>>,
+    /// The traced message being routed, if any (module `trace`).
+    tracing: Option<Box<trace::Active>>,
+    /// Traces this shard owns, waiting for other shards' parts.
+    traces: trace::Traces,
 }
 
 impl ShardCore {
@@ -185,6 +190,8 @@ impl ShardCore {
             reports: report::ReportState::default(),
             resp_infos: FastMap::default(),
             events: None,
+            tracing: None,
+            traces: trace::Traces::default(),
         };
         core.apply_table();
         core
@@ -413,7 +420,7 @@ impl ShardCore {
     /// True if some connection awaits the driver's attention, or internal work is
     /// left for the next step.
     pub fn has_wakeups(&self) -> bool {
-        !self.wakeups.is_empty() || self.internals.busy()
+        !self.wakeups.is_empty() || self.internals.busy() || self.traces.has_ready()
     }
 
     /// Process batches from other shards. Returns how many were taken.
@@ -489,9 +496,10 @@ impl ShardCore {
     /// End of a processing step: run internal handlers, push staged records, publish
     /// statistics.
     fn finish(&mut self, now: Instant) {
-        if self.internals.busy() && !self.internals.running {
+        if (self.internals.busy() || self.traces.has_ready()) && !self.internals.running {
             self.internals.running = true;
             self.publish_deferred(now);
+            self.publish_traces(now);
             self.run_internal(now);
             self.internals.running = false;
         }
@@ -627,6 +635,12 @@ impl ShardCore {
                 }
                 mesh_codec::Record::BarrierAck(id) => self.barrier_acked(id, now),
                 mesh_codec::Record::RespInfo { subject, info, .. } => self.keep_resp_info(subject, info),
+                mesh_codec::Record::TracePart {
+                    id,
+                    leg,
+                    children,
+                    steps,
+                } => self.trace_part(id, leg, &children, steps),
             }
         }
     }

@@ -33,6 +33,9 @@ impl ShardCore {
                 Ok(Some(ev)) => ev,
                 Ok(None) => break,
                 Err(e) => {
+                    if matches!(e, ParseError::MaxPayload { .. }) {
+                        self.trace_payload_violation(key, data, pos);
+                    }
                     self.parse_error(key, e, now);
                     break;
                 }

@@ -1,12 +1,14 @@
 //! Publishing: match, deliver to local subscribers, pick queue members across shards,
 //! and stage one envelope per interested shard (ARCHITECTURE.md, invariants 5 to 7).
 
+use super::trace::Pre;
 use super::ShardCore;
 use crate::core::accounts::AccountId;
 use crate::core::client::{ClosedState, ConnKey, SubId};
 use crate::core::mesh_codec::{self, flags, MsgRecord};
 use crate::core::remote::{REntry, RKey};
 use crate::core::sublist::Matches;
+use crate::core::trace::event::errors;
 use crate::proto::reply;
 use std::rc::Rc;
 use std::time::Instant;
@@ -90,11 +92,28 @@ fn is_reserved_reply(r: &[u8]) -> bool {
 
 impl ShardCore {
     pub(super) fn on_msg(&mut self, key: ConnKey, m: &Msg<'_>, now: Instant) {
+        // Tracing: only a header block can ask for it (module `trace`).
+        if let Some(h) = m.header() {
+            if crate::core::trace::may_trace(h) {
+                return self.on_msg_maybe_traced(key, m, h, now);
+            }
+        }
+        self.on_msg_checked(key, m, None, now)
+    }
+
+    /// A client's publish. `dest_denied`: its trace destination, which its permissions
+    /// do not allow (a publish violation, after the subject's).
+    pub(super) fn on_msg_checked(&mut self, key: ConnKey, m: &Msg<'_>, dest_denied: Option<&[u8]>, now: Instant) {
         let account = self.client(key).map_or(crate::core::accounts::GLOBAL, |c| c.account);
         // Subject mappings come first: permissions and routing see the mapped subject.
         let mapped = self.map_subject(account, m.subject);
         let m = match &mapped {
-            Some(s) => Msg { subject: s, ..*m },
+            Some(s) => {
+                if self.tracing.is_some() {
+                    self.trace_mapped(s);
+                }
+                Msg { subject: s, ..*m }
+            }
             None => *m,
         };
         let (subject, reply, data) = (m.subject, m.reply, m.data);
@@ -110,16 +129,33 @@ impl ShardCore {
         self.counters.in_msgs += 1;
         self.counters.in_bytes += data.len() as u64;
         let nrg = subject.starts_with(b"$NRG.") && system != Some(account);
-        if has_prefix(subject, b"_GR_.") || !allowed || nrg {
+        let denied = if has_prefix(subject, b"_GR_.") || !allowed {
+            Some(subject)
+        } else if dest_denied.is_some() {
+            dest_denied
+        } else if nrg {
+            Some(subject)
+        } else {
+            None
+        };
+        if let Some(denied) = denied {
             let label = self.label(key);
-            tracing::error!("{label} - Publish Violation - Subject {}", reply::go_quote(subject));
-            self.send_err(key, &reply::pub_violation(subject), now);
+            tracing::error!("{label} - Publish Violation - Subject {}", reply::go_quote(denied));
+            let text = reply::pub_violation(denied);
+            if self.tracing.is_some() {
+                self.trace_ingress_error(&text);
+            }
+            self.send_err(key, &text, now);
             return;
         }
         if !reply.is_empty() && is_reserved_reply(reply) {
             let label = self.label(key);
             tracing::error!("{label} - Publish Violation - Reply {}", reply::go_quote(reply));
-            self.send_err(key, &reply::reply_violation(reply), now);
+            let text = reply::reply_violation(reply);
+            if self.tracing.is_some() {
+                self.trace_ingress_error(&text);
+            }
+            self.send_err(key, &text, now);
             return;
         }
         if verbose {
@@ -225,7 +261,11 @@ impl ShardCore {
                 queues.clear();
                 queues.extend(assigned.iter().filter(|(s, _)| *s == dst).map(|(_, q)| *q));
                 let f = if m.internal { flags::INTERNAL } else { 0 };
-                mesh_codec::put_msg(self.stage(dst), f, 0, acc, &m.parts(), raw, &queues);
+                if self.tracing.is_some() {
+                    self.stage_msg(dst, f, 0, acc, m, raw, &queues);
+                } else {
+                    mesh_codec::put_msg(self.stage(dst), f, 0, acc, &m.parts(), raw, &queues);
+                }
                 self.maybe_flush_early(dst, now);
             }
         }
@@ -311,6 +351,16 @@ impl ShardCore {
 
     /// A message from another shard: deliver it to this shard's subscribers.
     pub(super) fn deliver_remote(&mut self, src: usize, rec: &MsgRecord<'_>, now: Instant) {
+        if let Some(tag) = &rec.trace {
+            self.trace_enter(tag);
+            self.deliver_remote_msg(src, rec, now);
+            self.trace_leave();
+            return;
+        }
+        self.deliver_remote_msg(src, rec, now)
+    }
+
+    fn deliver_remote_msg(&mut self, src: usize, rec: &MsgRecord<'_>, now: Instant) {
         let mut b1 = itoa::Buffer::new();
         let mut b2 = itoa::Buffer::new();
         let header_len = rec.header_len.map(|h| h as usize);
@@ -363,15 +413,12 @@ impl ShardCore {
             let exclude = if rec.hops == 0 { Some(src) } else { None };
             if let Some(dst) = members.and_then(|mm| self.pick_remote_shard(acc, mm, exclude)) {
                 let raw = m.raw_sizes();
-                mesh_codec::put_msg(
-                    self.stage(dst),
-                    flags::QUEUE_ONLY | (rec.flags & flags::INTERNAL),
-                    rec.hops + 1,
-                    acc,
-                    &m.parts(),
-                    raw,
-                    &[q],
-                );
+                let f = flags::QUEUE_ONLY | (rec.flags & flags::INTERNAL);
+                if self.tracing.is_some() {
+                    self.stage_msg(dst, f, rec.hops + 1, acc, &m, raw, &[q]);
+                } else {
+                    mesh_codec::put_msg(self.stage(dst), f, rec.hops + 1, acc, &m.parts(), raw, &[q]);
+                }
             }
         }
     }
@@ -379,6 +426,13 @@ impl ShardCore {
     /// Write one message to one subscription. Returns false if it was not delivered
     /// (echo off, closed connection, slow consumer, auto-unsubscribe overrun).
     fn deliver(&mut self, id: SubId, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
+        let mut traced = false;
+        if self.tracing.is_some() {
+            match self.trace_pre_deliver(id, publisher, m) {
+                Pre::Done(v) => return v,
+                Pre::Deliver { record } => traced = record,
+            }
+        }
         let Some(sub) = self.subs.get_mut(id as usize) else {
             return false;
         };
@@ -402,6 +456,9 @@ impl ShardCore {
         let mut unsub_after = false;
         if sub.max > 0 {
             if sub.delivered > sub.max {
+                if traced {
+                    self.trace_egress(id, errors::AUTO_UNSUB);
+                }
                 self.auto_unsubscribe(id);
                 return false;
             }
@@ -423,6 +480,10 @@ impl ShardCore {
                 max_pending
             );
             self.counters.slow_consumers += 1;
+            if traced {
+                // As the reference: the attempt counts, the slow consumer is found after.
+                self.trace_egress(id, "");
+            }
             self.close(conn, ClosedState::SlowConsumerPendingBytes);
             return false;
         }
@@ -472,6 +533,9 @@ impl ShardCore {
         if !c.woken {
             c.woken = true;
             self.wakeups.push(conn);
+        }
+        if traced {
+            self.trace_egress(id, "");
         }
         if unsub_after {
             self.auto_unsubscribe(id);

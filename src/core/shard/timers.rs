@@ -32,10 +32,15 @@ impl ShardCore {
         // Write deadlines start when output queues up, which does not touch the heap;
         // check the connections with pending output cheaply via their next deadline.
         let conn = self.timers.peek().map(|Reverse((t, _))| *t);
-        [conn, self.resp_sweep_at, self.internals.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            conn,
+            self.resp_sweep_at,
+            self.internals.next_deadline(),
+            self.traces.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Run every timer due at `now`.
@@ -56,6 +61,7 @@ impl ShardCore {
         }
         self.sweep_responses(now);
         self.expire_requests(now);
+        self.expire_traces(now);
         self.finish(now);
     }
 
