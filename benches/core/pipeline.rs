@@ -159,7 +159,7 @@ pub fn bench(c: &mut Criterion) {
         let hdr = "NATS/1.0\r\nNats-Msg-Id: 12345678\r\n\r\n";
         let one = if name.contains("hdr") {
             let mut f = format!("HPUB foo.bar {} {}\r\n{hdr}", hdr.len(), hdr.len() + payload).into_bytes();
-            f.extend(std::iter::repeat(b'x').take(payload));
+            f.extend(std::iter::repeat_n(b'x', payload));
             f.extend_from_slice(b"\r\n");
             f
         } else {
