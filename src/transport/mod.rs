@@ -22,6 +22,7 @@
 //! (the upgrade comes first; a refused upgrade never becomes one, as in nats-server).
 //! Plain TCP clients have no `Transport` at all.
 
+pub mod ocsp;
 pub mod tls;
 pub mod websocket;
 
