@@ -60,6 +60,10 @@ pub enum StartError {
     /// TLS or WebSocket settings that cannot be used.
     #[error("{0}")]
     Transport(String),
+    /// OCSP stapling cannot start (the reference refuses to create the server: the
+    /// message goes to stderr as `nats-server: <message>`, before any log line).
+    #[error("{0}")]
+    Ocsp(String),
 }
 
 /// What authenticates clients, operator mode's accounts when it is on, and what
@@ -215,6 +219,8 @@ pub struct Server {
     authenticator: Arc<dyn crate::core::auth::Authenticator>,
     /// TLS and WebSocket settings of the listeners (replaced on reload).
     transports: driver::Transports,
+    /// Stapled certificates and their monitors (restarted on reload).
+    staples: transport::Staples,
     /// The bound WebSocket port, if any.
     pub ws_port: Option<u16>,
 }
@@ -231,6 +237,7 @@ impl Server {
     /// Bind, start the shards and log the startup lines. Logging must be set up.
     pub fn start(opts: Options) -> Result<Server, StartError> {
         opts.validate()?;
+        let staples = transport::prepare_staples(&opts).map_err(StartError::Ocsp)?;
         let chosen = choose_reactor(opts.reactor)?;
         let nshards = if opts.shards > 0 {
             opts.shards
@@ -278,6 +285,7 @@ impl Server {
             );
         }
 
+        staples.announce();
         let port = opts.bind_port()?;
         let addr = resolve(&opts.host, port)?;
         let listener = shards::listener::bind_exclusive(addr, 4096).map_err(|e| StartError::Listen {
@@ -292,7 +300,7 @@ impl Server {
         let ws = transport::bind_websocket(&opts).map_err(StartError::Transport)?;
         let ws_port = ws.as_ref().map(|(_, p)| *p);
         let transports: driver::Transports = Arc::new(RwLock::new(
-            transport::listener_transports(&opts).map_err(StartError::Transport)?,
+            transport::listener_transports(&opts, &staples).map_err(StartError::Transport)?,
         ));
 
         let shared = Arc::new(crate::core::stats::Shared::new(nshards));
@@ -440,9 +448,11 @@ impl Server {
             keys,
             operator_accounts,
             authenticator: auth_in_force,
+            staples,
         };
         srv.write_ports_file();
         tracing::info!("Server is ready");
+        srv.staples.start(Arc::new(signals::request_shutdown));
         Ok(srv)
     }
 
@@ -547,7 +557,17 @@ impl Server {
             with_proxies(&ws_authenticator, &self.opts),
         );
         self.info = core.info.clone();
-        match transport::listener_transports(&self.opts) {
+        // As the reference: OCSP monitoring always restarts on reload.
+        self.staples.stop();
+        match transport::prepare_staples(&self.opts) {
+            Ok(mut s) => {
+                s.announce();
+                s.start(Arc::new(signals::request_shutdown));
+                self.staples = s;
+            }
+            Err(e) => tracing::warn!("Can't restart OCSP features: {e}"),
+        }
+        match transport::listener_transports(&self.opts, &self.staples) {
             Ok(t) => {
                 if let Ok(mut w) = self.transports.write() {
                     *w = t;
@@ -611,6 +631,7 @@ impl Server {
     /// Stop accepting, close every client and wait for the shards.
     pub fn shutdown(mut self) {
         tracing::info!("Initiating Shutdown...");
+        self.staples.stop();
         if let Some(r) = self.running.take() {
             r.shutdown();
         }

@@ -19,6 +19,8 @@ pub enum Sig {
     Hangup,
     User1,
     User2,
+    /// Not a signal: the server asked itself to stop ([`request_shutdown`]).
+    Shutdown,
 }
 
 impl Sig {
@@ -30,6 +32,7 @@ impl Sig {
             Sig::Hangup => "hangup",
             Sig::User1 => "user defined signal 1",
             Sig::User2 => "user defined signal 2",
+            Sig::Shutdown => "shutdown",
         }
     }
 }
@@ -39,6 +42,26 @@ pub struct Signals {
     rx: std::sync::mpsc::Receiver<Sig>,
 }
 
+/// The channel's sender, for [`request_shutdown`].
+static INTERNAL: std::sync::Mutex<Option<std::sync::mpsc::Sender<Sig>>> = std::sync::Mutex::new(None);
+
+/// Shut the server down from inside (OCSP stapling found its certificate revoked in a
+/// mode that requires it), as if terminated but without a "Trapped" line. Nothing
+/// happens where no signal loop runs (embedded servers).
+pub fn request_shutdown() {
+    if let Ok(g) = INTERNAL.lock() {
+        if let Some(tx) = g.as_ref() {
+            let _ = tx.send(Sig::Shutdown);
+        }
+    }
+}
+
+fn keep_sender(tx: &std::sync::mpsc::Sender<Sig>) {
+    if let Ok(mut g) = INTERNAL.lock() {
+        *g = Some(tx.clone());
+    }
+}
+
 impl Signals {
     /// Start catching signals (before the server starts, so none is missed).
     #[cfg(unix)]
@@ -46,6 +69,7 @@ impl Signals {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
         let mut it = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2])?;
         let (tx, rx) = std::sync::mpsc::channel();
+        keep_sender(&tx);
         std::thread::Builder::new().name("signals".into()).spawn(move || {
             for s in it.forever() {
                 let sig = match s {
@@ -68,6 +92,7 @@ impl Signals {
     #[cfg(not(unix))]
     pub fn install() -> std::io::Result<Signals> {
         let (tx, rx) = std::sync::mpsc::channel();
+        keep_sender(&tx);
         std::mem::forget(tx);
         Ok(Signals { rx })
     }
@@ -95,8 +120,12 @@ pub fn run(mut srv: Server, signals: Signals, flags: &[String]) {
             }
             continue;
         };
+        if sig == Sig::Shutdown {
+            return srv.shutdown();
+        }
         tracing::info!("Trapped {:?} signal", sig.go_name());
         match sig {
+            Sig::Shutdown => return srv.shutdown(),
             Sig::Interrupt => return srv.shutdown(),
             Sig::Terminate if !srv.in_lame_duck() => return srv.shutdown(),
             Sig::Terminate => {}

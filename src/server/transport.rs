@@ -8,7 +8,9 @@ use super::options::{OcspMode, Options, OptionsError, WebsocketOptions};
 use crate::core::auth::Authenticator;
 use crate::core::config::WsSettings;
 use crate::proto::info::ServerInfo;
-use crate::transport::tls::{build_server_config, TlsOptions};
+use crate::transport::ocsp::staple::{self, Monitor, StapleMode, StapledKey};
+use crate::transport::tls::config::{build_stapled_config, first_key};
+use crate::transport::tls::TlsOptions;
 use crate::transport::websocket::upgrade::{host_and_port, Origins, UpgradePolicy};
 use crate::transport::{ListenerTransport, TlsMode, WsMode};
 use std::sync::Arc;
@@ -18,11 +20,6 @@ impl Options {
     /// Transport settings whose feature rnats does not implement yet.
     pub(super) fn refuse_missing_transport_features(&self) -> Result<(), OptionsError> {
         let tls_blocks = [self.tls.as_ref(), self.websocket.tls.as_ref()];
-        if let Some(o) = &self.ocsp {
-            if o.mode != OcspMode::Never && self.tls.is_some() {
-                return Err(OptionsError::NotYet("OCSP stapling (ocsp)".into()));
-            }
-        }
         for t in tls_blocks.into_iter().flatten() {
             if t.ocsp_peer.as_ref().is_some_and(|p| p.verify) {
                 return Err(OptionsError::NotYet("OCSP peer verification (ocsp_peer)".into()));
@@ -124,9 +121,84 @@ fn validate_origin(ao: &str) -> Result<(), String> {
         .map_err(|e| format!("unable to parse allowed origin: {e}"))
 }
 
-fn tls_mode(t: &TlsOptions, allow_non_tls: bool) -> Result<TlsMode, String> {
+/// The stapled certificates of the listeners (client, WebSocket) and their monitors.
+#[derive(Default)]
+pub struct Staples {
+    pub client: Option<Arc<StapledKey>>,
+    pub ws: Option<Arc<StapledKey>>,
+    monitors: Vec<Monitor>,
+    running: Vec<staple::Running>,
+}
+
+impl Staples {
+    /// nats-server's startup line for each stapled certificate.
+    pub fn announce(&self) {
+        for m in &self.monitors {
+            tracing::info!("OCSP Stapling enabled for {} connections", m.kind());
+        }
+    }
+
+    /// Start the monitors; `shutdown` stops the server when a status turns bad in
+    /// `always`/`must` mode.
+    pub fn start(&mut self, shutdown: Arc<dyn Fn() + Send + Sync>) {
+        for m in self.monitors.drain(..) {
+            self.running.push(m.spawn(shutdown.clone()));
+        }
+    }
+
+    /// Stop the monitors.
+    pub fn stop(&mut self) {
+        for r in &mut self.running {
+            r.stop();
+        }
+        self.running.clear();
+    }
+}
+
+fn staple_mode(o: &Options) -> Option<StapleMode> {
+    o.ocsp.as_ref().map(|c| match c.mode {
+        OcspMode::Auto => StapleMode::Auto,
+        OcspMode::Always => StapleMode::Always,
+        OcspMode::Must => StapleMode::Must,
+        OcspMode::Never => StapleMode::Never,
+    })
+}
+
+/// nats-server's `enableOCSP` for the client and WebSocket TLS blocks: which certificate
+/// is stapled, with its first status fetched (blocking). Errors refuse the start.
+pub fn prepare_staples(o: &Options) -> Result<Staples, String> {
+    let mut out = Staples::default();
+    let urls = o.ocsp.as_ref().map(|c| c.override_urls.clone()).unwrap_or_default();
+    for (i, t) in [o.tls.as_ref(), o.websocket.tls.as_ref()].into_iter().enumerate() {
+        let Some(t) = t else { continue };
+        if i == 1 && o.websocket.port == 0 {
+            continue;
+        }
+        let key = first_key(t).map_err(|e| e.0)?;
+        let setup = staple::Setup {
+            kind: "Client",
+            cert_file: &t.cert_file,
+            ca_file: &t.ca_file,
+            key: &key,
+            mode: staple_mode(o),
+            override_urls: &urls,
+            store_dir: &o.store_dir,
+        };
+        if let Some(m) = Monitor::prepare(&setup)? {
+            if i == 0 {
+                out.client = Some(m.key());
+            } else {
+                out.ws = Some(m.key());
+            }
+            out.monitors.push(m);
+        }
+    }
+    Ok(out)
+}
+
+fn tls_mode(t: &TlsOptions, allow_non_tls: bool, stapled: Option<Arc<StapledKey>>) -> Result<TlsMode, String> {
     Ok(TlsMode {
-        config: build_server_config(t).map_err(|e| e.0)?,
+        config: build_stapled_config(t, stapled).map_err(|e| e.0)?,
         timeout: t.timeout_duration(),
         handshake_first: t.handshake_first,
         fallback: (t.handshake_first && !t.fallback_delay.is_zero()).then_some(t.fallback_delay),
@@ -136,19 +208,19 @@ fn tls_mode(t: &TlsOptions, allow_non_tls: bool) -> Result<TlsMode, String> {
 }
 
 /// The client listener's transport (`None`: plain TCP).
-pub fn client_transport(o: &Options) -> Result<Option<Arc<ListenerTransport>>, String> {
+pub fn client_transport(o: &Options, staples: &Staples) -> Result<Option<Arc<ListenerTransport>>, String> {
     let Some(t) = &o.tls else { return Ok(None) };
     Ok(Some(Arc::new(ListenerTransport {
-        tls: Some(tls_mode(t, o.allow_non_tls)?),
+        tls: Some(tls_mode(t, o.allow_non_tls, staples.client.clone())?),
         ws: None,
     })))
 }
 
 /// The WebSocket listener's transport.
-pub fn websocket_transport(o: &Options) -> Result<Arc<ListenerTransport>, String> {
+pub fn websocket_transport(o: &Options, staples: &Staples) -> Result<Arc<ListenerTransport>, String> {
     let w = &o.websocket;
     let tls = match &w.tls {
-        Some(t) => Some(tls_mode(t, false)?),
+        Some(t) => Some(tls_mode(t, false, staples.ws.clone())?),
         None => None,
     };
     let mut raw_headers = String::new();
@@ -258,10 +330,10 @@ pub fn log_client_tls(o: &Options) {
 }
 
 /// The listeners' transports, by listener index (client, WebSocket).
-pub fn listener_transports(o: &Options) -> Result<Vec<Option<Arc<ListenerTransport>>>, String> {
-    let client = client_transport(o)?;
+pub fn listener_transports(o: &Options, staples: &Staples) -> Result<Vec<Option<Arc<ListenerTransport>>>, String> {
+    let client = client_transport(o, staples)?;
     let ws = if o.websocket.port != 0 {
-        Some(websocket_transport(o)?)
+        Some(websocket_transport(o, staples)?)
     } else {
         None
     };

@@ -3,9 +3,15 @@
 //! them.
 //!
 //! - [`response`]: the request the server sends, responses decoded and signature-checked.
+//! - [`fetch`]: HTTP(S) to responders, with Go's error texts.
 //! - [`sig`]: the signature algorithms of responses and responder certificates.
+//! - [`staple`]: stapling the server's certificate status (`ocsp { }`), its monitor.
+//! - [`runtime`]: the small tokio runtime OCSP's waiting happens on (never a shard).
 
+pub mod fetch;
 pub mod response;
+pub mod runtime;
 pub mod sig;
+pub mod staple;
 
 pub use response::{CertStatus, ParseError, Response};

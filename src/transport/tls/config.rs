@@ -305,7 +305,7 @@ pub fn load_roots(ca_file: &str) -> Result<RootCertStore, TlsConfigError> {
 
 /// The system's trust store (Go verifies client certificates against it when no
 /// `ca_file` is given).
-fn system_roots() -> RootCertStore {
+pub(crate) fn system_roots() -> RootCertStore {
     let mut roots = RootCertStore::empty();
     for path in [
         "/etc/ssl/certs/ca-certificates.crt",
@@ -325,10 +325,21 @@ fn system_roots() -> RootCertStore {
 /// Certificates with the DNS names they are for.
 type NamedKeys = Vec<(Vec<String>, Arc<CertifiedKey>)>;
 
-/// Several certificates: the one whose DNS names match the SNI, else the first.
+/// Several certificates: the one whose DNS names match the SNI, else the first. The
+/// first may be stapled (OCSP): then its current staple goes with it.
 #[derive(Debug)]
 struct BySni {
     keys: NamedKeys,
+    stapled: Option<Arc<crate::transport::ocsp::staple::StapledKey>>,
+}
+
+impl BySni {
+    fn key(&self, i: usize) -> Option<Arc<CertifiedKey>> {
+        match (&self.stapled, i) {
+            (Some(s), 0) => s.resolve(),
+            _ => self.keys.get(i).map(|(_, k)| k.clone()),
+        }
+    }
 }
 
 fn dns_matches(pattern: &str, host: &str) -> bool {
@@ -342,15 +353,15 @@ fn dns_matches(pattern: &str, host: &str) -> bool {
 impl ResolvesServerCert for BySni {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         if let Some(sni) = hello.server_name() {
-            if let Some((_, k)) = self
+            if let Some(i) = self
                 .keys
                 .iter()
-                .find(|(names, _)| names.iter().any(|n| dns_matches(n, sni)))
+                .position(|(names, _)| names.iter().any(|n| dns_matches(n, sni)))
             {
-                return Some(k.clone());
+                return self.key(i);
             }
         }
-        self.keys.first().map(|(_, k)| k.clone())
+        self.key(0)
     }
 }
 
@@ -408,9 +419,26 @@ fn provider(o: &TlsOptions) -> CryptoProvider {
     p
 }
 
+/// The certificate served by default (the first), as loaded for `o`.
+pub fn first_key(o: &TlsOptions) -> Result<Arc<CertifiedKey>, TlsConfigError> {
+    certified_keys(o)?
+        .into_iter()
+        .next()
+        .map(|(_, k)| k)
+        .ok_or_else(|| TlsConfigError("no certificate found".into()))
+}
+
 /// nats-server's `GenTLSConfig`, on rustls: certificates, client verification against
 /// `ca_file` (or the system roots) when `verify`, minimum version, suites and curves.
 pub fn build_server_config(o: &TlsOptions) -> Result<Arc<ServerConfig>, TlsConfigError> {
+    build_stapled_config(o, None)
+}
+
+/// [`build_server_config`] with the first certificate served with its OCSP staple.
+pub fn build_stapled_config(
+    o: &TlsOptions,
+    stapled: Option<Arc<crate::transport::ocsp::staple::StapledKey>>,
+) -> Result<Arc<ServerConfig>, TlsConfigError> {
     if !o.cert_store.is_empty() {
         if !o.cert_file.is_empty() {
             return Err(TlsConfigError(
@@ -445,7 +473,7 @@ pub fn build_server_config(o: &TlsOptions) -> Result<Arc<ServerConfig>, TlsConfi
         }
         builder.with_no_client_auth()
     };
-    let mut cfg = builder.with_cert_resolver(Arc::new(BySni { keys }));
+    let mut cfg = builder.with_cert_resolver(Arc::new(BySni { keys, stapled }));
     cfg.ignore_client_order = true;
     Ok(Arc::new(cfg))
 }
