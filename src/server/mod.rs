@@ -219,8 +219,8 @@ pub struct Server {
     authenticator: Arc<dyn crate::core::auth::Authenticator>,
     /// TLS and WebSocket settings of the listeners (replaced on reload).
     transports: driver::Transports,
-    /// Stapled certificates and their monitors (restarted on reload).
-    staples: transport::Staples,
+    /// OCSP: stapled certificates, their monitors, peer checks (restarted on reload).
+    ocsp: transport::Ocsp,
     /// The bound WebSocket port, if any.
     pub ws_port: Option<u16>,
 }
@@ -237,7 +237,7 @@ impl Server {
     /// Bind, start the shards and log the startup lines. Logging must be set up.
     pub fn start(opts: Options) -> Result<Server, StartError> {
         opts.validate()?;
-        let staples = transport::prepare_staples(&opts).map_err(StartError::Ocsp)?;
+        let ocsp = transport::prepare_ocsp(&opts).map_err(StartError::Ocsp)?;
         let chosen = choose_reactor(opts.reactor)?;
         let nshards = if opts.shards > 0 {
             opts.shards
@@ -285,7 +285,7 @@ impl Server {
             );
         }
 
-        staples.announce();
+        ocsp.announce();
         let port = opts.bind_port()?;
         let addr = resolve(&opts.host, port)?;
         let listener = shards::listener::bind_exclusive(addr, 4096).map_err(|e| StartError::Listen {
@@ -300,7 +300,7 @@ impl Server {
         let ws = transport::bind_websocket(&opts).map_err(StartError::Transport)?;
         let ws_port = ws.as_ref().map(|(_, p)| *p);
         let transports: driver::Transports = Arc::new(RwLock::new(
-            transport::listener_transports(&opts, &staples).map_err(StartError::Transport)?,
+            transport::listener_transports(&opts, &ocsp).map_err(StartError::Transport)?,
         ));
 
         let shared = Arc::new(crate::core::stats::Shared::new(nshards));
@@ -448,11 +448,12 @@ impl Server {
             keys,
             operator_accounts,
             authenticator: auth_in_force,
-            staples,
+            ocsp,
         };
         srv.write_ports_file();
+        srv.ocsp.start_cache();
         tracing::info!("Server is ready");
-        srv.staples.start(Arc::new(signals::request_shutdown));
+        srv.ocsp.start(Arc::new(signals::request_shutdown));
         Ok(srv)
     }
 
@@ -558,16 +559,17 @@ impl Server {
         );
         self.info = core.info.clone();
         // As the reference: OCSP monitoring always restarts on reload.
-        self.staples.stop();
-        match transport::prepare_staples(&self.opts) {
+        self.ocsp.stop();
+        match transport::prepare_ocsp(&self.opts) {
             Ok(mut s) => {
                 s.announce();
+                s.start_cache();
                 s.start(Arc::new(signals::request_shutdown));
-                self.staples = s;
+                self.ocsp = s;
             }
             Err(e) => tracing::warn!("Can't restart OCSP features: {e}"),
         }
-        match transport::listener_transports(&self.opts, &self.staples) {
+        match transport::listener_transports(&self.opts, &self.ocsp) {
             Ok(t) => {
                 if let Ok(mut w) = self.transports.write() {
                     *w = t;
@@ -631,7 +633,6 @@ impl Server {
     /// Stop accepting, close every client and wait for the shards.
     pub fn shutdown(mut self) {
         tracing::info!("Initiating Shutdown...");
-        self.staples.stop();
         if let Some(r) = self.running.take() {
             r.shutdown();
         }
@@ -643,6 +644,7 @@ impl Server {
             let _ = std::fs::remove_file(p);
         }
         tracing::info!("Server Exiting..");
+        self.ocsp.stop();
     }
 }
 

@@ -152,6 +152,8 @@ pub struct Options {
     pub allow_non_tls: bool,
     /// `ocsp`: stapling of the server certificate's status.
     pub ocsp: Option<OcspConfig>,
+    /// `ocsp_cache`: the OCSP peer checks' response cache (`None`: the default, local).
+    pub ocsp_cache: Option<crate::transport::ocsp::cache::CacheConfig>,
     /// The `websocket { }` block.
     pub websocket: WebsocketOptions,
     /// `https`/`https_port`/`-ms`: HTTPS monitoring (0: off; -1: random port).
@@ -226,6 +228,7 @@ impl Default for Options {
             tls: None,
             allow_non_tls: false,
             ocsp: None,
+            ocsp_cache: None,
             websocket: WebsocketOptions::default(),
             https_host: String::new(),
             https_port: 0,

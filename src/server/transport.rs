@@ -8,6 +8,8 @@ use super::options::{OcspMode, Options, OptionsError, WebsocketOptions};
 use crate::core::auth::Authenticator;
 use crate::core::config::WsSettings;
 use crate::proto::info::ServerInfo;
+use crate::transport::ocsp::cache::ResponseCache;
+use crate::transport::ocsp::peer::PeerChecker;
 use crate::transport::ocsp::staple::{self, Monitor, StapleMode, StapledKey};
 use crate::transport::tls::config::{build_stapled_config, first_key};
 use crate::transport::tls::TlsOptions;
@@ -21,9 +23,6 @@ impl Options {
     pub(super) fn refuse_missing_transport_features(&self) -> Result<(), OptionsError> {
         let tls_blocks = [self.tls.as_ref(), self.websocket.tls.as_ref()];
         for t in tls_blocks.into_iter().flatten() {
-            if t.ocsp_peer.as_ref().is_some_and(|p| p.verify) {
-                return Err(OptionsError::NotYet("OCSP peer verification (ocsp_peer)".into()));
-            }
             if t.rate_limit > 0 {
                 return Err(OptionsError::NotYet("TLS connection_rate_limit".into()));
             }
@@ -121,20 +120,34 @@ fn validate_origin(ao: &str) -> Result<(), String> {
         .map_err(|e| format!("unable to parse allowed origin: {e}"))
 }
 
-/// The stapled certificates of the listeners (client, WebSocket) and their monitors.
+/// OCSP for the listeners (client, WebSocket): their stapled certificates and the
+/// monitors keeping the staples fresh, their client certificate checks and the peer
+/// response cache those share.
 #[derive(Default)]
-pub struct Staples {
+pub struct Ocsp {
     pub client: Option<Arc<StapledKey>>,
     pub ws: Option<Arc<StapledKey>>,
+    pub client_peer: Option<Arc<PeerChecker>>,
+    pub ws_peer: Option<Arc<PeerChecker>>,
+    pub cache: Option<Arc<ResponseCache>>,
     monitors: Vec<Monitor>,
     running: Vec<staple::Running>,
+    saver: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
-impl Staples {
+impl Ocsp {
     /// nats-server's startup line for each stapled certificate.
     pub fn announce(&self) {
         for m in &self.monitors {
             tracing::info!("OCSP Stapling enabled for {} connections", m.kind());
+        }
+    }
+
+    /// Bring the peer cache online (its log lines come before "Server is ready").
+    pub fn start_cache(&mut self) {
+        if let Some(c) = &self.cache {
+            c.start();
+            self.saver = c.spawn_saver();
         }
     }
 
@@ -146,12 +159,16 @@ impl Staples {
         }
     }
 
-    /// Stop the monitors.
+    /// Stop the monitors and take the cache offline (saving it).
     pub fn stop(&mut self) {
         for r in &mut self.running {
             r.stop();
         }
         self.running.clear();
+        self.saver = None;
+        if let Some(c) = &self.cache {
+            c.stop();
+        }
     }
 }
 
@@ -165,9 +182,10 @@ fn staple_mode(o: &Options) -> Option<StapleMode> {
 }
 
 /// nats-server's `enableOCSP` for the client and WebSocket TLS blocks: which certificate
-/// is stapled, with its first status fetched (blocking). Errors refuse the start.
-pub fn prepare_staples(o: &Options) -> Result<Staples, String> {
-    let mut out = Staples::default();
+/// is stapled (its first status fetched, blocking) and which blocks check client
+/// certificates. Errors refuse the start.
+pub fn prepare_ocsp(o: &Options) -> Result<Ocsp, String> {
+    let mut out = Ocsp::default();
     let urls = o.ocsp.as_ref().map(|c| c.override_urls.clone()).unwrap_or_default();
     for (i, t) in [o.tls.as_ref(), o.websocket.tls.as_ref()].into_iter().enumerate() {
         let Some(t) = t else { continue };
@@ -192,11 +210,35 @@ pub fn prepare_staples(o: &Options) -> Result<Staples, String> {
             }
             out.monitors.push(m);
         }
+        let Some(p) = t.ocsp_peer.as_ref().filter(|p| p.verify) else { continue };
+        if !t.verify {
+            return Err("OCSP peer verification for client connections requires TLS verify (mTLS) to be enabled".into());
+        }
+        let roots = if t.ca_file.is_empty() {
+            staple::system_ca_certs()
+        } else {
+            staple::pem_certs(&t.ca_file)?
+        };
+        let cache = out
+            .cache
+            .get_or_insert_with(|| Arc::new(ResponseCache::new(o.ocsp_cache.clone().unwrap_or_default())))
+            .clone();
+        let checker = Some(Arc::new(PeerChecker::new(p.clone(), roots, cache)));
+        if i == 0 {
+            out.client_peer = checker;
+        } else {
+            out.ws_peer = checker;
+        }
     }
     Ok(out)
 }
 
-fn tls_mode(t: &TlsOptions, allow_non_tls: bool, stapled: Option<Arc<StapledKey>>) -> Result<TlsMode, String> {
+fn tls_mode(
+    t: &TlsOptions,
+    allow_non_tls: bool,
+    stapled: Option<Arc<StapledKey>>,
+    peer: Option<Arc<PeerChecker>>,
+) -> Result<TlsMode, String> {
     Ok(TlsMode {
         config: build_stapled_config(t, stapled).map_err(|e| e.0)?,
         timeout: t.timeout_duration(),
@@ -204,23 +246,29 @@ fn tls_mode(t: &TlsOptions, allow_non_tls: bool, stapled: Option<Arc<StapledKey>
         fallback: (t.handshake_first && !t.fallback_delay.is_zero()).then_some(t.fallback_delay),
         allow_non_tls,
         pinned: t.pinned_certs.clone(),
+        ocsp_peer: peer,
     })
 }
 
 /// The client listener's transport (`None`: plain TCP).
-pub fn client_transport(o: &Options, staples: &Staples) -> Result<Option<Arc<ListenerTransport>>, String> {
+pub fn client_transport(o: &Options, ocsp: &Ocsp) -> Result<Option<Arc<ListenerTransport>>, String> {
     let Some(t) = &o.tls else { return Ok(None) };
     Ok(Some(Arc::new(ListenerTransport {
-        tls: Some(tls_mode(t, o.allow_non_tls, staples.client.clone())?),
+        tls: Some(tls_mode(
+            t,
+            o.allow_non_tls,
+            ocsp.client.clone(),
+            ocsp.client_peer.clone(),
+        )?),
         ws: None,
     })))
 }
 
 /// The WebSocket listener's transport.
-pub fn websocket_transport(o: &Options, staples: &Staples) -> Result<Arc<ListenerTransport>, String> {
+pub fn websocket_transport(o: &Options, ocsp: &Ocsp) -> Result<Arc<ListenerTransport>, String> {
     let w = &o.websocket;
     let tls = match &w.tls {
-        Some(t) => Some(tls_mode(t, false, staples.ws.clone())?),
+        Some(t) => Some(tls_mode(t, false, ocsp.ws.clone(), ocsp.ws_peer.clone())?),
         None => None,
     };
     let mut raw_headers = String::new();
@@ -330,10 +378,10 @@ pub fn log_client_tls(o: &Options) {
 }
 
 /// The listeners' transports, by listener index (client, WebSocket).
-pub fn listener_transports(o: &Options, staples: &Staples) -> Result<Vec<Option<Arc<ListenerTransport>>>, String> {
-    let client = client_transport(o, staples)?;
+pub fn listener_transports(o: &Options, ocsp: &Ocsp) -> Result<Vec<Option<Arc<ListenerTransport>>>, String> {
+    let client = client_transport(o, ocsp)?;
     let ws = if o.websocket.port != 0 {
-        Some(websocket_transport(o, staples)?)
+        Some(websocket_transport(o, ocsp)?)
     } else {
         None
     };

@@ -115,7 +115,7 @@ impl StapledKey {
 }
 
 /// Loads a CA bundle's certificates (DER), for finding an issuer.
-fn pem_certs(path: &str) -> Result<Vec<Certificate>, String> {
+pub fn pem_certs(path: &str) -> Result<Vec<Certificate>, String> {
     use rustls_pki_types::pem::PemObject;
     let pem = std::fs::read(path).map_err(|e| format!("open {path}: {}", conf::go_os_error(&e)))?;
     let mut out = Vec::new();
@@ -126,7 +126,8 @@ fn pem_certs(path: &str) -> Result<Vec<Certificate>, String> {
     Ok(out)
 }
 
-fn system_ca_certs() -> Vec<Certificate> {
+/// The system's trusted CAs.
+pub fn system_ca_certs() -> Vec<Certificate> {
     for path in [
         "/etc/ssl/certs/ca-certificates.crt",
         "/etc/pki/tls/certs/ca-bundle.crt",

@@ -30,6 +30,8 @@ pub struct TlsPeer {
     /// Negotiated protocol version (`1.3`) and cipher suite name, for logs and monitoring.
     pub version: &'static str,
     pub cipher: String,
+    /// The handshake came before the INFO (`handshake_first`).
+    pub first: bool,
 }
 
 /// A name `map_user` proposes.
@@ -61,6 +63,7 @@ impl TlsPeer {
             domain_components: dcs,
             version,
             cipher,
+            first: false,
         }
     }
 
