@@ -210,9 +210,13 @@ pub fn prepare_ocsp(o: &Options) -> Result<Ocsp, String> {
             }
             out.monitors.push(m);
         }
-        let Some(p) = t.ocsp_peer.as_ref().filter(|p| p.verify) else { continue };
+        let Some(p) = t.ocsp_peer.as_ref().filter(|p| p.verify) else {
+            continue;
+        };
         if !t.verify {
-            return Err("OCSP peer verification for client connections requires TLS verify (mTLS) to be enabled".into());
+            return Err(
+                "OCSP peer verification for client connections requires TLS verify (mTLS) to be enabled".into(),
+            );
         }
         let roots = if t.ca_file.is_empty() {
             staple::system_ca_certs()

@@ -83,7 +83,10 @@ pub fn build(signer: &Signer<'_>, singles: &[Single]) -> Vec<u8> {
         let cert_id = tlv(
             0x30,
             &cat(&[
-                tlv(0x30, &cat(&[tlv(0x06, &[0x2b, 0x0e, 0x03, 0x02, 0x1a]), tlv(0x05, &[])])),
+                tlv(
+                    0x30,
+                    &cat(&[tlv(0x06, &[0x2b, 0x0e, 0x03, 0x02, 0x1a]), tlv(0x05, &[])]),
+                ),
                 tlv(0x04, &sha1(signer.issuer_subject)),
                 tlv(0x04, &sha1(signer.issuer_key)),
                 tlv(0x02, &s.serial),

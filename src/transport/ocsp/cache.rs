@@ -121,7 +121,11 @@ fn crc32c(data: &[u8]) -> u32 {
     for &b in data {
         crc ^= u32::from(b);
         for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82f6_3b78 } else { crc >> 1 };
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82f6_3b78
+            } else {
+                crc >> 1
+            };
         }
     }
     !crc
@@ -345,7 +349,11 @@ impl ResponseCache {
             );
         }
         let now = std::time::SystemTime::now();
-        let secs = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64().round();
+        let secs = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64()
+            .round();
         let item = Item {
             subject: subject.to_string(),
             cached_at: crate::proto::gotime::rfc3339_nano(std::time::UNIX_EPOCH + Duration::from_secs(secs as u64)),

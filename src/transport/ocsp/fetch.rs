@@ -44,12 +44,18 @@ impl Url {
         let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
             let (h, after) = v6.split_once(']').ok_or_else(|| format!("invalid URL {text:?}"))?;
             match after.strip_prefix(':') {
-                Some(p) => (h.to_string(), p.parse().map_err(|_| format!("invalid port in {text:?}"))?),
+                Some(p) => (
+                    h.to_string(),
+                    p.parse().map_err(|_| format!("invalid port in {text:?}"))?,
+                ),
                 None => (h.to_string(), default_port),
             }
         } else {
             match authority.rsplit_once(':') {
-                Some((h, p)) => (h.to_string(), p.parse().map_err(|_| format!("invalid port in {text:?}"))?),
+                Some((h, p)) => (
+                    h.to_string(),
+                    p.parse().map_err(|_| format!("invalid port in {text:?}"))?,
+                ),
                 None => (authority.to_string(), default_port),
             }
         };
@@ -198,11 +204,20 @@ mod tests {
     #[test]
     fn urls() {
         let u = Url::parse("http://127.0.0.1:8888").unwrap();
-        assert_eq!((u.https, u.host.as_str(), u.port, u.path.as_str()), (false, "127.0.0.1", 8888, "/"));
+        assert_eq!(
+            (u.https, u.host.as_str(), u.port, u.path.as_str()),
+            (false, "127.0.0.1", 8888, "/")
+        );
         let u = Url::parse("https://ocsp.example.com/a/b?c").unwrap();
-        assert_eq!((u.port, u.path.as_str(), u.host_header().as_str()), (443, "/a/b?c", "ocsp.example.com"));
+        assert_eq!(
+            (u.port, u.path.as_str(), u.host_header().as_str()),
+            (443, "/a/b?c", "ocsp.example.com")
+        );
         let u = Url::parse("http://[::1]:81/x").unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.host_header().as_str()), ("::1", 81, "[::1]:81"));
+        assert_eq!(
+            (u.host.as_str(), u.port, u.host_header().as_str()),
+            ("::1", 81, "[::1]:81")
+        );
         assert!(Url::parse("ldap://x").is_err());
         assert!(Url::parse("http://:80").is_err());
         assert!(Url::parse("http://h:notaport").is_err());
@@ -210,7 +225,10 @@ mod tests {
 
     #[test]
     fn refused_and_served() {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         // A port nothing listens on.
         let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = free.local_addr().unwrap().port();
@@ -236,13 +254,22 @@ mod tests {
         let a = rt
             .block_on(get(&format!("http://127.0.0.1:{port}/MFQw"), Duration::from_secs(2)))
             .unwrap();
-        assert_eq!(a, Answer { status: 200, body: b"abc".to_vec() });
+        assert_eq!(
+            a,
+            Answer {
+                status: 200,
+                body: b"abc".to_vec()
+            }
+        );
         let req = h.join().unwrap();
         assert!(req.starts_with("GET /MFQw HTTP/1.1\r\n"), "{req}");
         // A server that never answers: the client's timeout.
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", l.local_addr().unwrap());
         let e = rt.block_on(get(&url, Duration::from_millis(200))).unwrap_err();
-        assert!(e.ends_with("context deadline exceeded (Client.Timeout exceeded while awaiting headers)"), "{e}");
+        assert!(
+            e.ends_with("context deadline exceeded (Client.Timeout exceeded while awaiting headers)"),
+            "{e}"
+        );
     }
 }

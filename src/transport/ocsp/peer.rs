@@ -117,7 +117,9 @@ impl PeerChecker {
 
     /// The chain from the client's certificates to a trusted root (leaf first).
     fn chain(&self, presented: &[Certificate]) -> Vec<Certificate> {
-        let Some(leaf) = presented.first() else { return Vec::new() };
+        let Some(leaf) = presented.first() else {
+            return Vec::new();
+        };
         let mut chain = vec![leaf.clone()];
         while chain.len() < 10 {
             let Some(last) = chain.last() else { break };

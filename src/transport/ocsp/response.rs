@@ -118,8 +118,8 @@ impl Response {
         let signer = match basic.certs.as_deref().and_then(|c| c.first()) {
             Some(c) => {
                 let der_bytes = c.to_der().map_err(asn1_error)?;
-                let cert = Certificate::parse(&der_bytes)
-                    .map_err(|_| ParseError("x509: malformed certificate".into()))?;
+                let cert =
+                    Certificate::parse(&der_bytes).map_err(|_| ParseError("x509: malformed certificate".into()))?;
                 sig::verify(&cert.spki, &alg, tbs, signature)
                     .map_err(|e| ParseError(format!("bad signature on embedded certificate: {e}")))?;
                 sig::verify(&issuer.spki, &cert.sig_alg, &cert.tbs, &cert.signature)

@@ -67,7 +67,11 @@ fn good_revoked_unknown_signed_by_the_issuer() {
     let p = pki();
     let now = SystemTime::now();
     let hour = Duration::from_secs(3600);
-    for (code, want) in [(0, CertStatus::Good), (1, CertStatus::Revoked), (2, CertStatus::Unknown)] {
+    for (code, want) in [
+        (0, CertStatus::Good),
+        (1, CertStatus::Revoked),
+        (2, CertStatus::Unknown),
+    ] {
         let raw = signed_by(&p, &p.ca_key, None, &[single(&p, code, now - hour, Some(now + hour))]);
         let r = Response::parse(&raw, &p.ca).unwrap();
         assert_eq!(r.status, want);
@@ -113,17 +117,32 @@ fn times_windows() {
     let skew = Duration::from_secs(30);
     let raw = signed_by(&p, &p.ca_key, None, &[single(&p, 0, now - 2 * hour, Some(now - hour))]);
     let r = Response::parse(&raw, &p.ca).unwrap();
-    assert!(r.valid_at(now).unwrap_err().starts_with("invalid ocsp NextUpdate, is past time: "));
-    assert!(r.current(now, skew, hour).unwrap_err().starts_with("OCSP response NextUpdate ["));
+    assert!(r
+        .valid_at(now)
+        .unwrap_err()
+        .starts_with("invalid ocsp NextUpdate, is past time: "));
+    assert!(r
+        .current(now, skew, hour)
+        .unwrap_err()
+        .starts_with("OCSP response NextUpdate ["));
     let raw = signed_by(&p, &p.ca_key, None, &[single(&p, 0, now + hour, None)]);
     let r = Response::parse(&raw, &p.ca).unwrap();
-    assert!(r.valid_at(now).unwrap_err().starts_with("invalid ocsp ThisUpdate, is future time: "));
-    assert!(r.current(now, skew, hour).unwrap_err().starts_with("OCSP response ThisUpdate ["));
+    assert!(r
+        .valid_at(now)
+        .unwrap_err()
+        .starts_with("invalid ocsp ThisUpdate, is future time: "));
+    assert!(r
+        .current(now, skew, hour)
+        .unwrap_err()
+        .starts_with("OCSP response ThisUpdate ["));
     // No NextUpdate: the TTL from ThisUpdate applies.
     let raw = signed_by(&p, &p.ca_key, None, &[single(&p, 0, now - 2 * hour, None)]);
     let r = Response::parse(&raw, &p.ca).unwrap();
     r.valid_at(now).unwrap();
-    assert!(r.current(now, skew, hour).unwrap_err().starts_with("OCSP response cache expiry ["));
+    assert!(r
+        .current(now, skew, hour)
+        .unwrap_err()
+        .starts_with("OCSP response cache expiry ["));
     r.current(now, skew, 3 * hour).unwrap();
 }
 

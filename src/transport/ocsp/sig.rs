@@ -167,7 +167,9 @@ mod tests {
         verify(&ca.spki, &leaf.sig_alg, &leaf.tbs, &leaf.signature).unwrap();
         // The leaf's own key did not sign it.
         assert_eq!(
-            verify(&leaf.spki, &leaf.sig_alg, &leaf.tbs, &leaf.signature).unwrap_err().0,
+            verify(&leaf.spki, &leaf.sig_alg, &leaf.tbs, &leaf.signature)
+                .unwrap_err()
+                .0,
             "x509: ECDSA verification failure"
         );
         let mut tampered = leaf.tbs.clone();

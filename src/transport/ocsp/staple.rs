@@ -405,7 +405,10 @@ impl Monitor {
     async fn run(self, mut stop: tokio::sync::oneshot::Receiver<()>) -> bool {
         let kind = self.kind;
         let file = self.cert_file.clone();
-        let fmt = |t: Option<SystemTime>| t.map(crate::proto::gotime::rfc3339_nano).unwrap_or_else(|| "0001-01-01T00:00:00Z".into());
+        let fmt = |t: Option<SystemTime>| {
+            t.map(crate::proto::gotime::rfc3339_nano)
+                .unwrap_or_else(|| "0001-01-01T00:00:00Z".into())
+        };
         let go = crate::server::options::go_duration;
         let mut wait = Duration::ZERO;
         match self.status().await {
@@ -435,7 +438,10 @@ impl Monitor {
             match self.remote_status().await {
                 Err(e) => {
                     wait = next_run(self.key.response().as_ref(), SystemTime::now());
-                    tracing::error!("Bad OCSP status update for certificate '{file}': {e}, trying again in {}", go(wait));
+                    tracing::error!(
+                        "Bad OCSP status update for certificate '{file}': {e}, trying again in {}",
+                        go(wait)
+                    );
                 }
                 Ok(r) if r.status == CertStatus::Good => {
                     wait = next_run(Some(&r), SystemTime::now());
@@ -446,7 +452,10 @@ impl Monitor {
                     );
                 }
                 Ok(r) => {
-                    tracing::error!("Received OCSP status for {kind} certificate '{file}': {}", r.status.as_str());
+                    tracing::error!(
+                        "Received OCSP status for {kind} certificate '{file}': {}",
+                        r.status.as_str()
+                    );
                     return self.shutdown_on_revoke;
                 }
             }

@@ -184,11 +184,7 @@ impl Certificate {
     /// Go's `x509.Verify` default: a leaf without extended key usages, or with server
     /// authentication (or any usage) among them.
     pub fn allows_server_auth(&self) -> bool {
-        self.ext_key_usage.is_empty()
-            || self
-                .ext_key_usage
-                .iter()
-                .any(|k| k == EKU_SERVER_AUTH || k == EKU_ANY)
+        self.ext_key_usage.is_empty() || self.ext_key_usage.iter().any(|k| k == EKU_SERVER_AUTH || k == EKU_ANY)
     }
 
     /// Delegated to sign OCSP responses (`id-kp-OCSPSigning`).
