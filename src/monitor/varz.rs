@@ -137,7 +137,7 @@ pub fn varz(ctx: &Context) -> Varz {
         http_host: state.http_host.clone(),
         http_port: state.http_port,
         http_base_path: o.http_base_path.clone(),
-        https_port: 0,
+        https_port: o.https_port,
         auth_timeout: o.auth_timeout_secs(),
         max_control_line: o.max_control_line,
         max_payload: o.max_payload,

@@ -221,6 +221,8 @@ pub struct Server {
     transports: driver::Transports,
     /// OCSP: stapled certificates, their monitors, peer checks (restarted on reload).
     ocsp: transport::Ocsp,
+    /// HTTPS monitoring's TLS (replaced on reload).
+    https: Option<Arc<crate::monitor::https::HttpsConfig>>,
     /// The bound WebSocket port, if any.
     pub ws_port: Option<u16>,
 }
@@ -351,13 +353,32 @@ impl Server {
         };
 
         let mut mon_addr = None;
-        if opts.http_port != 0 {
-            let http_host = if opts.http_host.is_empty() {
-                opts.host.clone()
-            } else {
+        if opts.http_port != 0 && opts.https_port != 0 {
+            return Err(StartError::Transport(format!(
+                "Can't start monitoring: can't specify both HTTP ({}) and HTTPs ({}) ports",
+                opts.http_port, opts.https_port
+            )));
+        }
+        let mut https = None;
+        if opts.https_port != 0 {
+            let (cfg, peer) = transport::monitor_tls(&opts, &ocsp)
+                .map_err(|e| StartError::Transport(format!("Can't start monitoring: {e}")))?;
+            https = Some(crate::monitor::https::HttpsConfig::new(cfg, peer));
+        }
+        let mon_port = if https.is_some() {
+            opts.https_port
+        } else {
+            opts.http_port
+        };
+        if mon_port != 0 {
+            let http_host = if !opts.http_host.is_empty() {
                 opts.http_host.clone()
+            } else if https.is_some() && !opts.https_host.is_empty() {
+                opts.https_host.clone()
+            } else {
+                opts.host.clone()
             };
-            let hport = if opts.http_port < 0 { 0 } else { opts.http_port as u16 };
+            let hport = if mon_port < 0 { 0 } else { mon_port as u16 };
             let a = resolve(&http_host, hport)?;
             state.http_host = http_host;
             state.http_port = opts.http_port;
@@ -367,19 +388,22 @@ impl Server {
         let mon_ctx = crate::monitor::Context::new(state.clone());
         let monitor = match mon_addr {
             Some(a) => {
-                let m =
-                    crate::monitor::http::HttpServer::start(a, mon_ctx.clone(), &opts.http_base_path).map_err(|e| {
-                        StartError::Listen {
-                            addr: host_port(&state.http_host, a.port()),
-                            err: format!(
-                                "listen tcp {}: bind: {}",
-                                host_port(&state.http_host, a.port()),
-                                go_errno_text(&e)
-                            ),
-                        }
-                    })?;
+                let base = &opts.http_base_path;
+                let started = match &https {
+                    Some(t) => crate::monitor::http::HttpServer::start_https(a, mon_ctx.clone(), base, t.clone()),
+                    None => crate::monitor::http::HttpServer::start(a, mon_ctx.clone(), base),
+                };
+                let m = started.map_err(|e| StartError::Listen {
+                    addr: host_port(&state.http_host, a.port()),
+                    err: format!(
+                        "listen tcp {}: bind: {}",
+                        host_port(&state.http_host, a.port()),
+                        go_errno_text(&e)
+                    ),
+                })?;
                 tracing::info!(
-                    "Starting http monitor on {}",
+                    "Starting {} monitor on {}",
+                    if https.is_some() { "https" } else { "http" },
                     host_port(&state.http_host, m.addr.port())
                 );
                 Some(m)
@@ -449,6 +473,7 @@ impl Server {
             operator_accounts,
             authenticator: auth_in_force,
             ocsp,
+            https,
         };
         srv.write_ports_file();
         srv.ocsp.start_cache();
@@ -474,7 +499,10 @@ impl Server {
         let path = std::path::Path::new(&self.opts.ports_file_dir).join(format!("{exe}_{}.ports", std::process::id()));
         let mut ports = serde_json::json!({
             "nats": urls("nats", &self.opts.host, self.client_addr.port()),
-            "monitoring": self._monitor.as_ref().map(|m| urls("http", &self.state.http_host, m.addr.port())),
+            "monitoring": self._monitor.as_ref().map(|m| {
+                let scheme = if self.https.is_some() { "https" } else { "http" };
+                urls(scheme, &self.state.http_host, m.addr.port())
+            }),
         });
         if let Some(o) = ports.as_object_mut() {
             o.retain(|_, val| !val.is_null());
@@ -568,6 +596,12 @@ impl Server {
                 self.ocsp = s;
             }
             Err(e) => tracing::warn!("Can't restart OCSP features: {e}"),
+        }
+        if let Some(h) = &self.https {
+            match transport::monitor_tls(&self.opts, &self.ocsp) {
+                Ok((cfg, peer)) => h.replace(cfg, peer),
+                Err(e) => tracing::error!("{e}"),
+            }
         }
         match transport::listener_transports(&self.opts, &self.ocsp) {
             Ok(t) => {

@@ -370,13 +370,6 @@ impl Options {
         if let Some(f) = self.flags_not_yet.feature() {
             return Err(OptionsError::NotYet(f.to_string()));
         }
-        // HTTPS monitoring: the monitor serves it with
-        // `transport::tls::build_server_config(opts.tls)`; until then it is refused.
-        if self.https_port != 0 {
-            return Err(OptionsError::NotYet(
-                "HTTPS monitoring (-ms/--https_port, https_port)".into(),
-            ));
-        }
         self.refuse_missing_transport_features()?;
         if self.security.resolver_tls.is_some() {
             return Err(OptionsError::NotYet("resolver_tls".to_string()));

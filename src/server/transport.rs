@@ -237,6 +237,22 @@ pub fn prepare_ocsp(o: &Options) -> Result<Ocsp, String> {
     Ok(out)
 }
 
+/// HTTPS monitoring's TLS: the client block's, asking for no client certificate unless
+/// OCSP peer checks are on somewhere (then the client block's verification and checks
+/// apply), as nats-server's `startMonitoring` does.
+pub fn monitor_tls(o: &Options, ocsp: &Ocsp) -> Result<(Arc<rustls::ServerConfig>, Option<Arc<PeerChecker>>), String> {
+    let Some(t) = &o.tls else {
+        return Err("TLS cert and key required for HTTPS".into());
+    };
+    let peer_checks = ocsp.client_peer.is_some() || ocsp.ws_peer.is_some();
+    let mut t = t.clone();
+    if !peer_checks {
+        t.verify = false;
+    }
+    let cfg = build_stapled_config(&t, ocsp.client.clone()).map_err(|e| e.0)?;
+    Ok((cfg, ocsp.client_peer.clone().filter(|_| peer_checks)))
+}
+
 fn tls_mode(
     t: &TlsOptions,
     allow_non_tls: bool,

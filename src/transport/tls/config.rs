@@ -1,22 +1,9 @@
 //! TLS settings (`tls { }`, `websocket { tls { } }`, `--tls*` flags) and the rustls
 //! `ServerConfig` built from them, with nats-server's defaults and error texts.
 //!
-//! [`build_server_config`] is also what HTTPS monitoring is meant to use. The reference
-//! serves `https_port` with the client `tls { }` block, except that it never asks for a
-//! client certificate there. So the monitor would do, on its own accept thread:
-//!
-//! ```ignore
-//! let mut t = opts.tls.clone().ok_or("TLS cert and key required for HTTPS")?;
-//! t.verify = false; // monitoring does not verify clients
-//! let cfg = rnats::transport::tls::build_server_config(&t)?; // Arc<rustls::ServerConfig>
-//! // per accepted std::net::TcpStream `s` (blocking, with timeouts):
-//! let conn = rustls::ServerConnection::new(cfg.clone())?;
-//! let tls = rustls::StreamOwned::new(conn, s); // io::Read + io::Write: serve HTTP over it
-//! ```
-//!
-//! and build it again on reload (certificates may have changed). `Options::https_port`
-//! and `https_host` are parsed already; `Options::refuse_missing_features` refuses them
-//! until the monitor serves them (remove that check then).
+//! [`build_server_config`] is also what HTTPS monitoring uses (with `verify` off, as the
+//! reference serves `https_port`), and [`build_stapled_config`] serves the first
+//! certificate with its OCSP staple (`crate::transport::ocsp::staple`).
 
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 

@@ -128,6 +128,26 @@ impl TlsPeer {
         })
     }
 
+    /// The presented certificates as `/connz?auth=1` shows them: subject as Go prints
+    /// it, hex SHA-256 of the public key info and of the certificate.
+    pub fn cert_reports(&self) -> Vec<crate::core::report::PeerCertReport> {
+        let sha = |b: &[u8]| hex(ring::digest::digest(&ring::digest::SHA256, b).as_ref());
+        self.chain
+            .iter()
+            .map(|der| {
+                let parsed = Certificate::parse(der).ok();
+                crate::core::report::PeerCertReport {
+                    subject: parsed
+                        .as_ref()
+                        .map(|c| dn::go_subject_string(&c.subject))
+                        .unwrap_or_default(),
+                    spki_sha256: parsed.as_ref().map(|c| sha(&c.spki)).unwrap_or_default(),
+                    cert_sha256: sha(der),
+                }
+            })
+            .collect()
+    }
+
     /// Hex SHA-256 of the leaf's SubjectPublicKeyInfo (the form of `pinned_certs`).
     pub fn spki_sha256(&self) -> Option<String> {
         let spki = &self.leaf.as_ref()?.spki;
