@@ -41,10 +41,32 @@ impl HttpsConfig {
         let (cfg, peer) = self.get();
         // Go's HTTP server answers plain HTTP on a TLS port, without logging it.
         let mut head = [0u8; 5];
-        if let Ok(Ok(5)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, stream.peek(&mut head)).await {
+        // The first five bytes (a TLS record header), as they trickle in.
+        let peeked = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+            loop {
+                match stream.peek(&mut head).await {
+                    Ok(n) if n >= head.len() || n == 0 => return n,
+                    Ok(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+                    Err(_) => return 0,
+                }
+            }
+        })
+        .await;
+        if let Ok(5) = peeked {
             if [&b"GET /"[..], b"HEAD ", b"POST ", b"PUT /", b"OPTIO"].contains(&&head[..]) {
                 use tokio::io::AsyncWriteExt;
                 let mut stream = stream;
+                // Take the request's head first (bounded, briefly), so that closing does
+                // not reset the connection before the answer is read.
+                use tokio::io::AsyncReadExt;
+                let mut seen = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") && seen.len() < 64 * 1024 {
+                    match tokio::time::timeout(Duration::from_secs(1), stream.read(&mut chunk)).await {
+                        Ok(Ok(n)) if n > 0 => seen.extend_from_slice(chunk.get(..n).unwrap_or_default()),
+                        _ => break,
+                    }
+                }
                 let _ = stream
                     .write_all(b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
                     .await;

@@ -130,7 +130,10 @@ fn ocsp_peer(cx: &mut Cx, e: &Entry) -> Res<OcspPeer> {
         ValueKind::Map(m) => {
             for (k, v) in m.iter() {
                 let lower = k.to_ascii_lowercase();
-                let generic = |cx: &mut Cx| err(cx, v, format!("error parsing tls peer config, unknown field [{k:?}]"));
+                // The reference reports the field's error at `ocsp_peer`, with the field's
+                // own position inside the message.
+                let inner = |cx: &mut Cx, msg: String| err(cx, e, format!("{}: {msg}", v.key_pos));
+                let generic = |cx: &mut Cx| inner(cx, format!("error parsing tls peer config, unknown field [{k:?}]"));
                 match lower.as_str() {
                     "verify" => p.verify = v.value.as_bool().ok_or_else(|| generic(cx))?,
                     "warn_only" => p.warn_only = v.value.as_bool().ok_or_else(|| generic(cx))?,
@@ -142,17 +145,15 @@ fn ocsp_peer(cx: &mut Cx, e: &Entry) -> Res<OcspPeer> {
                         let secs = match seconds(&v.value) {
                             Some(Ok(s)) => s,
                             Some(Err(e)) if lower != "allowed_clockskew" => {
-                                return Err(err(
+                                return Err(inner(
                                     cx,
-                                    v,
                                     format!("error parsing tls peer config, conversion error: {e}"),
                                 ))
                             }
                             _ => {
-                                return Err(err(
+                                return Err(inner(
                                     cx,
-                                    v,
-                                    "error parsing tls peer config, conversion error: unexpected type",
+                                    "error parsing tls peer config, conversion error: unexpected type".into(),
                                 ))
                             }
                         };
@@ -169,11 +170,11 @@ fn ocsp_peer(cx: &mut Cx, e: &Entry) -> Res<OcspPeer> {
             }
         }
         _ => {
-            let ty = e.value.go_type_name();
+            // The reference names the type of the whole `tls` block here.
             return Err(err(
                 cx,
                 e,
-                format!("error parsing ocsp peer config: unsupported type {ty}"),
+                "error parsing ocsp peer config: unsupported type map[string]interface {}",
             ));
         }
     }
