@@ -159,7 +159,7 @@ pub fn unframe(mut framed: &[u8]) -> Result<Vec<u8>, String> {
         let (body, rest) = rest.split_at_checked(len).ok_or("truncated chunk")?;
         match kind {
             // Stream identifier (sNaPpY or S2sTwO) and padding/skippable chunks.
-            0xff | 0x80..=0xfe => {}
+            0x80..=0xff => {}
             0x01 => {
                 let (crc, data) = body.split_at_checked(4).ok_or("short chunk")?;
                 let want = u32::from_le_bytes(<[u8; 4]>::try_from(crc).map_err(|_| "short chunk")?);
@@ -424,7 +424,7 @@ impl ResponseCache {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -197,7 +197,7 @@ pub async fn get(url: &str, timeout: Duration) -> Result<Answer, String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -258,7 +258,7 @@ impl PeerChecker {
                 match r.current(SystemTime::now(), self.skew(), self.ttl()) {
                     Ok(()) => {
                         tracing::debug!("Cached OCSP response is current, status [{}]", r.status.as_str());
-                        Cached::Current(r)
+                        Cached::Current(Box::new(r))
                     }
                     Err(why) => {
                         tracing::debug!("{why}");
@@ -375,7 +375,7 @@ impl PeerChecker {
 }
 
 enum Cached {
-    Current(Response),
+    Current(Box<Response>),
     Miss { revoked: bool },
 }
 
