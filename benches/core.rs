@@ -3,7 +3,8 @@
 //! - `sublist`: interest tree insert/remove/match at 10 to 1 000 000 subscriptions;
 //! - `outbuf`: appending MSG frames to a connection's outbound buffer;
 //! - `mesh`: one push/pop on a shard-to-shard ring;
-//! - `pipeline`: per-message cost of parse + match, and of the whole sans-IO publish path.
+//! - `pipeline`: per-message cost of parse + match, and of the whole sans-IO publish path;
+//! - `reqrep`: one request/reply round trip, in one account and through a service import.
 //!
 //! Every benchmark reports per-element throughput (frames, operations or messages), so
 //! criterion's "thrpt" reads as elements per second and "time" per iteration divided by
@@ -23,6 +24,8 @@ mod outbuf;
 mod parse;
 #[path = "core/pipeline.rs"]
 mod pipeline;
+#[path = "core/reqrep.rs"]
+mod reqrep;
 #[path = "core/sublist.rs"]
 mod sublist;
 
@@ -38,6 +41,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = parse::bench, sublist::bench, outbuf::bench, mesh::bench, pipeline::bench
+    targets = parse::bench, sublist::bench, outbuf::bench, mesh::bench, pipeline::bench, reqrep::bench
 }
 criterion_main!(benches);

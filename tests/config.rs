@@ -9,13 +9,40 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+/// Run to completion; a server that starts instead of exiting is killed after 10 s and
+/// reported as exit code -2 (so an unexpected start fails the comparison, not the run).
 fn run(program: &str, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(program).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    use std::io::Read;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = so.read_to_string(&mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = se.read_to_string(&mut s);
+        s
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code().unwrap_or(-1);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break -2;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    (code, out_t.join().unwrap(), err_t.join().unwrap())
 }
 
 /// The reference reports several problems in Go's random map order; rnats in file

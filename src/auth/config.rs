@@ -57,8 +57,8 @@ pub struct SecurityConfig {
     /// `resolver`/`account_resolver`/`accounts_resolver` (or the one an operator's
     /// account server URL implies).
     pub resolver: Option<ResolverConfig>,
-    /// `resolver_tls`, as written (TLS is not implemented yet).
-    pub resolver_tls: Option<conf::Value>,
+    /// `resolver_tls`: the URL resolver's TLS client settings.
+    pub resolver_tls: Option<crate::transport::tls::TlsOptions>,
     /// `resolver_preload`: account public key and account JWT, in file order.
     pub resolver_preload: Vec<(String, String)>,
     /// `resolver_pinned_accounts`: account public keys, in file order, without repeats.

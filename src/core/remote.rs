@@ -67,6 +67,11 @@ impl RemoteInterest {
         self.sublist.matches(subject)
     }
 
+    /// [`Self::matches`] for a one-shot subject (not cached).
+    pub fn matches_once(&mut self, subject: &[u8]) -> Rc<Matches<RKey>> {
+        self.sublist.matches_once(subject)
+    }
+
     /// The entry behind a handle from [`RemoteInterest::matches`].
     pub fn entry(&self, rk: RKey) -> Option<&REntry> {
         self.entries.get(rk as usize)

@@ -289,6 +289,14 @@ impl<T: Copy + Eq> Sublist<T> {
         r
     }
 
+    /// [`Self::matches`] for a subject that is used once (a service import's `_R_.`
+    /// response subject): computed and not cached, so one-shot subjects neither churn the
+    /// cache nor evict the subjects that repeat (they are never in it to be found).
+    pub fn matches_once(&mut self, subject: &[u8]) -> Rc<Matches<T>> {
+        self.stats.matches += 1;
+        Rc::new(self.match_uncached(subject))
+    }
+
     fn match_and_cache(&mut self, subject: &[u8]) -> Rc<Matches<T>> {
         let r = Rc::new(self.match_uncached(subject));
         if self.cache_enabled {
@@ -627,6 +635,27 @@ mod tests {
             sl.matches(format!("s.{i}").as_bytes());
         }
         assert!(sl.cache_len() <= CACHE_MAX);
+    }
+
+    #[test]
+    fn one_shot_lookups_agree_and_leave_the_cache_alone() {
+        let build = || {
+            let mut sl = Sublist::new(true);
+            sl.insert(b"_R_.>", None, 1u32).unwrap();
+            sl.insert(b"_R_.*.x", Some(b"q"), 2u32).unwrap();
+            sl.insert(b"foo", None, 3u32).unwrap();
+            sl
+        };
+        let (mut sl, mut other) = (build(), build());
+        sl.matches(b"foo");
+        let before = sl.cache_len();
+        for s in [&b"_R_.a.x"[..], b"_R_.b", b"foo", b"nothing"] {
+            let once = sl.matches_once(s);
+            let cached = other.matches(s);
+            assert_eq!(once.psubs, cached.psubs, "{s:?}");
+            assert_eq!(once.qsubs.len(), cached.qsubs.len(), "{s:?}");
+        }
+        assert_eq!(sl.cache_len(), before, "one-shot subjects are not cached");
     }
 
     mod prop {

@@ -109,9 +109,3 @@ fn broken_down(secs: i64, _utc: bool) -> (i32, u32, u32, u32, u32, u32, i64) {
     let (y, mo, d, h, mi, s) = civil_utc(secs);
     (y, mo, d, h, mi, s, 0)
 }
-
-/// Seconds since midnight of `t`, in local time (or UTC).
-pub fn day_seconds(t: SystemTime, utc: bool) -> u32 {
-    let p = parts(t, utc);
-    p.hour * 3600 + p.minute * 60 + p.second
-}

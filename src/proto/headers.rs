@@ -48,10 +48,12 @@ fn without(hdr: &[u8], key: &[u8]) -> Vec<u8> {
 
 /// A value as Go's `http.Header.Write` writes it: newlines become spaces, surrounding
 /// spaces are trimmed.
-fn clean_value(v: &str) -> String {
-    v.replace(['\r', '\n'], " ")
-        .trim_matches(|c| c == ' ' || c == '\t')
-        .to_string()
+fn clean_value(v: &str) -> std::borrow::Cow<'_, str> {
+    let blank = |c: char| c == ' ' || c == '\t';
+    if !v.contains(['\r', '\n']) {
+        return std::borrow::Cow::Borrowed(v.trim_matches(blank));
+    }
+    std::borrow::Cow::Owned(v.replace(['\r', '\n'], " ").trim_matches(blank).to_string())
 }
 
 /// A new header block: `hdr` (a full block, or `None`) with `key` set to `value`
@@ -67,8 +69,13 @@ pub fn with(hdr: Option<&[u8]>, key: &str, value: &str) -> Vec<u8> {
                 stripped
             }
         }
-        _ => HDR_LINE.to_vec(),
+        _ => {
+            let mut v = Vec::with_capacity(HDR_LINE.len() + key.len() + value.len() + 6);
+            v.extend_from_slice(HDR_LINE);
+            v
+        }
     };
+    out.reserve(key.len() + value.len() + 6);
     out.extend_from_slice(key.as_bytes());
     out.extend_from_slice(b": ");
     out.extend_from_slice(clean_value(value).as_bytes());

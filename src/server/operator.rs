@@ -26,7 +26,8 @@ fn resolver(sec: &SecurityConfig) -> Result<Arc<dyn AccountResolver>, SecurityEr
         .resolver
         .clone()
         .unwrap_or(crate::auth::config::ResolverConfig::Memory);
-    crate::auth::resolver::from_config(&cfg, &sec.resolver_preload).map_err(|e| SecurityError::Build(e.to_string()))
+    crate::auth::resolver::from_config_with_tls(&cfg, &sec.resolver_preload, sec.resolver_tls.as_ref())
+        .map_err(|e| SecurityError::Build(e.to_string()))
 }
 
 /// Build operator mode for `sec`: the accounts (the system account installed at once)

@@ -371,9 +371,6 @@ impl Options {
             return Err(OptionsError::NotYet(f.to_string()));
         }
         self.refuse_missing_transport_features()?;
-        if self.security.resolver_tls.is_some() {
-            return Err(OptionsError::NotYet("resolver_tls".to_string()));
-        }
         Ok(())
     }
 

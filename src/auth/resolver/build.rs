@@ -22,11 +22,23 @@ pub fn from_config(
     cfg: &ResolverConfig,
     preload: &[(String, String)],
 ) -> Result<Arc<dyn AccountResolver>, ResolverError> {
+    from_config_with_tls(cfg, preload, None)
+}
+
+/// [`from_config`] with `resolver_tls`: the TLS settings of a URL resolver's `https://`
+/// fetches (without them, the system's trust store).
+pub fn from_config_with_tls(
+    cfg: &ResolverConfig,
+    preload: &[(String, String)],
+    tls: Option<&crate::transport::tls::TlsOptions>,
+) -> Result<Arc<dyn AccountResolver>, ResolverError> {
     let mut url_resolver = None;
     let resolver: Arc<dyn AccountResolver> = match cfg {
         ResolverConfig::Memory => Arc::new(MemoryResolver::new()),
         ResolverConfig::Url(url) => {
-            let r = Arc::new(UrlResolver::new(url));
+            let client =
+                crate::transport::tls::client::build_client_config(tls).map_err(|e| ResolverError::Refused(e.0))?;
+            let r = Arc::new(UrlResolver::with_tls(url, super::url::DEFAULT_FETCH_TIMEOUT, client));
             url_resolver = Some(r.clone());
             r
         }

@@ -1,8 +1,9 @@
 //! A minimal blocking HTTP/1.1 client for the URL resolver: `GET` over a fresh TCP
 //! connection (`Connection: close`), one overall deadline for connect, request and
 //! response, redirects followed (at most 10, as Go's client), bodies by `Content-Length`,
-//! chunked, or to the end of the connection, capped in size. Only `http://`: `https://`
-//! needs TLS, which rnats does not have yet, and fails with a clear error.
+//! chunked, or to the end of the connection, capped in size. `https://` runs over rustls
+//! with the client configuration the resolver was given (`resolver_tls`, else the
+//! system's trust store).
 //!
 //! Error texts follow Go's `net/http` where a user sees them (the reference logs
 //! `could not fetch <"url">: Get "url": dial tcp 127.0.0.1:80: connect: connection refused`).
@@ -10,6 +11,7 @@
 use base64::Engine;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Go's `MaxResponseHeaderBytes` default.
@@ -17,9 +19,10 @@ const MAX_HEADER_BYTES: usize = 1 << 20;
 /// Go's client gives up after this many redirects.
 const MAX_REDIRECTS: usize = 10;
 
-/// A parsed `http://` URL.
+/// A parsed `http://` or `https://` URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpUrl {
+    pub https: bool,
     /// `host[:port]` as written (the `Host` header).
     pub authority: String,
     pub host: String,
@@ -30,16 +33,16 @@ pub struct HttpUrl {
     pub userinfo: Option<String>,
 }
 
-/// Parses `url`; only the `http` scheme is accepted.
+/// Parses `url`; the `http` and `https` schemes are accepted.
 pub fn parse_url(url: &str) -> Result<HttpUrl, String> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(format!("unsupported protocol scheme {}", quote("")));
     };
-    match scheme.to_ascii_lowercase().as_str() {
-        "http" => {}
-        "https" => return Err("https account resolver URLs are not supported yet (no TLS client)".into()),
+    let https = match scheme.to_ascii_lowercase().as_str() {
+        "http" => false,
+        "https" => true,
         other => return Err(format!("unsupported protocol scheme {}", quote(other))),
-    }
+    };
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(end);
     let tail = tail.split('#').next().unwrap_or_default();
@@ -54,11 +57,14 @@ pub fn parse_url(url: &str) -> Result<HttpUrl, String> {
         Some((u, h)) => (Some(u.to_string()), h),
         None => (None, authority),
     };
-    let (host, port) = split_host_port(hostport).ok_or_else(|| format!("invalid host {}", quote(hostport)))?;
+    let default_port = if https { 443 } else { 80 };
+    let (host, port) =
+        split_host_port(hostport, default_port).ok_or_else(|| format!("invalid host {}", quote(hostport)))?;
     if host.is_empty() {
         return Err("http: no Host in request URL".into());
     }
     Ok(HttpUrl {
+        https,
         authority: hostport.to_string(),
         host,
         port,
@@ -67,7 +73,7 @@ pub fn parse_url(url: &str) -> Result<HttpUrl, String> {
     })
 }
 
-fn split_host_port(s: &str) -> Option<(String, u16)> {
+fn split_host_port(s: &str, default_port: u16) -> Option<(String, u16)> {
     let (host, port) = if let Some(rest) = s.strip_prefix('[') {
         let (h, after) = rest.split_once(']')?;
         match after.strip_prefix(':') {
@@ -82,7 +88,7 @@ fn split_host_port(s: &str) -> Option<(String, u16)> {
         }
     };
     let port = match port {
-        None | Some("") => 80,
+        None | Some("") => default_port,
         Some(p) => p.parse().ok()?,
     };
     Some((host.to_string(), port))
@@ -126,13 +132,19 @@ fn timeout_text(phase: Phase) -> String {
 }
 
 /// `GET url`, everything within `timeout`; a body longer than `max_body` is an error.
-pub fn get(url: &str, timeout: Duration, max_body: usize) -> Result<Response, GetError> {
+/// `tls` is used for `https://` URLs.
+pub fn get(
+    url: &str,
+    timeout: Duration,
+    max_body: usize,
+    tls: &Arc<rustls::ClientConfig>,
+) -> Result<Response, GetError> {
     let deadline = Instant::now() + timeout;
     let mut current = url.to_string();
     for _ in 0..=MAX_REDIRECTS {
         let transport = |why: String| GetError::Transport(format!("Get {}: {why}", quote(&current)));
         let u = parse_url(&current).map_err(transport)?;
-        let mut conn = Conn::open(&u, deadline).map_err(transport)?;
+        let mut conn = Conn::open(&u, deadline, tls).map_err(transport)?;
         conn.send(&u).map_err(transport)?;
         let head = conn.head().map_err(transport)?;
         if let (301 | 302 | 303 | 307 | 308, Some(loc)) = (head.code, head.location.as_deref()) {
@@ -155,16 +167,17 @@ pub fn get(url: &str, timeout: Duration, max_body: usize) -> Result<Response, Ge
 /// The URL a `Location` points to, relative to `base`.
 fn resolve(base: &HttpUrl, loc: &str) -> String {
     let lower = loc.to_ascii_lowercase();
+    let scheme = if base.https { "https" } else { "http" };
     if lower.starts_with("http://") || lower.starts_with("https://") {
         loc.to_string()
     } else if let Some(rest) = loc.strip_prefix("//") {
-        format!("http://{rest}")
+        format!("{scheme}://{rest}")
     } else if loc.starts_with('/') {
-        format!("http://{}{loc}", base.authority)
+        format!("{scheme}://{}{loc}", base.authority)
     } else {
         let path = base.target.split('?').next().unwrap_or("/");
         let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
-        format!("http://{}{dir}/{loc}", base.authority)
+        format!("{scheme}://{}{dir}/{loc}", base.authority)
     }
 }
 
@@ -177,13 +190,102 @@ struct Head {
     location: Option<String>,
 }
 
+/// The connection: plain TCP or TLS over it.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(t) => &t.sock,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(t) => t.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(t) => t.flush(),
+        }
+    }
+}
+
 struct Conn {
-    r: BufReader<TcpStream>,
+    r: BufReader<Stream>,
     deadline: Instant,
 }
 
+/// Go's name of a TLS alert (`crypto/tls`'s `alert.String()`).
+fn go_alert(a: rustls::AlertDescription) -> String {
+    use rustls::AlertDescription as A;
+    match a {
+        A::CloseNotify => "close notify".into(),
+        A::UnexpectedMessage => "unexpected message".into(),
+        A::BadRecordMac => "bad record MAC".into(),
+        A::HandshakeFailure => "handshake failure".into(),
+        A::BadCertificate => "bad certificate".into(),
+        A::UnsupportedCertificate => "unsupported certificate".into(),
+        A::CertificateRevoked => "revoked certificate".into(),
+        A::CertificateExpired => "expired certificate".into(),
+        A::CertificateUnknown => "unknown certificate".into(),
+        A::IllegalParameter => "illegal parameter".into(),
+        A::UnknownCA => "unknown certificate authority".into(),
+        A::AccessDenied => "access denied".into(),
+        A::DecodeError => "error decoding message".into(),
+        A::DecryptError => "error decrypting message".into(),
+        A::ProtocolVersion => "protocol version not supported".into(),
+        A::InsufficientSecurity => "insufficient security level".into(),
+        A::InternalError => "internal error".into(),
+        A::UnrecognisedName => "unrecognized name".into(),
+        A::NoApplicationProtocol => "no application protocol".into(),
+        A::CertificateRequired => "certificate required".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Go's texts for the TLS failures a user meets (`tls: failed to verify certificate:
+/// x509: certificate signed by unknown authority`, ...), else rustls's own.
+fn tls_text(e: &io::Error) -> Option<String> {
+    let inner = e.get_ref()?.downcast_ref::<rustls::Error>()?;
+    use rustls::CertificateError as C;
+    let why = match inner {
+        rustls::Error::InvalidCertificate(C::UnknownIssuer) => {
+            "tls: failed to verify certificate: x509: certificate signed by unknown authority".to_string()
+        }
+        rustls::Error::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
+            "tls: failed to verify certificate: x509: certificate has expired or is not yet valid".to_string()
+        }
+        rustls::Error::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+            "tls: failed to verify certificate: x509: certificate is not valid for the host".to_string()
+        }
+        rustls::Error::AlertReceived(a) => format!("remote error: tls: {}", go_alert(*a)),
+        other => format!("tls: {other}"),
+    };
+    Some(why)
+}
+
 impl Conn {
-    fn open(u: &HttpUrl, deadline: Instant) -> Result<Conn, String> {
+    fn open(u: &HttpUrl, deadline: Instant, tls: &Arc<rustls::ClientConfig>) -> Result<Conn, String> {
         let addrs: Vec<SocketAddr> = (u.host.as_str(), u.port)
             .to_socket_addrs()
             .map_err(|_| format!("dial tcp: lookup {}: no such host", u.host))?
@@ -197,8 +299,16 @@ impl Conn {
             match TcpStream::connect_timeout(&addr, left) {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
+                    let stream = if u.https {
+                        let name = rustls::pki_types::ServerName::try_from(u.host.clone())
+                            .map_err(|_| format!("invalid host {}", quote(&u.host)))?;
+                        let c = rustls::ClientConnection::new(tls.clone(), name).map_err(|e| format!("tls: {e}"))?;
+                        Stream::Tls(Box::new(rustls::StreamOwned::new(c, s)))
+                    } else {
+                        Stream::Plain(s)
+                    };
                     return Ok(Conn {
-                        r: BufReader::new(s),
+                        r: BufReader::new(stream),
                         deadline,
                     });
                 }
@@ -215,8 +325,8 @@ impl Conn {
         if left.is_zero() {
             return Err(io::Error::from(io::ErrorKind::TimedOut));
         }
-        self.r.get_ref().set_read_timeout(Some(left))?;
-        self.r.get_ref().set_write_timeout(Some(left))
+        self.r.get_ref().tcp().set_read_timeout(Some(left))?;
+        self.r.get_ref().tcp().set_write_timeout(Some(left))
     }
 
     fn send(&mut self, u: &HttpUrl) -> Result<(), String> {
@@ -411,7 +521,9 @@ fn is_timeout(e: &io::Error) -> bool {
 }
 
 fn io_text(e: &io::Error, phase: Phase) -> String {
-    if is_timeout(e) {
+    if let Some(t) = tls_text(e) {
+        t
+    } else if is_timeout(e) {
         timeout_text(phase)
     } else if e.kind() == io::ErrorKind::UnexpectedEof {
         "unexpected EOF".into()
@@ -430,6 +542,7 @@ mod tests {
         assert_eq!(
             u,
             HttpUrl {
+                https: false,
                 authority: "example.com:8080".into(),
                 host: "example.com".into(),
                 port: 8080,
@@ -441,7 +554,8 @@ mod tests {
         assert_eq!((u.host.as_str(), u.port, u.target.as_str()), ("::1", 80, "/x"));
         assert_eq!(parse_url("http://h").unwrap().target, "/");
         assert_eq!(parse_url("http://h?q").unwrap().target, "/?q");
-        assert!(parse_url("https://h/").unwrap_err().contains("https"));
+        let s = parse_url("https://h/x").unwrap();
+        assert_eq!((s.https, s.port, s.target.as_str()), (true, 443, "/x"));
         assert_eq!(
             parse_url("ftp://h/").unwrap_err(),
             r#"unsupported protocol scheme "ftp""#
@@ -457,5 +571,8 @@ mod tests {
         assert_eq!(resolve(&base, "z"), "http://h:1/a/b/z");
         assert_eq!(resolve(&base, "//o:2/p"), "http://o:2/p");
         assert_eq!(resolve(&base, "http://q/r"), "http://q/r");
+        let tls = parse_url("https://h:1/a/b").unwrap();
+        assert_eq!(resolve(&tls, "/z"), "https://h:1/z");
+        assert_eq!(resolve(&tls, "//o/p"), "https://o/p");
     }
 }

@@ -25,7 +25,7 @@ pub mod url;
 #[cfg(test)]
 pub(crate) mod testkit;
 
-pub use build::from_config;
+pub use build::{from_config, from_config_with_tls};
 
 use std::fmt::Debug;
 

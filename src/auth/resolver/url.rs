@@ -9,8 +9,9 @@
 //! startup and updates through `$SYS` only reach accounts already registered. At startup
 //! the reference checks that someone answers at the base URL ([`UrlResolver::probe`]).
 //!
-//! Only `http://` works for now: `https://` needs a TLS client (and `resolver_tls`), which
-//! rnats does not have yet; such a resolver fails its probe and every fetch.
+//! `https://` URLs are fetched over TLS with the `resolver_tls` settings (CAs, client
+//! certificate, `insecure`), or the system's trust store without them, as Go's default
+//! client does.
 
 use super::dirstore::is_account;
 use super::http;
@@ -31,6 +32,7 @@ type Task = Box<dyn FnOnce() + Send>;
 pub struct UrlResolver {
     base: String,
     timeout: Duration,
+    tls: Arc<rustls::ClientConfig>,
     tasks: Mutex<mpsc::Sender<Task>>,
 }
 
@@ -60,12 +62,26 @@ pub fn redact(url: &str) -> String {
 }
 
 impl UrlResolver {
-    /// A resolver for `url` (a `/` is added if missing) with the reference's timeout.
+    /// A resolver for `url` (a `/` is added if missing) with the reference's timeout and
+    /// Go's default TLS client (the system's trust store).
     pub fn new(url: &str) -> Self {
         Self::with_timeout(url, DEFAULT_FETCH_TIMEOUT)
     }
 
     pub fn with_timeout(url: &str, timeout: Duration) -> Self {
+        let tls = crate::transport::tls::client::build_client_config(None).unwrap_or_else(|_| {
+            // Without a `ca_file` nothing is read that could fail; an empty store then.
+            Arc::new(
+                rustls::ClientConfig::builder()
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth(),
+            )
+        });
+        Self::with_tls(url, timeout, tls)
+    }
+
+    /// A resolver whose `https://` fetches use `tls` (built from `resolver_tls`).
+    pub fn with_tls(url: &str, timeout: Duration, tls: Arc<rustls::ClientConfig>) -> Self {
         let mut base = url.to_string();
         if !base.ends_with('/') {
             base.push('/');
@@ -90,6 +106,7 @@ impl UrlResolver {
         UrlResolver {
             base,
             timeout,
+            tls,
             tasks: Mutex::new(tx),
         }
     }
@@ -102,7 +119,7 @@ impl UrlResolver {
     /// `GET <url><account>`, waiting for the answer (at most the timeout). The error texts
     /// are the reference's.
     pub fn fetch_blocking(&self, account: &str) -> Result<String, ResolverError> {
-        fetch_url(&format!("{}{account}", self.base), self.timeout)
+        fetch_url(&format!("{}{account}", self.base), self.timeout, &self.tls)
     }
 
     /// The reference's startup check: the base URL must answer 200.
@@ -111,9 +128,9 @@ impl UrlResolver {
     }
 }
 
-fn fetch_url(url: &str, timeout: Duration) -> Result<String, ResolverError> {
+fn fetch_url(url: &str, timeout: Duration, tls: &Arc<rustls::ClientConfig>) -> Result<String, ResolverError> {
     let shown = crate::auth::jwt::json::go_quote(&redact(url));
-    match http::get(url, timeout, MAX_TOKEN_SIZE) {
+    match http::get(url, timeout, MAX_TOKEN_SIZE, tls) {
         Err(http::GetError::Transport(e)) => Err(ResolverError::Io(format!("could not fetch <{shown}>: {e}"))),
         Err(http::GetError::Body(e)) => Err(ResolverError::Io(e)),
         Ok(r) if r.code != 200 => Err(ResolverError::Io(format!("could not fetch <{shown}>: {}", r.status))),
@@ -142,8 +159,8 @@ impl AccountResolver for UrlResolver {
             return;
         }
         let url = format!("{}{account}", self.base);
-        let timeout = self.timeout;
-        let task: Task = Box::new(move || match fetch_url(&url, timeout) {
+        let (timeout, tls) = (self.timeout, self.tls.clone());
+        let task: Task = Box::new(move || match fetch_url(&url, timeout, &tls) {
             Ok(jwt) => done(Some(jwt)),
             Err(e) => {
                 tracing::warn!("Account fetch failed: {e}");

@@ -161,12 +161,13 @@ fn transport_errors_read_like_go() {
             "could not fetch <\"http://127.0.0.1:{port}/a/K\">: Get \"http://127.0.0.1:{port}/a/K\": dial tcp 127.0.0.1:{port}: connect: connection refused"
         )
     );
-    let https = UrlResolver::new("https://127.0.0.1:1/a/");
+    // An https URL goes to port 443 unless one is given; a refused port is reported the same.
+    let https = UrlResolver::new(&format!("https://127.0.0.1:{port}/a/"));
     assert!(https
         .probe()
         .unwrap_err()
         .to_string()
-        .contains("https account resolver URLs are not supported yet"));
+        .ends_with(&format!("dial tcp 127.0.0.1:{port}: connect: connection refused")));
 }
 
 #[test]

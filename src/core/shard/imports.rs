@@ -38,6 +38,39 @@ pub fn is_service_reply(s: &[u8]) -> bool {
     s.len() > 3 && s.starts_with(b"_R_.")
 }
 
+/// The JSON of a `ClientInfo` holding only an account and an RTT, as nats-server writes
+/// it (`{"acc":"B","rtt":123}`, empty fields left out), written directly; names that need
+/// escaping go through the serializer.
+pub(crate) fn brief_info_json(account: &str, rtt: i64) -> String {
+    let plain = account
+        .bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && !matches!(b, b'"' | b'\\' | b'<' | b'>' | b'&'));
+    if !plain {
+        let ci = ClientInfo {
+            account: account.to_string(),
+            rtt,
+            ..Default::default()
+        };
+        return ci.to_json();
+    }
+    let mut out = String::with_capacity(account.len() + 32);
+    out.push('{');
+    if !account.is_empty() {
+        out.push_str("\"acc\":\"");
+        out.push_str(account);
+        out.push('"');
+    }
+    if rtt != 0 {
+        if !account.is_empty() {
+            out.push(',');
+        }
+        out.push_str("\"rtt\":");
+        out.push_str(itoa::Buffer::new().format(rtt));
+    }
+    out.push('}');
+    out
+}
+
 fn push_b62(out: &mut Vec<u8>, mut v: u64, n: usize) {
     for _ in 0..n {
         out.push(B62[(v % 62) as usize]);
@@ -243,11 +276,25 @@ impl ShardCore {
                 return Some(String::from_utf8(crate::proto::gojson::to_vec(&v)).unwrap_or_default());
             }
         }
+        if !si.share && self.table.system() != Some(si.exporter) {
+            return self.brief_request_info(publisher?);
+        }
         let mut ci = self.client_info(publisher?, si.share)?;
         if !si.share && self.table.system() == Some(si.exporter) {
             ci.server = self.cfg.info.server_name.clone();
         }
         Some(ci.to_json())
+    }
+
+    /// [`Self::client_info`]`(key, false).to_json()` without serde (this is on every
+    /// request through a service import).
+    fn brief_request_info(&self, key: ConnKey) -> Option<String> {
+        let c = self.client(key)?;
+        if c.internal {
+            return None;
+        }
+        let rtt = c.rtt.map(gotime::duration_nanos).unwrap_or(0);
+        Some(brief_info_json(self.table.name(c.account), rtt))
     }
 
     /// nats-server's `getClientInfo`: a client's account and RTT, and with `detailed` who
@@ -410,11 +457,11 @@ impl ShardCore {
         now: Instant,
         depth: u8,
     ) -> bool {
-        let Some(map) = self.acct(acc).responses.get(m.subject).cloned() else {
+        // Taken out while it is followed; put back (same key) if it stays alive.
+        let Some((key, mut map)) = self.acct(acc).responses.remove_entry(m.subject) else {
             return false;
         };
         if map.expires <= now {
-            self.acct(acc).responses.remove(m.subject);
             if let Some(t) = &map.tracking {
                 self.latency_timed_out(t);
             }
@@ -423,9 +470,7 @@ impl ShardCore {
         if map.tracking.is_some() {
             // Only the first response is measured.
             self.latency_measured(&map, responder, now);
-            if let Some(e) = self.acct(acc).responses.get_mut(m.subject) {
-                e.tracking = None;
-            }
+            map.tracking = None;
         }
         let reply = if m.reply.is_empty() {
             Vec::new()
@@ -442,16 +487,24 @@ impl ShardCore {
                 now,
             )
         };
-        let out = Rewritten::new(map.reply.to_vec(), reply, m.header().map(<[u8]>::to_vec), m.payload());
-        let delivered = self.route_at(map.requester, publisher, &out.msg(), now, depth.saturating_add(1));
+        // Only the subject and reply change: header and payload are passed on as they are.
+        let (mut size, mut hdr) = (itoa::Buffer::new(), itoa::Buffer::new());
+        let out = Msg {
+            subject: &map.reply,
+            reply: &reply,
+            header_len: m.header_len,
+            data: m.data,
+            size_text: size.format(m.data.len()).as_bytes(),
+            hdr_text: m.header_len.map(|h| hdr.format(h).as_bytes()).unwrap_or_default(),
+            internal: false,
+        };
+        let delivered = self.route_at(map.requester, publisher, &out, now, depth.saturating_add(1));
         let end_of_stream = m.data.is_empty();
-        let st = self.acct(acc);
-        if !delivered || map.kind == ResponseType::Singleton || end_of_stream {
-            st.responses.remove(m.subject);
-        } else if let Some(e) = st.responses.get_mut(m.subject) {
+        if delivered && map.kind != ResponseType::Singleton && !end_of_stream {
             // Streamed and chunked responses keep the mapping alive while they flow.
-            e.expires = now + (map.expires - map.started);
-            e.started = now;
+            map.expires = now + (map.expires - map.started);
+            map.started = now;
+            self.acct(acc).responses.insert(key, map);
         }
         delivered
     }
@@ -482,5 +535,24 @@ impl ShardCore {
         }
         self.resp_sweep_at = (left > 0).then_some(now + RESPONSE_SWEEP);
         self.resp_infos.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn brief_info_is_what_the_serializer_writes() {
+        for name in ["B", "", "a.b-c_d", "we\"ird", "x<y>&z", "tab\tname", "ünï"] {
+            for rtt in [0, 1, 1_234_567, i64::MAX] {
+                let ci = ClientInfo {
+                    account: name.to_string(),
+                    rtt,
+                    ..Default::default()
+                };
+                assert_eq!(brief_info_json(name, rtt), ci.to_json(), "{name:?} {rtt}");
+            }
+        }
     }
 }

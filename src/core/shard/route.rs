@@ -151,7 +151,13 @@ impl ShardCore {
 
     /// Deliver to the subscribers of `acc` on every shard (no imports).
     pub(super) fn deliver_in(&mut self, acc: AccountId, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
-        let local = self.acct(acc).sublist.matches(m.subject);
+        // Response subjects of service imports are unique per request: not cached.
+        let once = super::imports::is_service_reply(m.subject);
+        let local = if once {
+            self.acct(acc).sublist.matches_once(m.subject)
+        } else {
+            self.acct(acc).sublist.matches(m.subject)
+        };
         let mut delivered = false;
         for &sid in &local.psubs {
             delivered |= self.deliver(sid, publisher, m, now);
@@ -162,7 +168,11 @@ impl ShardCore {
             }
             return delivered;
         }
-        let remote: Rc<Matches<RKey>> = self.acct(acc).remote.matches(m.subject);
+        let remote: Rc<Matches<RKey>> = if once {
+            self.acct(acc).remote.matches_once(m.subject)
+        } else {
+            self.acct(acc).remote.matches(m.subject)
+        };
         if remote.is_empty() {
             for g in &local.qsubs {
                 delivered |= self.deliver_queue_local(&g.members, publisher, m, now);

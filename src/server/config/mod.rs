@@ -357,8 +357,8 @@ fn top_level(cx: &mut Cx, o: &mut Options, key: &str, e: &Entry) {
         "operator" | "operators" | "roots" | "root" | "root_operators" | "root_operator" => trust::operators(cx, o, e),
         "resolver" | "account_resolver" | "accounts_resolver" => trust::resolver(cx, o, e),
         "resolver_tls" => {
-            if cx.map(e).is_some() {
-                o.security.resolver_tls = Some(e.value.clone());
+            if let Some(t) = tls::parse_tls(cx, e, true) {
+                o.security.resolver_tls = Some(t);
             }
         }
         "resolver_preload" => trust::preload(cx, o, e),

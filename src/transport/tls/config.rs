@@ -254,7 +254,7 @@ fn no_key(pem: &[u8]) -> String {
 }
 
 /// Load a certificate chain and key as Go's `tls.LoadX509KeyPair` does.
-fn load_pair(cert_file: &str, key_file: &str) -> Result<CertifiedKey, String> {
+pub(crate) fn load_pair(cert_file: &str, key_file: &str) -> Result<CertifiedKey, String> {
     let cert_pem = std::fs::read(cert_file).map_err(|e| go_os_error(cert_file, &e))?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
         .filter_map(Result::ok)
@@ -385,7 +385,7 @@ fn certified_keys(o: &TlsOptions) -> Result<NamedKeys, TlsConfigError> {
 
 /// The crypto provider for `o`: its cipher suites (TLS 1.2; Go does not let TLS 1.3
 /// suites be configured) and key exchange groups, as far as rustls implements them.
-fn provider(o: &TlsOptions) -> CryptoProvider {
+pub(crate) fn provider(o: &TlsOptions) -> CryptoProvider {
     let mut p = ring::default_provider();
     if let Some(names) = &o.cipher_suites {
         let tls12: Vec<SupportedCipherSuite> = names.iter().filter_map(|n| rustls_suite(n)).collect();

@@ -2,11 +2,14 @@
 //!
 //! - [`config`]: the `tls { }` options and the rustls `ServerConfig` built from them
 //!   ([`config::build_server_config`], also for HTTPS monitoring).
+//! - [`client`]: `ClientConfig`s for the server's own outgoing connections (the URL
+//!   account resolver's `https://`, `resolver_tls`).
 //! - [`session`]: one connection's TLS state machine over byte buffers.
 //! - [`peer`]: the client certificate as authentication sees it (`verify_and_map`).
 //! - [`dn`]: distinguished names compared and printed as the reference does.
 //! - [`x509`], [`der`]: the small certificate reader behind them.
 
+pub mod client;
 pub mod config;
 pub mod der;
 pub mod dn;
