@@ -347,7 +347,18 @@ struct FakeResponder {
 
 impl FakeResponder {
     fn start(port: u16, body: Vec<u8>) -> FakeResponder {
-        let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        // The port may be a moment away from free (a responder just stopped on it).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let l = loop {
+            match TcpListener::bind(("127.0.0.1", port)) {
+                Ok(l) => break l,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("bind {port}: {e}"),
+            }
+        };
         l.set_nonblocking(true).unwrap();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let s2 = stop.clone();
@@ -702,7 +713,7 @@ fn peer_conf(pki: &OcspPki, name: &str, peer: &str) -> String {
     pki.write_conf(
         name,
         &format!(
-            "port: -1\nocsp_cache {{ local_store: {:?} }}\n{}",
+            "port: -1\nhttp_port: -1\nocsp_cache {{ local_store: {:?} }}\n{}",
             cache.to_str().unwrap(),
             pki.tls("server", &format!("verify: true\n ocsp_peer: {peer}"))
         ),
@@ -744,6 +755,21 @@ both_reactors!(peer_check_good_revoked_unknown, |r| {
     try_client(&pki, srv.port, "good").unwrap();
     srv.wait_for_log("Cached OCSP response is current, status [good]", Duration::from_secs(5))
         .unwrap();
+    let (_, body) = srv.http_get("/varz");
+    let varz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(varz["tls_ocsp_peer_verify"], true);
+    assert_eq!(
+        varz["ocsp_peer_cache"],
+        serde_json::json!({
+            "cache_type": "local",
+            "cache_hits": 1,
+            "cache_misses": 3,
+            "cached_responses": 3,
+            "cached_revoked_responses": 1,
+            "cached_good_responses": 1,
+            "cached_unknown_responses": 1
+        })
+    );
 });
 
 #[test]
@@ -751,6 +777,7 @@ fn peer_check_log_lines_match_the_reference() {
     let (pki, _) = peer_pki();
     let _resp = Responder::start(&pki);
     let mut seen = Vec::new();
+    let mut seen_varz: Vec<serde_json::Value> = Vec::new();
     for (i, bin) in [common::bin().to_string(), reference_server()].iter().enumerate() {
         let conf = peer_conf(&pki, &format!("cmp{i}.conf"), "true");
         let srv = Server::start_cmd(bin, &["-c", &conf, "-a", "127.0.0.1", "-D"]);
@@ -759,6 +786,9 @@ fn peer_check_log_lines_match_the_reference() {
         try_client(&pki, srv.port, "good").unwrap();
         srv.wait_for_log("Cached OCSP response is current", Duration::from_secs(5))
             .unwrap();
+        let (_, body) = srv.http_get("/varz");
+        let varz: serde_json::Value = serde_json::from_str(&body).unwrap();
+        seen_varz.push(varz["ocsp_peer_cache"].clone());
         let ocsp: Vec<String> = messages(&srv.log_lines())
             .into_iter()
             .filter(|l| {
@@ -774,6 +804,7 @@ fn peer_check_log_lines_match_the_reference() {
         seen.push(ocsp);
     }
     assert_eq!(seen[0], seen[1]);
+    assert_eq!(seen_varz[0], seen_varz[1]);
 }
 
 both_reactors!(peer_check_when_the_responder_is_down, |r| {

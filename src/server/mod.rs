@@ -350,6 +350,7 @@ impl Server {
             reactor: if chosen.uring { "io_uring".into() } else { "mio".into() },
             http_host: String::new(),
             http_port: 0,
+            ocsp_cache: RwLock::new(ocsp.cache.clone()),
         };
 
         let mut mon_addr = None;
@@ -593,6 +594,7 @@ impl Server {
                 s.announce();
                 s.start_cache();
                 s.start(Arc::new(signals::request_shutdown));
+                *self.state.ocsp_cache.write().unwrap_or_else(|p| p.into_inner()) = s.cache.clone();
                 self.ocsp = s;
             }
             Err(e) => tracing::warn!("Can't restart OCSP features: {e}"),
