@@ -52,6 +52,7 @@ fn main() -> ExitCode {
     };
     let srv = match server::Server::start(opts) {
         Ok(s) => s,
+        Err(server::StartError::Ocsp(e)) => return die(&format!("nats-server: {e}")),
         Err(e) => {
             logging::fatal(&e.to_string());
             return ExitCode::from(1);

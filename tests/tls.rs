@@ -364,6 +364,169 @@ both_reactors!(certificates_reload_with_sighup, |r| {
     assert_eq!(before.line().unwrap(), "PONG");
 });
 
+/// `https_port` from the "Starting https monitor on" line.
+fn https_port(srv: &Server) -> u16 {
+    srv.log_lines()
+        .iter()
+        .find_map(|l| l.split("Starting https monitor on ").nth(1))
+        .and_then(|hp| hp.rsplit(':').next())
+        .and_then(|p| p.trim().parse().ok())
+        .expect("no https monitor")
+}
+
+/// GET `path` over HTTPS with a rustls client trusting `pki`: status and body, and the
+/// certificate the server presented.
+fn https_get(pki: &Pki, port: u16, path: &str) -> (u16, String, Vec<u8>) {
+    use std::io::Write;
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let conn = rustls::ClientConnection::new(pki.client_config(None), "localhost".try_into().unwrap()).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, tcp);
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut resp = Vec::new();
+    let _ = s.read_to_end(&mut resp);
+    let cert = s.conn.peer_certificates().unwrap()[0].to_vec();
+    let resp = String::from_utf8_lossy(&resp).to_string();
+    let status = resp.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body, cert)
+}
+
+fn sha256_hex(b: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, b)
+        .as_ref()
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+both_reactors!(https_monitoring_and_connz_tls_fields, |r| {
+    let dir = scratch_dir();
+    let pki = Pki::new(&dir);
+    pki.issue(
+        "client",
+        &Subject {
+            dn: vec![
+                (rcgen::DnType::OrganizationName, "Synadia"),
+                (rcgen::DnType::CommonName, "app"),
+            ],
+            ..Default::default()
+        },
+    );
+    let conf = format!("https_port: -1\n{}", pki.tls_block("verify: true"));
+    let srv = start_with(r, &pki, &conf);
+    let port = https_port(&srv);
+    let (status, body, _) = https_get(&pki, port, "/varz");
+    assert_eq!(status, 200);
+    let varz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (varz["https_port"].clone(), varz["http_port"].clone()),
+        ((-1).into(), 0.into())
+    );
+    // A client with a certificate: /connz shows its TLS details, and its certificates
+    // with auth.
+    let mut c = TlsClient::connect(srv.port, pki.client_config(Some("client"))).unwrap();
+    c.handshake_nats("{\"verbose\":false}").unwrap();
+    let (_, body, _) = https_get(&pki, port, "/connz?auth=1");
+    let connz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let conn = &connz["connections"][0];
+    assert_eq!(conn["tls_version"], "1.3");
+    assert!(conn["tls_cipher_suite"].as_str().unwrap().starts_with("TLS_"));
+    assert!(conn.get("tls_first").is_none());
+    let certs = conn["tls_peer_certs"].as_array().unwrap();
+    use rustls::pki_types::pem::PemObject;
+    let der = rustls::pki_types::CertificateDer::from_pem_file(pki.path("client-cert.pem")).unwrap();
+    assert_eq!(certs[0]["subject"], "CN=app,O=Synadia");
+    assert_eq!(certs[0]["cert_sha256"], sha256_hex(&der));
+    assert_eq!(certs[0]["spki_sha256"].as_str().unwrap().len(), 64);
+    let (_, body, _) = https_get(&pki, port, "/connz");
+    let connz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(connz["connections"][0].get("tls_peer_certs").is_none());
+    assert_eq!(connz["connections"][0]["tls_version"], "1.3");
+    // Plain HTTP on the HTTPS port: Go's answer.
+    let (status, body) = common::http_get(port, "/varz");
+    assert_eq!(
+        (status, body.as_str()),
+        (400, "Client sent an HTTP request to an HTTPS server.\n")
+    );
+    srv.wait_for_log(
+        "monitoring: TLS handshake error from 127.0.0.1:",
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    // New certificates after SIGHUP serve new HTTPS connections too.
+    let (_, _, before) = https_get(&pki, port, "/varz");
+    let fresh = Pki::new(&dir);
+    srv.signal(libc::SIGHUP);
+    srv.wait_for_log("Reloaded server configuration", Duration::from_secs(5))
+        .unwrap();
+    let (status, _, after) = https_get(&fresh, port, "/varz");
+    assert_eq!(status, 200);
+    assert_ne!(before, after);
+});
+
+/// The same TLS fields, by name and shape, as the reference's; and its refusals of
+/// HTTPS monitoring settings.
+#[test]
+fn differential_https_monitoring_and_connz_tls() {
+    let dir = scratch_dir();
+    let pki = Pki::new(&dir);
+    pki.issue(
+        "client",
+        &Subject {
+            dn: vec![(rcgen::DnType::CommonName, "app")],
+            ..Default::default()
+        },
+    );
+    let reference = common::reference_server();
+    let conf = pki.dir.join("https.conf");
+    std::fs::write(&conf, format!("https_port: -1\n{}", pki.tls_block("verify: true"))).unwrap();
+    let conf = conf.to_str().unwrap();
+    let mut shapes = Vec::new();
+    for bin in [common::bin().to_string(), reference.clone()] {
+        let srv = Server::start_cmd(&bin, &["-a", "127.0.0.1", "-p", "-1", "-c", conf]);
+        let port = https_port(&srv);
+        let mut c = TlsClient::connect(srv.port, pki.client_config(Some("client"))).unwrap();
+        c.handshake_nats("{\"verbose\":false}").unwrap();
+        let (_, body, _) = https_get(&pki, port, "/connz?auth=1");
+        let connz: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let conn = connz["connections"][0].as_object().unwrap().clone();
+        let mut keys: Vec<String> = conn.keys().filter(|k| k.starts_with("tls")).cloned().collect();
+        keys.sort();
+        let certs = conn["tls_peer_certs"].clone();
+        shapes.push((keys, certs, conn["tls_version"].clone()));
+    }
+    assert_eq!(shapes[0], shapes[1]);
+    // Refusals: no TLS block; both HTTP and HTTPS.
+    for (i, body) in [
+        "https_port: -1\n".to_string(),
+        format!("http_port: 8222\nhttps_port: 8443\n{}", pki.tls_block("")),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let f = pki.dir.join(format!("bad-https{i}.conf"));
+        std::fs::write(&f, body).unwrap();
+        let f = f.to_str().unwrap();
+        let last = |program: &str| {
+            let out = std::process::Command::new(program)
+                .args(["-p", "-1", "-c", f])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr).to_string();
+            let line = err.lines().last().unwrap_or_default().to_string();
+            (
+                out.status.code(),
+                line.split("] ").last().unwrap_or_default().to_string(),
+            )
+        };
+        assert_eq!(last(common::bin()), last(&reference), "{body}");
+    }
+}
+
 /// What a client sees (INFO fields, the answer to plaintext and to a stalled handshake)
 /// is what the reference shows.
 #[test]
@@ -463,6 +626,17 @@ fn check_config_matches_the_reference() {
         "ocsp { foo: 1 }\n".to_string(),
         "ocsp: 5\n".to_string(),
         "ocsp: false\n".to_string(),
+        "ocsp_cache: true\n".to_string(),
+        "ocsp_cache: 5\n".to_string(),
+        "ocsp_cache { type: local, local_store: \"/tmp/x\", preserve_revoked: true, save_interval: \"2m\" }\n".to_string(),
+        "ocsp_cache { type: bogus }\n".to_string(),
+        "ocsp_cache { type: 5 }\n".to_string(),
+        "ocsp_cache { nope: 1 }\n".to_string(),
+        "ocsp_cache { save_interval: \"x\" }\n".to_string(),
+        format!("tls {{\n{ok} verify: true\n ocsp_peer {{ verify: true, ca_timeout: 1, allowed_clockskew: \"5s\" }}\n}}\n"),
+        format!("tls {{\n{ok} ocsp_peer {{ verify: 1 }}\n}}\n"),
+        format!("tls {{\n{ok} ocsp_peer: 3\n}}\n"),
+        "https: \"127.0.0.1:8443\"\n".to_string(),
     ];
     let run = |program: &str, f: &str| {
         let out = std::process::Command::new(program)

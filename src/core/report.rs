@@ -30,12 +30,22 @@ pub struct SubReport {
     pub cid: u64,
 }
 
-/// TLS details of a connection (none while rnats has no TLS listener).
+/// TLS details of a connection (once its handshake is done).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TlsReport {
     pub version: String,
     pub cipher_suite: String,
     pub first: bool,
+    /// The client's certificates, leaf first.
+    pub peer_certs: Vec<PeerCertReport>,
+}
+
+/// One client certificate as `/connz?auth=1` shows it (nats-server's `TLSPeerCert`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PeerCertReport {
+    pub subject: String,
+    pub spki_sha256: String,
+    pub cert_sha256: String,
 }
 
 /// One connection: open, or closed and kept in a shard's ring.

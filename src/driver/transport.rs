@@ -29,11 +29,24 @@ impl<P: Poller> EventLoop<P> {
 
     /// `n` bytes in `self.buf` were read from a connection with a transport.
     pub(super) fn on_transport_read(&mut self, t: usize, n: usize, now: Instant) {
+        let buf = std::mem::take(&mut self.buf);
+        self.transport_step(t, now, |tr, app| tr.on_read(buf.get(..n).unwrap_or_default(), now, app));
+        self.buf = buf;
+    }
+
+    /// Run `step` on a connection's transport (a read, or a verdict that arrived) and
+    /// follow what it did.
+    fn transport_step(
+        &mut self,
+        t: usize,
+        now: Instant,
+        step: impl FnOnce(&mut Transport, &mut Vec<u8>) -> Result<crate::transport::Events, TransportError>,
+    ) {
         let Some(c) = self.conns.get_mut(t) else { return };
         let Some(mut tr) = c.transport.take() else { return };
         let mut app = std::mem::take(&mut self.app);
         app.clear();
-        let r = tr.on_read(self.buf.get(..n).unwrap_or_default(), now, &mut app);
+        let r = step(&mut tr, &mut app);
         let mut key = c.key;
         let keep = match r {
             Err(e) => {
@@ -63,10 +76,11 @@ impl<P: Poller> EventLoop<P> {
                         tracing::debug!("{label} - TLS handshake complete");
                         tracing::debug!("{label} - TLS version {}, cipher suite {}", peer.version, peer.cipher);
                     }
-                    let peer = (!peer.chain.is_empty()).then_some(peer);
+                    // Always kept (also without a client certificate): monitoring shows
+                    // the version and cipher suite.
                     match key {
-                        Some(k) => self.core.set_tls_peer(k, peer),
-                        None => c.tls_peer = peer,
+                        Some(k) => self.core.set_tls_peer(k, Some(peer)),
+                        None => c.tls_peer = Some(peer),
                     }
                 }
                 if let Some(up) = ev.upgraded {
@@ -312,6 +326,10 @@ impl<P: Poller> EventLoop<P> {
             let in_tls = tr.in_tls_handshake();
             match tr.expire(now) {
                 Expired::Nothing => {}
+                Expired::Resume => {
+                    self.transport_step(t, now, |tr, app| tr.resume(now, app));
+                    continue;
+                }
                 Expired::Passthrough => c.transport = None,
                 Expired::SendInfo => {
                     if let Some(k) = key {

@@ -206,6 +206,8 @@ pub struct ConnInfo {
     pub tls_version: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub tls_cipher_suite: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tls_peer_certs: Vec<TlsPeerCert>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub tls_first: bool,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -228,6 +230,17 @@ pub struct ConnInfo {
     pub mqtt_client: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxyInfo>,
+}
+
+/// nats-server's `TLSPeerCert`: one certificate the client presented.
+#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsPeerCert {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub subject: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub spki_sha256: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cert_sha256: String,
 }
 
 /// nats-server's `ProxyInfo`: the trusted proxy a connection came through.
@@ -313,6 +326,19 @@ fn conn_info(c: &ConnReport, now: SystemTime, show: Show) -> ConnInfo {
         ci.tls_version = t.version.clone();
         ci.tls_cipher_suite = t.cipher_suite.clone();
         ci.tls_first = t.first;
+        // The client's certificates with `auth`, for open connections (closed ones were
+        // described without them, as in nats-server).
+        if show.auth && !closed {
+            ci.tls_peer_certs = t
+                .peer_certs
+                .iter()
+                .map(|p| TlsPeerCert {
+                    subject: p.subject.clone(),
+                    spki_sha256: p.spki_sha256.clone(),
+                    cert_sha256: p.cert_sha256.clone(),
+                })
+                .collect();
+        }
     }
     if show.detail {
         ci.subscriptions_list_detail = c.subs.iter().map(SubDetail::from).collect();

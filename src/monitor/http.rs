@@ -7,6 +7,8 @@
 //! on the base path itself, and anything else is Go's `404 page not found`. JSON answers
 //! carry `Access-Control-Allow-Origin: *`; with `?callback=fn` they are JSONP
 //! (`application/javascript`, `fn(<json>)`). Bad options are 400 with a plain text.
+//! HTTPS monitoring is the same server with TLS in front of each connection
+//! ([`super::https`]).
 
 use super::query::Query;
 use super::{accountz, connz, disabled, healthz, index, metrics, shardz, subsz, varz, Context, MonitorError};
@@ -58,6 +60,25 @@ pub fn normalize_base_path(p: &str) -> String {
 impl HttpServer {
     /// Bind `addr` and serve `ctx` under `base_path` until dropped.
     pub fn start(addr: SocketAddr, ctx: Arc<Context>, base_path: &str) -> io::Result<HttpServer> {
+        Self::start_with(addr, ctx, base_path, None)
+    }
+
+    /// The same over TLS (HTTPS monitoring).
+    pub fn start_https(
+        addr: SocketAddr,
+        ctx: Arc<Context>,
+        base_path: &str,
+        tls: Arc<super::https::HttpsConfig>,
+    ) -> io::Result<HttpServer> {
+        Self::start_with(addr, ctx, base_path, Some(tls))
+    }
+
+    fn start_with(
+        addr: SocketAddr,
+        ctx: Arc<Context>,
+        base_path: &str,
+        tls: Option<Arc<super::https::HttpsConfig>>,
+    ) -> io::Result<HttpServer> {
         let listener = shards::listener::bind_exclusive(addr, 128)?;
         listener.set_nonblocking(true)?;
         let bound = listener.local_addr()?;
@@ -72,7 +93,7 @@ impl HttpServer {
         let thread = std::thread::Builder::new()
             .name("rnats-monitor-accept".into())
             .spawn(move || {
-                runtime.block_on(serve(listener, ctx, base, rx));
+                runtime.block_on(serve(listener, ctx, base, tls, rx));
                 runtime.shutdown_timeout(Duration::from_secs(1));
             })?;
         Ok(HttpServer {
@@ -98,6 +119,7 @@ async fn serve(
     listener: std::net::TcpListener,
     ctx: Arc<Context>,
     base: Arc<str>,
+    tls: Option<Arc<super::https::HttpsConfig>>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
@@ -108,7 +130,7 @@ async fn serve(
             _ = &mut stop => return,
             a = listener.accept() => a,
         };
-        let Ok((stream, _)) = accepted else {
+        let Ok((stream, from)) = accepted else {
             // Out of descriptors and the like: do not spin.
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
@@ -116,25 +138,41 @@ async fn serve(
         let _ = stream.set_nodelay(true);
         let ctx = ctx.clone();
         let base = base.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let ctx = ctx.clone();
-                let base = base.clone();
-                // Only the URI is needed; the request (and its body) is not held across awaits.
-                let uri = req.uri().clone();
-                drop(req);
-                async move { Ok::<_, Infallible>(handle(&ctx, &base, &uri).await) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                // Go writes canonical header names; some scripts look them up that way.
-                .title_case_headers(true)
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(READ_HEADER_TIMEOUT)
-                .max_buf_size(MAX_HEADER_BUF)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
-                .await;
+            match tls {
+                None => serve_connection(stream, ctx, base).await,
+                Some(t) => {
+                    if let Some(s) = t.accept(stream, from).await {
+                        serve_connection(s, ctx, base).await;
+                    }
+                }
+            }
         });
     }
+}
+
+/// HTTP/1.1 over one connection (plain or TLS).
+async fn serve_connection<S>(stream: S, ctx: Arc<Context>, base: Arc<str>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let ctx = ctx.clone();
+        let base = base.clone();
+        // Only the URI is needed; the request (and its body) is not held across awaits.
+        let uri = req.uri().clone();
+        drop(req);
+        async move { Ok::<_, Infallible>(handle(&ctx, &base, &uri).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        // Go writes canonical header names; some scripts look them up that way.
+        .title_case_headers(true)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(READ_HEADER_TIMEOUT)
+        .max_buf_size(MAX_HEADER_BUF)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+        .await;
 }
 
 type Resp = Response<Full<Bytes>>;

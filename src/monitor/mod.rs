@@ -4,7 +4,8 @@
 //!
 //! Module map:
 //! - [`http`]: the HTTP server (hyper on a small tokio runtime of its own threads),
-//!   routing under `http_base_path`, JSONP, CORS and request statistics.
+//!   routing under `http_base_path`, JSONP, CORS and request statistics; [`https`]:
+//!   the TLS in front of it for HTTPS monitoring.
 //! - [`gather`]: asking every shard for its part with jobs ([`gather::Plan`]), from the
 //!   HTTP threads, a blocking caller, or a shard.
 //! - [`varz`], [`connz`], [`subsz`], [`accountz`] (`/accountz`, `/accstatz`),
@@ -26,6 +27,7 @@ pub mod gather;
 pub mod gofmt;
 pub mod healthz;
 pub mod http;
+pub mod https;
 pub mod index;
 pub mod metrics;
 pub mod optjson;

@@ -64,6 +64,7 @@ fn start(n: usize) -> (Arc<Context>, Arc<Shards>) {
         reactor: "test".into(),
         http_host: String::new(),
         http_port: 0,
+        ocsp_cache: RwLock::new(None),
     });
     let ctx = Context::new(state);
     ctx.set_post(post.clone());
@@ -217,6 +218,7 @@ fn a_missing_shard_is_an_error_not_a_hang() {
         reactor: "test".into(),
         http_host: String::new(),
         http_port: 0,
+        ocsp_cache: RwLock::new(None),
     });
     let gone = Context::new(state);
     assert_eq!(connz(&gone, &ConnzOptions::default()), Err(MonitorError::Unavailable));

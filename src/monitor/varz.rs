@@ -38,6 +38,12 @@ pub struct Varz {
     pub port: u16,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub auth_required: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tls_required: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tls_verify: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tls_ocsp_peer_verify: bool,
     pub max_connections: i64,
     #[serde(skip_serializing_if = "is_zero")]
     pub max_subscriptions: i64,
@@ -85,6 +91,8 @@ pub struct Varz {
     pub feature_flags: FeatureFlags,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub system_account: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ocsp_peer_cache: Option<OcspCacheVarz>,
     pub slow_consumer_stats: ScStats,
     pub stale_connection_stats: ScStats,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,6 +100,40 @@ pub struct Varz {
     /// rnats additions.
     pub rnats_shards: usize,
     pub rnats_reactor: String,
+}
+
+/// `ocsp_peer_cache` in `/varz` (nats-server's `OCSPResponseCacheVarz`).
+#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct OcspCacheVarz {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cache_type: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_hits: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_misses: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cached_responses: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cached_revoked_responses: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cached_good_responses: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cached_unknown_responses: i64,
+}
+
+fn ocsp_cache_varz(state: &crate::server::state::ServerState) -> Option<OcspCacheVarz> {
+    let guard = state.ocsp_cache.read().unwrap_or_else(|p| p.into_inner());
+    let c = guard.as_ref().filter(|c| c.type_name() != "none")?;
+    let s = c.stats();
+    Some(OcspCacheVarz {
+        cache_type: c.type_name().to_string(),
+        cache_hits: s.hits,
+        cache_misses: s.misses,
+        cached_responses: s.responses,
+        cached_revoked_responses: s.revokes,
+        cached_good_responses: s.goods,
+        cached_unknown_responses: s.unknowns,
+    })
 }
 
 /// `proxies` in `/varz`: the trusted proxies' keys.
@@ -130,6 +172,13 @@ pub fn varz(ctx: &Context) -> Varz {
         host: info.host.clone(),
         port: info.port,
         auth_required: info.auth_required,
+        tls_required: info.tls_required,
+        tls_verify: info.tls_verify,
+        tls_ocsp_peer_verify: info.tls_required
+            && o.tls
+                .as_ref()
+                .and_then(|t| t.ocsp_peer.as_ref())
+                .is_some_and(|p| p.verify),
         max_connections: o.max_connections,
         max_subscriptions: o.max_subscriptions,
         ping_interval: o.ping_interval.as_nanos(),
@@ -137,12 +186,12 @@ pub fn varz(ctx: &Context) -> Varz {
         http_host: state.http_host.clone(),
         http_port: state.http_port,
         http_base_path: o.http_base_path.clone(),
-        https_port: 0,
+        https_port: o.https_port,
         auth_timeout: o.auth_timeout_secs(),
         max_control_line: o.max_control_line,
         max_payload: o.max_payload,
         max_pending: o.max_pending,
-        tls_timeout: 2.0,
+        tls_timeout: o.tls.as_ref().map_or(2.0, |t| t.timeout_duration().as_secs_f64()),
         write_deadline: o.write_deadline.as_nanos(),
         start: rfc3339_nano(state.start),
         now: rfc3339_nano(now),
@@ -164,6 +213,7 @@ pub fn varz(ctx: &Context) -> Varz {
         config_load_time: rfc3339_nano(live.config_load_time),
         config_digest: o.config_digest.clone(),
         system_account: table.system().map(|id| table.name(id).to_string()).unwrap_or_default(),
+        ocsp_peer_cache: ocsp_cache_varz(state),
         slow_consumer_stats: ScStats {
             clients: t.slow_consumers,
             ..Default::default()

@@ -912,7 +912,6 @@ mod tests {
                 &["--cluster_listen=nats://127.0.0.1:6222", "--routes", "nats://h:1"][..],
                 "clustering (--cluster, --cluster_listen, --routes)",
             ),
-            (&["-ms", "8443"][..], "HTTPS monitoring (-ms/--https_port, https_port)"),
             (&["--profile", "6060"][..], "profiling (--profile)"),
         ];
         for (args, feature) in refused {

@@ -60,6 +60,10 @@ pub enum StartError {
     /// TLS or WebSocket settings that cannot be used.
     #[error("{0}")]
     Transport(String),
+    /// OCSP stapling cannot start (the reference refuses to create the server: the
+    /// message goes to stderr as `nats-server: <message>`, before any log line).
+    #[error("{0}")]
+    Ocsp(String),
 }
 
 /// What authenticates clients, operator mode's accounts when it is on, and what
@@ -215,6 +219,10 @@ pub struct Server {
     authenticator: Arc<dyn crate::core::auth::Authenticator>,
     /// TLS and WebSocket settings of the listeners (replaced on reload).
     transports: driver::Transports,
+    /// OCSP: stapled certificates, their monitors, peer checks (restarted on reload).
+    ocsp: transport::Ocsp,
+    /// HTTPS monitoring's TLS (replaced on reload).
+    https: Option<Arc<crate::monitor::https::HttpsConfig>>,
     /// The bound WebSocket port, if any.
     pub ws_port: Option<u16>,
     /// The system account's services and events.
@@ -233,6 +241,7 @@ impl Server {
     /// Bind, start the shards and log the startup lines. Logging must be set up.
     pub fn start(opts: Options) -> Result<Server, StartError> {
         opts.validate()?;
+        let ocsp = transport::prepare_ocsp(&opts).map_err(StartError::Ocsp)?;
         let chosen = choose_reactor(opts.reactor)?;
         let nshards = if opts.shards > 0 {
             opts.shards
@@ -280,6 +289,7 @@ impl Server {
             );
         }
 
+        ocsp.announce();
         let port = opts.bind_port()?;
         let addr = resolve(&opts.host, port)?;
         let listener = shards::listener::bind_exclusive(addr, 4096).map_err(|e| StartError::Listen {
@@ -294,7 +304,7 @@ impl Server {
         let ws = transport::bind_websocket(&opts).map_err(StartError::Transport)?;
         let ws_port = ws.as_ref().map(|(_, p)| *p);
         let transports: driver::Transports = Arc::new(RwLock::new(
-            transport::listener_transports(&opts).map_err(StartError::Transport)?,
+            transport::listener_transports(&opts, &ocsp).map_err(StartError::Transport)?,
         ));
 
         let shared = Arc::new(crate::core::stats::Shared::new(nshards));
@@ -342,16 +352,36 @@ impl Server {
             reactor: if chosen.uring { "io_uring".into() } else { "mio".into() },
             http_host: String::new(),
             http_port: 0,
+            ocsp_cache: RwLock::new(ocsp.cache.clone()),
         };
 
         let mut mon_addr = None;
-        if opts.http_port != 0 {
-            let http_host = if opts.http_host.is_empty() {
-                opts.host.clone()
-            } else {
+        if opts.http_port != 0 && opts.https_port != 0 {
+            return Err(StartError::Transport(format!(
+                "Can't start monitoring: can't specify both HTTP ({}) and HTTPs ({}) ports",
+                opts.http_port, opts.https_port
+            )));
+        }
+        let mut https = None;
+        if opts.https_port != 0 {
+            let (cfg, peer) = transport::monitor_tls(&opts, &ocsp)
+                .map_err(|e| StartError::Transport(format!("Can't start monitoring: {e}")))?;
+            https = Some(crate::monitor::https::HttpsConfig::new(cfg, peer));
+        }
+        let mon_port = if https.is_some() {
+            opts.https_port
+        } else {
+            opts.http_port
+        };
+        if mon_port != 0 {
+            let http_host = if !opts.http_host.is_empty() {
                 opts.http_host.clone()
+            } else if https.is_some() && !opts.https_host.is_empty() {
+                opts.https_host.clone()
+            } else {
+                opts.host.clone()
             };
-            let hport = if opts.http_port < 0 { 0 } else { opts.http_port as u16 };
+            let hport = if mon_port < 0 { 0 } else { mon_port as u16 };
             let a = resolve(&http_host, hport)?;
             state.http_host = http_host;
             state.http_port = opts.http_port;
@@ -361,19 +391,22 @@ impl Server {
         let mon_ctx = crate::monitor::Context::new(state.clone());
         let monitor = match mon_addr {
             Some(a) => {
-                let m =
-                    crate::monitor::http::HttpServer::start(a, mon_ctx.clone(), &opts.http_base_path).map_err(|e| {
-                        StartError::Listen {
-                            addr: host_port(&state.http_host, a.port()),
-                            err: format!(
-                                "listen tcp {}: bind: {}",
-                                host_port(&state.http_host, a.port()),
-                                go_errno_text(&e)
-                            ),
-                        }
-                    })?;
+                let base = &opts.http_base_path;
+                let started = match &https {
+                    Some(t) => crate::monitor::http::HttpServer::start_https(a, mon_ctx.clone(), base, t.clone()),
+                    None => crate::monitor::http::HttpServer::start(a, mon_ctx.clone(), base),
+                };
+                let m = started.map_err(|e| StartError::Listen {
+                    addr: host_port(&state.http_host, a.port()),
+                    err: format!(
+                        "listen tcp {}: bind: {}",
+                        host_port(&state.http_host, a.port()),
+                        go_errno_text(&e)
+                    ),
+                })?;
                 tracing::info!(
-                    "Starting http monitor on {}",
+                    "Starting {} monitor on {}",
+                    if https.is_some() { "https" } else { "http" },
                     host_port(&state.http_host, m.addr.port())
                 );
                 Some(m)
@@ -444,9 +477,13 @@ impl Server {
             operator_accounts,
             authenticator: auth_in_force,
             system,
+            ocsp,
+            https,
         };
         srv.write_ports_file();
+        srv.ocsp.start_cache();
         tracing::info!("Server is ready");
+        srv.ocsp.start(Arc::new(signals::request_shutdown));
         Ok(srv)
     }
 
@@ -467,7 +504,10 @@ impl Server {
         let path = std::path::Path::new(&self.opts.ports_file_dir).join(format!("{exe}_{}.ports", std::process::id()));
         let mut ports = serde_json::json!({
             "nats": urls("nats", &self.opts.host, self.client_addr.port()),
-            "monitoring": self._monitor.as_ref().map(|m| urls("http", &self.state.http_host, m.addr.port())),
+            "monitoring": self._monitor.as_ref().map(|m| {
+                let scheme = if self.https.is_some() { "https" } else { "http" };
+                urls(scheme, &self.state.http_host, m.addr.port())
+            }),
         });
         if let Some(o) = ports.as_object_mut() {
             o.retain(|_, val| !val.is_null());
@@ -551,7 +591,25 @@ impl Server {
             with_proxies(&ws_authenticator, &self.opts),
         );
         self.info = core.info.clone();
-        match transport::listener_transports(&self.opts) {
+        // As the reference: OCSP monitoring always restarts on reload.
+        self.ocsp.stop();
+        match transport::prepare_ocsp(&self.opts) {
+            Ok(mut s) => {
+                s.announce();
+                s.start_cache();
+                s.start(Arc::new(signals::request_shutdown));
+                *self.state.ocsp_cache.write().unwrap_or_else(|p| p.into_inner()) = s.cache.clone();
+                self.ocsp = s;
+            }
+            Err(e) => tracing::warn!("Can't restart OCSP features: {e}"),
+        }
+        if let Some(h) = &self.https {
+            match transport::monitor_tls(&self.opts, &self.ocsp) {
+                Ok((cfg, peer)) => h.replace(cfg, peer),
+                Err(e) => tracing::error!("{e}"),
+            }
+        }
+        match transport::listener_transports(&self.opts, &self.ocsp) {
             Ok(t) => {
                 if let Ok(mut w) = self.transports.write() {
                     *w = t;
@@ -635,6 +693,7 @@ impl Server {
             let _ = std::fs::remove_file(p);
         }
         tracing::info!("Server Exiting..");
+        self.ocsp.stop();
     }
 }
 

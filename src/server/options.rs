@@ -152,6 +152,8 @@ pub struct Options {
     pub allow_non_tls: bool,
     /// `ocsp`: stapling of the server certificate's status.
     pub ocsp: Option<OcspConfig>,
+    /// `ocsp_cache`: the OCSP peer checks' response cache (`None`: the default, local).
+    pub ocsp_cache: Option<crate::transport::ocsp::cache::CacheConfig>,
     /// The `websocket { }` block.
     pub websocket: WebsocketOptions,
     /// `https`/`https_port`/`-ms`: HTTPS monitoring (0: off; -1: random port).
@@ -226,6 +228,7 @@ impl Default for Options {
             tls: None,
             allow_non_tls: false,
             ocsp: None,
+            ocsp_cache: None,
             websocket: WebsocketOptions::default(),
             https_host: String::new(),
             https_port: 0,
@@ -366,13 +369,6 @@ impl Options {
         }
         if let Some(f) = self.flags_not_yet.feature() {
             return Err(OptionsError::NotYet(f.to_string()));
-        }
-        // HTTPS monitoring: the monitor serves it with
-        // `transport::tls::build_server_config(opts.tls)`; until then it is refused.
-        if self.https_port != 0 {
-            return Err(OptionsError::NotYet(
-                "HTTPS monitoring (-ms/--https_port, https_port)".into(),
-            ));
         }
         self.refuse_missing_transport_features()?;
         Ok(())

@@ -22,6 +22,8 @@ pub enum Sig {
     User2,
     /// Not a signal: a `$SYS.REQ.SERVER.<id>.RELOAD` request waits (see [`run`]).
     Reload,
+    /// Not a signal: the server asked itself to stop ([`request_shutdown`]).
+    Shutdown,
 }
 
 impl Sig {
@@ -34,6 +36,7 @@ impl Sig {
             Sig::User1 => "user defined signal 1",
             Sig::User2 => "user defined signal 2",
             Sig::Reload => "reload request",
+            Sig::Shutdown => "shutdown",
         }
     }
 }
@@ -45,6 +48,26 @@ pub struct Signals {
     tx: std::sync::mpsc::Sender<Sig>,
 }
 
+/// The channel's sender, for [`request_shutdown`].
+static INTERNAL: std::sync::Mutex<Option<std::sync::mpsc::Sender<Sig>>> = std::sync::Mutex::new(None);
+
+/// Shut the server down from inside (OCSP stapling found its certificate revoked in a
+/// mode that requires it), as if terminated but without a "Trapped" line. Nothing
+/// happens where no signal loop runs (embedded servers).
+pub fn request_shutdown() {
+    if let Ok(g) = INTERNAL.lock() {
+        if let Some(tx) = g.as_ref() {
+            let _ = tx.send(Sig::Shutdown);
+        }
+    }
+}
+
+fn keep_sender(tx: &std::sync::mpsc::Sender<Sig>) {
+    if let Ok(mut g) = INTERNAL.lock() {
+        *g = Some(tx.clone());
+    }
+}
+
 impl Signals {
     /// Start catching signals (before the server starts, so none is missed).
     #[cfg(unix)]
@@ -53,6 +76,7 @@ impl Signals {
         let mut it = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2])?;
         let (tx, rx) = std::sync::mpsc::channel();
         let own = tx.clone();
+        keep_sender(&tx);
         std::thread::Builder::new().name("signals".into()).spawn(move || {
             for s in it.forever() {
                 let sig = match s {
@@ -75,6 +99,7 @@ impl Signals {
     #[cfg(not(unix))]
     pub fn install() -> std::io::Result<Signals> {
         let (tx, rx) = std::sync::mpsc::channel();
+        keep_sender(&tx);
         Ok(Signals { rx, tx })
     }
 }
@@ -117,9 +142,13 @@ pub fn run(mut srv: Server, signals: Signals, flags: &[String]) {
             }
             continue;
         }
+        if sig == Sig::Shutdown {
+            return srv.shutdown();
+        }
         tracing::info!("Trapped {:?} signal", sig.go_name());
         match sig {
             Sig::Reload => {}
+            Sig::Shutdown => return srv.shutdown(),
             Sig::Interrupt => return srv.shutdown(),
             Sig::Terminate if !srv.in_lame_duck() => return srv.shutdown(),
             Sig::Terminate => {}

@@ -22,6 +22,8 @@ pub struct ServerState {
     pub reactor: String,
     pub http_host: String,
     pub http_port: i64,
+    /// The OCSP peer response cache, when peer checks are on (`/varz` `ocsp_peer_cache`).
+    pub ocsp_cache: RwLock<Option<Arc<crate::transport::ocsp::cache::ResponseCache>>>,
 }
 
 impl ServerState {

@@ -8,7 +8,11 @@ use super::options::{OcspMode, Options, OptionsError, WebsocketOptions};
 use crate::core::auth::Authenticator;
 use crate::core::config::WsSettings;
 use crate::proto::info::ServerInfo;
-use crate::transport::tls::{build_server_config, TlsOptions};
+use crate::transport::ocsp::cache::ResponseCache;
+use crate::transport::ocsp::peer::PeerChecker;
+use crate::transport::ocsp::staple::{self, Monitor, StapleMode, StapledKey};
+use crate::transport::tls::config::{build_stapled_config, first_key};
+use crate::transport::tls::TlsOptions;
 use crate::transport::websocket::upgrade::{host_and_port, Origins, UpgradePolicy};
 use crate::transport::{ListenerTransport, TlsMode, WsMode};
 use std::sync::Arc;
@@ -18,15 +22,7 @@ impl Options {
     /// Transport settings whose feature rnats does not implement yet.
     pub(super) fn refuse_missing_transport_features(&self) -> Result<(), OptionsError> {
         let tls_blocks = [self.tls.as_ref(), self.websocket.tls.as_ref()];
-        if let Some(o) = &self.ocsp {
-            if o.mode != OcspMode::Never && self.tls.is_some() {
-                return Err(OptionsError::NotYet("OCSP stapling (ocsp)".into()));
-            }
-        }
         for t in tls_blocks.into_iter().flatten() {
-            if t.ocsp_peer.as_ref().is_some_and(|p| p.verify) {
-                return Err(OptionsError::NotYet("OCSP peer verification (ocsp_peer)".into()));
-            }
             if t.rate_limit > 0 {
                 return Err(OptionsError::NotYet("TLS connection_rate_limit".into()));
             }
@@ -124,31 +120,175 @@ fn validate_origin(ao: &str) -> Result<(), String> {
         .map_err(|e| format!("unable to parse allowed origin: {e}"))
 }
 
-fn tls_mode(t: &TlsOptions, allow_non_tls: bool) -> Result<TlsMode, String> {
+/// OCSP for the listeners (client, WebSocket): their stapled certificates and the
+/// monitors keeping the staples fresh, their client certificate checks and the peer
+/// response cache those share.
+#[derive(Default)]
+pub struct Ocsp {
+    pub client: Option<Arc<StapledKey>>,
+    pub ws: Option<Arc<StapledKey>>,
+    pub client_peer: Option<Arc<PeerChecker>>,
+    pub ws_peer: Option<Arc<PeerChecker>>,
+    pub cache: Option<Arc<ResponseCache>>,
+    monitors: Vec<Monitor>,
+    running: Vec<staple::Running>,
+    saver: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Ocsp {
+    /// nats-server's startup line for each stapled certificate.
+    pub fn announce(&self) {
+        for m in &self.monitors {
+            tracing::info!("OCSP Stapling enabled for {} connections", m.kind());
+        }
+    }
+
+    /// Bring the peer cache online (its log lines come before "Server is ready").
+    pub fn start_cache(&mut self) {
+        if let Some(c) = &self.cache {
+            c.start();
+            self.saver = c.spawn_saver();
+        }
+    }
+
+    /// Start the monitors; `shutdown` stops the server when a status turns bad in
+    /// `always`/`must` mode.
+    pub fn start(&mut self, shutdown: Arc<dyn Fn() + Send + Sync>) {
+        for m in self.monitors.drain(..) {
+            self.running.push(m.spawn(shutdown.clone()));
+        }
+    }
+
+    /// Stop the monitors and take the cache offline (saving it).
+    pub fn stop(&mut self) {
+        for r in &mut self.running {
+            r.stop();
+        }
+        self.running.clear();
+        self.saver = None;
+        if let Some(c) = &self.cache {
+            c.stop();
+        }
+    }
+}
+
+fn staple_mode(o: &Options) -> Option<StapleMode> {
+    o.ocsp.as_ref().map(|c| match c.mode {
+        OcspMode::Auto => StapleMode::Auto,
+        OcspMode::Always => StapleMode::Always,
+        OcspMode::Must => StapleMode::Must,
+        OcspMode::Never => StapleMode::Never,
+    })
+}
+
+/// nats-server's `enableOCSP` for the client and WebSocket TLS blocks: which certificate
+/// is stapled (its first status fetched, blocking) and which blocks check client
+/// certificates. Errors refuse the start.
+pub fn prepare_ocsp(o: &Options) -> Result<Ocsp, String> {
+    let mut out = Ocsp::default();
+    let urls = o.ocsp.as_ref().map(|c| c.override_urls.clone()).unwrap_or_default();
+    for (i, t) in [o.tls.as_ref(), o.websocket.tls.as_ref()].into_iter().enumerate() {
+        let Some(t) = t else { continue };
+        if i == 1 && o.websocket.port == 0 {
+            continue;
+        }
+        let key = first_key(t).map_err(|e| e.0)?;
+        let setup = staple::Setup {
+            kind: "Client",
+            cert_file: &t.cert_file,
+            ca_file: &t.ca_file,
+            key: &key,
+            mode: staple_mode(o),
+            override_urls: &urls,
+            store_dir: &o.store_dir,
+        };
+        if let Some(m) = Monitor::prepare(&setup)? {
+            if i == 0 {
+                out.client = Some(m.key());
+            } else {
+                out.ws = Some(m.key());
+            }
+            out.monitors.push(m);
+        }
+        let Some(p) = t.ocsp_peer.as_ref().filter(|p| p.verify) else {
+            continue;
+        };
+        if !t.verify {
+            return Err(
+                "OCSP peer verification for client connections requires TLS verify (mTLS) to be enabled".into(),
+            );
+        }
+        let roots = if t.ca_file.is_empty() {
+            staple::system_ca_certs()
+        } else {
+            staple::pem_certs(&t.ca_file)?
+        };
+        let cache = out
+            .cache
+            .get_or_insert_with(|| Arc::new(ResponseCache::new(o.ocsp_cache.clone().unwrap_or_default())))
+            .clone();
+        let checker = Some(Arc::new(PeerChecker::new(p.clone(), roots, cache)));
+        if i == 0 {
+            out.client_peer = checker;
+        } else {
+            out.ws_peer = checker;
+        }
+    }
+    Ok(out)
+}
+
+/// HTTPS monitoring's TLS: the client block's, asking for no client certificate unless
+/// OCSP peer checks are on somewhere (then the client block's verification and checks
+/// apply), as nats-server's `startMonitoring` does.
+pub fn monitor_tls(o: &Options, ocsp: &Ocsp) -> Result<(Arc<rustls::ServerConfig>, Option<Arc<PeerChecker>>), String> {
+    let Some(t) = &o.tls else {
+        return Err("TLS cert and key required for HTTPS".into());
+    };
+    let peer_checks = ocsp.client_peer.is_some() || ocsp.ws_peer.is_some();
+    let mut t = t.clone();
+    if !peer_checks {
+        t.verify = false;
+    }
+    let cfg = build_stapled_config(&t, ocsp.client.clone()).map_err(|e| e.0)?;
+    Ok((cfg, ocsp.client_peer.clone().filter(|_| peer_checks)))
+}
+
+fn tls_mode(
+    t: &TlsOptions,
+    allow_non_tls: bool,
+    stapled: Option<Arc<StapledKey>>,
+    peer: Option<Arc<PeerChecker>>,
+) -> Result<TlsMode, String> {
     Ok(TlsMode {
-        config: build_server_config(t).map_err(|e| e.0)?,
+        config: build_stapled_config(t, stapled).map_err(|e| e.0)?,
         timeout: t.timeout_duration(),
         handshake_first: t.handshake_first,
         fallback: (t.handshake_first && !t.fallback_delay.is_zero()).then_some(t.fallback_delay),
         allow_non_tls,
         pinned: t.pinned_certs.clone(),
+        ocsp_peer: peer,
     })
 }
 
 /// The client listener's transport (`None`: plain TCP).
-pub fn client_transport(o: &Options) -> Result<Option<Arc<ListenerTransport>>, String> {
+pub fn client_transport(o: &Options, ocsp: &Ocsp) -> Result<Option<Arc<ListenerTransport>>, String> {
     let Some(t) = &o.tls else { return Ok(None) };
     Ok(Some(Arc::new(ListenerTransport {
-        tls: Some(tls_mode(t, o.allow_non_tls)?),
+        tls: Some(tls_mode(
+            t,
+            o.allow_non_tls,
+            ocsp.client.clone(),
+            ocsp.client_peer.clone(),
+        )?),
         ws: None,
     })))
 }
 
 /// The WebSocket listener's transport.
-pub fn websocket_transport(o: &Options) -> Result<Arc<ListenerTransport>, String> {
+pub fn websocket_transport(o: &Options, ocsp: &Ocsp) -> Result<Arc<ListenerTransport>, String> {
     let w = &o.websocket;
     let tls = match &w.tls {
-        Some(t) => Some(tls_mode(t, false)?),
+        Some(t) => Some(tls_mode(t, false, ocsp.ws.clone(), ocsp.ws_peer.clone())?),
         None => None,
     };
     let mut raw_headers = String::new();
@@ -258,10 +398,10 @@ pub fn log_client_tls(o: &Options) {
 }
 
 /// The listeners' transports, by listener index (client, WebSocket).
-pub fn listener_transports(o: &Options) -> Result<Vec<Option<Arc<ListenerTransport>>>, String> {
-    let client = client_transport(o)?;
+pub fn listener_transports(o: &Options, ocsp: &Ocsp) -> Result<Vec<Option<Arc<ListenerTransport>>>, String> {
+    let client = client_transport(o, ocsp)?;
     let ws = if o.websocket.port != 0 {
-        Some(websocket_transport(o)?)
+        Some(websocket_transport(o, ocsp)?)
     } else {
         None
     };

@@ -96,6 +96,7 @@ fn world() -> World {
         reactor: "test".into(),
         http_host: String::new(),
         http_port: 0,
+        ocsp_cache: RwLock::new(None),
     });
     let monitor = crate::monitor::Context::new(state);
     monitor.set_post(jobs.clone());

@@ -22,6 +22,7 @@
 //! (the upgrade comes first; a refused upgrade never becomes one, as in nats-server).
 //! Plain TCP clients have no `Transport` at all.
 
+pub mod ocsp;
 pub mod tls;
 pub mod websocket;
 
@@ -52,6 +53,8 @@ pub struct TlsMode {
     pub allow_non_tls: bool,
     /// Accepted client keys (hex SHA-256 of the SubjectPublicKeyInfo).
     pub pinned: Option<BTreeSet<String>>,
+    /// OCSP checks of client certificates (`ocsp_peer`).
+    pub ocsp_peer: Option<Arc<crate::transport::ocsp::peer::PeerChecker>>,
 }
 
 /// WebSocket as a listener offers it.
@@ -85,6 +88,9 @@ enum Phase {
     /// `handshake_first` with a fallback delay: waiting for the client to start.
     FirstWait,
     Handshake,
+    /// The handshake is done and the client certificate's OCSP check is under way:
+    /// what the client sends waits.
+    PeerCheck,
     /// WebSocket: reading the upgrade request.
     Upgrade,
     Open,
@@ -135,7 +141,16 @@ pub enum Expired {
     SendInfo,
     /// `allow_non_tls`: no data within the timeout, serve as plaintext.
     Passthrough,
+    /// The OCSP check of the client certificate has a verdict: call
+    /// [`Transport::resume`].
+    Resume,
 }
+
+/// How often a pending OCSP check is looked at, at first and at most.
+const POLL_FIRST: Duration = Duration::from_millis(2);
+const POLL_MAX: Duration = Duration::from_millis(20);
+/// What a client may send while its OCSP check is under way.
+const HELD_MAX: usize = 1024 * 1024;
 
 /// One connection's transport stack.
 pub struct Transport {
@@ -159,6 +174,15 @@ pub struct Transport {
     closed: bool,
     /// The core holds the INFO back until the handshake is done (`handshake_first`).
     info_deferred: bool,
+    /// The handshake is (still) happening before the INFO.
+    first: bool,
+    /// The OCSP check under way, the peer it is about, what arrived meanwhile, and
+    /// when to look at it next.
+    check: Option<crate::transport::ocsp::peer::Pending>,
+    checked_peer: Option<Arc<TlsPeer>>,
+    held: Vec<u8>,
+    poll_at: Option<Instant>,
+    poll_step: Duration,
 }
 
 impl Transport {
@@ -178,6 +202,12 @@ impl Transport {
             raw_next: false,
             closed: false,
             info_deferred: false,
+            first: false,
+            check: None,
+            checked_peer: None,
+            held: Vec::new(),
+            poll_at: None,
+            poll_step: POLL_FIRST,
         };
         if let Some(ws) = &lt.ws {
             t.deadline = ws.handshake_timeout.map(|d| now + d);
@@ -194,6 +224,7 @@ impl Transport {
         }
         if let Some(m) = &lt.tls {
             t.info_deferred = m.handshake_first;
+            t.first = m.handshake_first;
             if m.handshake_first {
                 match m.fallback {
                     Some(d) if !d.is_zero() => {
@@ -256,7 +287,10 @@ impl Transport {
 
     /// When [`Transport::expire`] wants to run.
     pub fn deadline(&self) -> Option<Instant> {
-        self.deadline
+        match (self.deadline, self.poll_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Still negotiating (TLS handshake, upgrade, sniffing).
@@ -266,11 +300,27 @@ impl Transport {
 
     /// The TLS handshake is what is pending (its failure is a "TLS handshake error").
     pub fn in_tls_handshake(&self) -> bool {
-        self.phase == Phase::Handshake
+        matches!(self.phase, Phase::Handshake | Phase::PeerCheck)
     }
 
     /// A deadline passed.
     pub fn expire(&mut self, now: Instant) -> Expired {
+        if self.phase == Phase::PeerCheck {
+            if self.check.as_ref().is_some_and(|c| c.verdict().is_some()) {
+                self.poll_at = None;
+                return Expired::Resume;
+            }
+            if self.deadline.is_some_and(|d| d <= now) {
+                self.deadline = None;
+                self.poll_at = None;
+                self.check = None;
+                self.phase = Phase::Done;
+                return Expired::HandshakeTimeout;
+            }
+            self.poll_step = (self.poll_step * 2).min(POLL_MAX);
+            self.poll_at = Some(now + self.poll_step);
+            return Expired::Nothing;
+        }
         if self.deadline.is_none_or(|d| d > now) {
             return Expired::Nothing;
         }
@@ -283,6 +333,7 @@ impl Transport {
                     .map_or((Duration::from_secs(2), false), |m| (m.timeout, m.allow_non_tls));
                 self.raw_next = true;
                 self.info_deferred = false;
+                self.first = false;
                 self.deadline = Some(now + timeout);
                 if allow {
                     self.phase = Phase::Sniff;
@@ -300,7 +351,7 @@ impl Transport {
                 self.phase = Phase::Done;
                 Expired::HandshakeTimeout
             }
-            Phase::Open | Phase::Done => Expired::Nothing,
+            Phase::PeerCheck | Phase::Open | Phase::Done => Expired::Nothing,
         }
     }
 
@@ -358,7 +409,8 @@ impl Transport {
                 ev.closed = true;
             }
             if out.handshake_done {
-                let peer = tls.peer();
+                let mut peer = tls.peer();
+                peer.first = self.first;
                 if let Some(pins) = self.tls_mode.as_ref().and_then(|m| m.pinned.as_ref()) {
                     let ok = peer.spki_sha256().is_some_and(|k| pins.contains(&k));
                     if !ok {
@@ -370,19 +422,48 @@ impl Transport {
                         });
                     }
                 }
-                ev.tls_done = Some(Arc::new(peer));
-                if self.ws_mode.is_some() {
-                    self.phase = Phase::Upgrade;
-                    if self.ws_mode.as_ref().is_some_and(|w| w.handshake_timeout.is_none()) {
-                        self.deadline = None;
-                    }
-                } else {
-                    self.phase = Phase::Open;
-                    self.deadline = None;
-                    if self.info_deferred {
-                        self.info_deferred = false;
-                        ev.send_info = Some(Some(true));
-                    }
+                let peer = Arc::new(peer);
+                match self.tls_mode.as_ref().and_then(|m| m.ocsp_peer.clone()) {
+                    None => self.handshake_complete(peer, &mut ev),
+                    Some(checker) => match checker.check(&peer.chain) {
+                        ocsp::peer::Check::Done(true) => self.handshake_complete(peer, &mut ev),
+                        ocsp::peer::Check::Done(false) => {
+                            self.phase = Phase::Done;
+                            self.scratch = plain;
+                            return Err(TransportError::Tls {
+                                text: ocsp::peer::REJECT.into(),
+                                handshake: true,
+                            });
+                        }
+                        ocsp::peer::Check::Pending(p) => {
+                            self.phase = Phase::PeerCheck;
+                            self.check = Some(p);
+                            self.checked_peer = Some(peer);
+                            self.poll_step = POLL_FIRST;
+                            self.poll_at = Some(now + POLL_FIRST);
+                        }
+                    },
+                }
+            }
+            if self.phase == Phase::PeerCheck {
+                // The client's first protocol bytes wait for the verdict (bounded: the
+                // reference does not read them before its handshake is done either).
+                self.held.extend_from_slice(&plain);
+                plain.clear();
+                if self.held.len() > HELD_MAX {
+                    self.phase = Phase::Done;
+                    self.scratch = plain;
+                    return Err(TransportError::Tls {
+                        text: "too much data before the OCSP check completed".into(),
+                        handshake: true,
+                    });
+                }
+                if self.check.as_ref().is_some_and(|c| c.verdict().is_some()) {
+                    self.scratch = plain;
+                    return self.resume(now, app).map(|mut later| {
+                        later.closed |= ev.closed;
+                        later
+                    });
                 }
             }
             true
@@ -395,6 +476,50 @@ impl Transport {
             self.scratch = plain;
         }
         result.map(|()| ev)
+    }
+
+    /// The handshake (and any OCSP check) succeeded: the protocol, or the WebSocket
+    /// upgrade, comes next.
+    fn handshake_complete(&mut self, peer: Arc<TlsPeer>, ev: &mut Events) {
+        ev.tls_done = Some(peer);
+        if self.ws_mode.is_some() {
+            self.phase = Phase::Upgrade;
+            if self.ws_mode.as_ref().is_some_and(|w| w.handshake_timeout.is_none()) {
+                self.deadline = None;
+            }
+        } else {
+            self.phase = Phase::Open;
+            self.deadline = None;
+            if self.info_deferred {
+                self.info_deferred = false;
+                ev.send_info = Some(Some(true));
+            }
+        }
+    }
+
+    /// The OCSP check has its verdict (see [`Expired::Resume`]): go on with what the
+    /// client sent meanwhile, or fail as the reference does ("client not OCSP valid").
+    pub fn resume(&mut self, _now: Instant, app: &mut Vec<u8>) -> Result<Events, TransportError> {
+        let mut ev = Events::default();
+        if self.phase != Phase::PeerCheck {
+            return Ok(ev);
+        }
+        let Some(verdict) = self.check.as_ref().and_then(|c| c.verdict()) else {
+            return Ok(ev);
+        };
+        self.check = None;
+        self.poll_at = None;
+        let held = std::mem::take(&mut self.held);
+        if !verdict {
+            self.phase = Phase::Done;
+            return Err(TransportError::Tls {
+                text: ocsp::peer::REJECT.into(),
+                handshake: true,
+            });
+        }
+        let peer = self.checked_peer.take().unwrap_or_default();
+        self.handshake_complete(peer, &mut ev);
+        self.after_tls(&held, app, &mut ev).map(|()| ev)
     }
 
     /// The WebSocket layer (if any) over bytes that are past TLS.
@@ -582,6 +707,8 @@ impl Transport {
     /// ("EOF"), as the reference logs it.
     pub fn on_eof(&mut self) -> Option<TransportError> {
         if self.phase == Phase::Handshake {
+            // (A client that hangs up during the OCSP check has completed its handshake:
+            // that is a plain close.)
             self.phase = Phase::Done;
             return Some(TransportError::Tls {
                 text: "EOF".into(),

@@ -95,6 +95,7 @@ fn tls_mode(p: &Pki, verify: bool) -> TlsMode {
         fallback: None,
         allow_non_tls: false,
         pinned: None,
+        ocsp_peer: None,
     }
 }
 

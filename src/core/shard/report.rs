@@ -112,6 +112,14 @@ impl ShardCore {
         if r.issuer_key.is_empty() && (!c.opts.nkey.is_empty() || !c.opts.jwt.is_empty()) {
             r.issuer_key = r.account.clone();
         }
+        if let Some(peer) = c.transport.as_ref().and_then(|t| t.tls.as_ref()) {
+            r.tls = Some(crate::core::report::TlsReport {
+                version: peer.version.to_string(),
+                cipher_suite: peer.cipher.clone(),
+                first: peer.first,
+                peer_certs: peer.cert_reports(),
+            });
+        }
     }
 
     /// A connection's subscriptions; `with_account` names their account (as `/subsz` and

@@ -451,6 +451,7 @@ fn top_level(cx: &mut Cx, o: &mut Options, key: &str, e: &Entry) {
         }
         "allow_non_tls" => set(cx.bool(e), |v| o.allow_non_tls = v),
         "ocsp" => tls::ocsp(cx, o, e),
+        "ocsp_cache" => tls::ocsp_cache(cx, o, e),
         "websocket" | "ws" => websocket::websocket(cx, o, e),
         "https_port" => set(cx.int(e), |v| o.https_port = v),
         "https" => {

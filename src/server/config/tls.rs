@@ -1,6 +1,6 @@
 //! `tls { }` (nats-server's `parseTLS`, then `GenTLSConfig`: certificates and CAs are
-//! loaded when the file is read, so `-t` reports unreadable ones), `ocsp`, `ocsp_peer`
-//! and `allow_non_tls`.
+//! loaded when the file is read, so `-t` reports unreadable ones), `ocsp`, `ocsp_peer`,
+//! `ocsp_cache` and `allow_non_tls`.
 
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
@@ -130,7 +130,10 @@ fn ocsp_peer(cx: &mut Cx, e: &Entry) -> Res<OcspPeer> {
         ValueKind::Map(m) => {
             for (k, v) in m.iter() {
                 let lower = k.to_ascii_lowercase();
-                let generic = |cx: &mut Cx| err(cx, v, format!("error parsing tls peer config, unknown field [{k:?}]"));
+                // The reference reports the field's error at `ocsp_peer`, with the field's
+                // own position inside the message.
+                let inner = |cx: &mut Cx, msg: String| err(cx, e, format!("{}: {msg}", v.key_pos));
+                let generic = |cx: &mut Cx| inner(cx, format!("error parsing tls peer config, unknown field [{k:?}]"));
                 match lower.as_str() {
                     "verify" => p.verify = v.value.as_bool().ok_or_else(|| generic(cx))?,
                     "warn_only" => p.warn_only = v.value.as_bool().ok_or_else(|| generic(cx))?,
@@ -142,17 +145,15 @@ fn ocsp_peer(cx: &mut Cx, e: &Entry) -> Res<OcspPeer> {
                         let secs = match seconds(&v.value) {
                             Some(Ok(s)) => s,
                             Some(Err(e)) if lower != "allowed_clockskew" => {
-                                return Err(err(
+                                return Err(inner(
                                     cx,
-                                    v,
                                     format!("error parsing tls peer config, conversion error: {e}"),
                                 ))
                             }
                             _ => {
-                                return Err(err(
+                                return Err(inner(
                                     cx,
-                                    v,
-                                    "error parsing tls peer config, conversion error: unexpected type",
+                                    "error parsing tls peer config, conversion error: unexpected type".into(),
                                 ))
                             }
                         };
@@ -169,11 +170,11 @@ fn ocsp_peer(cx: &mut Cx, e: &Entry) -> Res<OcspPeer> {
             }
         }
         _ => {
-            let ty = e.value.go_type_name();
+            // The reference names the type of the whole `tls` block here.
             return Err(err(
                 cx,
                 e,
-                format!("error parsing ocsp peer config: unsupported type {ty}"),
+                "error parsing ocsp peer config: unsupported type map[string]interface {}",
             ));
         }
     }
@@ -508,6 +509,90 @@ pub(super) fn ocsp(cx: &mut Cx, o: &mut Options, e: &Entry) {
         _ => {
             let ty = e.value.go_type_name();
             cx.error(&e.key_pos, format!("error parsing ocsp config: unsupported type {ty}"));
+        }
+    }
+}
+
+/// `ocsp_cache: true|false` or `ocsp_cache { type, local_store, preserve_revoked,
+/// save_interval }` (nats-server's `parseOCSPResponseCache`).
+pub(super) fn ocsp_cache(cx: &mut Cx, o: &mut Options, e: &Entry) {
+    use crate::transport::ocsp::cache::{CacheConfig, CacheType, MIN_SAVE_INTERVAL};
+    match &e.value.kind {
+        ValueKind::Bool(b) => {
+            o.ocsp_cache = Some(CacheConfig {
+                kind: if *b { CacheType::Local } else { CacheType::None },
+                ..Default::default()
+            })
+        }
+        ValueKind::Map(m) => {
+            let mut c = CacheConfig::default();
+            for (k, v) in m.iter() {
+                let generic = format!("error parsing OCSP peer cache config, unknown field [{k:?}]");
+                match k.to_ascii_lowercase().as_str() {
+                    "type" => {
+                        let Some(t) = v.value.as_str() else {
+                            cx.error(&v.key_pos, generic);
+                            return;
+                        };
+                        c.kind = match t.to_ascii_lowercase().as_str() {
+                            "local" => CacheType::Local,
+                            "none" => CacheType::None,
+                            _ => {
+                                cx.error(
+                                    &v.key_pos,
+                                    format!("error parsing OCSP peer cache config, unknown type [{t}]"),
+                                );
+                                return;
+                            }
+                        };
+                    }
+                    "local_store" => match v.value.as_str() {
+                        Some(s) => c.local_store = s.to_string(),
+                        None => {
+                            cx.error(&v.key_pos, generic);
+                            return;
+                        }
+                    },
+                    "preserve_revoked" => match v.value.as_bool() {
+                        Some(b) => c.preserve_revoked = b,
+                        None => {
+                            cx.error(&v.key_pos, generic);
+                            return;
+                        }
+                    },
+                    "save_interval" => {
+                        let secs = match seconds(&v.value) {
+                            Some(Ok(s)) => s,
+                            Some(Err(e)) => {
+                                cx.error(
+                                    &v.key_pos,
+                                    format!("error parsing tls peer config, conversion error: {e}"),
+                                );
+                                return;
+                            }
+                            None => {
+                                cx.error(
+                                    &v.key_pos,
+                                    "error parsing OCSP peer cache config, conversion error: unexpected type",
+                                );
+                                return;
+                            }
+                        };
+                        // Whole seconds, at least one (as the reference truncates them).
+                        let whole = Duration::from_secs(secs.max(0.0).trunc() as u64);
+                        c.save_interval = whole.max(MIN_SAVE_INTERVAL);
+                    }
+                    _ => {
+                        cx.error(&v.key_pos, generic);
+                        return;
+                    }
+                }
+            }
+            o.ocsp_cache = Some(c);
+        }
+        _ => {
+            let ty = e.value.go_type_name();
+            cx.error(&e.key_pos, format!("error parsing tags: unsupported type {ty}"));
         }
     }
 }

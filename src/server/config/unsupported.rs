@@ -18,7 +18,6 @@ const NOT_YET: &[&str] = &[
     "leafnodes",
     "jetstream",
     "mqtt",
-    "ocsp_cache",
     "prof_port",
     "proxy_protocol",
     "default_js_domain",

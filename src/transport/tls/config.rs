@@ -1,22 +1,9 @@
 //! TLS settings (`tls { }`, `websocket { tls { } }`, `--tls*` flags) and the rustls
 //! `ServerConfig` built from them, with nats-server's defaults and error texts.
 //!
-//! [`build_server_config`] is also what HTTPS monitoring is meant to use. The reference
-//! serves `https_port` with the client `tls { }` block, except that it never asks for a
-//! client certificate there. So the monitor would do, on its own accept thread:
-//!
-//! ```ignore
-//! let mut t = opts.tls.clone().ok_or("TLS cert and key required for HTTPS")?;
-//! t.verify = false; // monitoring does not verify clients
-//! let cfg = rnats::transport::tls::build_server_config(&t)?; // Arc<rustls::ServerConfig>
-//! // per accepted std::net::TcpStream `s` (blocking, with timeouts):
-//! let conn = rustls::ServerConnection::new(cfg.clone())?;
-//! let tls = rustls::StreamOwned::new(conn, s); // io::Read + io::Write: serve HTTP over it
-//! ```
-//!
-//! and build it again on reload (certificates may have changed). `Options::https_port`
-//! and `https_host` are parsed already; `Options::refuse_missing_features` refuses them
-//! until the monitor serves them (remove that check then).
+//! [`build_server_config`] is also what HTTPS monitoring uses (with `verify` off, as the
+//! reference serves `https_port`), and [`build_stapled_config`] serves the first
+//! certificate with its OCSP staple (`crate::transport::ocsp::staple`).
 
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
@@ -325,10 +312,21 @@ pub(crate) fn system_roots() -> RootCertStore {
 /// Certificates with the DNS names they are for.
 type NamedKeys = Vec<(Vec<String>, Arc<CertifiedKey>)>;
 
-/// Several certificates: the one whose DNS names match the SNI, else the first.
+/// Several certificates: the one whose DNS names match the SNI, else the first. The
+/// first may be stapled (OCSP): then its current staple goes with it.
 #[derive(Debug)]
 struct BySni {
     keys: NamedKeys,
+    stapled: Option<Arc<crate::transport::ocsp::staple::StapledKey>>,
+}
+
+impl BySni {
+    fn key(&self, i: usize) -> Option<Arc<CertifiedKey>> {
+        match (&self.stapled, i) {
+            (Some(s), 0) => s.resolve(),
+            _ => self.keys.get(i).map(|(_, k)| k.clone()),
+        }
+    }
 }
 
 fn dns_matches(pattern: &str, host: &str) -> bool {
@@ -342,15 +340,15 @@ fn dns_matches(pattern: &str, host: &str) -> bool {
 impl ResolvesServerCert for BySni {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         if let Some(sni) = hello.server_name() {
-            if let Some((_, k)) = self
+            if let Some(i) = self
                 .keys
                 .iter()
-                .find(|(names, _)| names.iter().any(|n| dns_matches(n, sni)))
+                .position(|(names, _)| names.iter().any(|n| dns_matches(n, sni)))
             {
-                return Some(k.clone());
+                return self.key(i);
             }
         }
-        self.keys.first().map(|(_, k)| k.clone())
+        self.key(0)
     }
 }
 
@@ -408,9 +406,26 @@ pub(crate) fn provider(o: &TlsOptions) -> CryptoProvider {
     p
 }
 
+/// The certificate served by default (the first), as loaded for `o`.
+pub fn first_key(o: &TlsOptions) -> Result<Arc<CertifiedKey>, TlsConfigError> {
+    certified_keys(o)?
+        .into_iter()
+        .next()
+        .map(|(_, k)| k)
+        .ok_or_else(|| TlsConfigError("no certificate found".into()))
+}
+
 /// nats-server's `GenTLSConfig`, on rustls: certificates, client verification against
 /// `ca_file` (or the system roots) when `verify`, minimum version, suites and curves.
 pub fn build_server_config(o: &TlsOptions) -> Result<Arc<ServerConfig>, TlsConfigError> {
+    build_stapled_config(o, None)
+}
+
+/// [`build_server_config`] with the first certificate served with its OCSP staple.
+pub fn build_stapled_config(
+    o: &TlsOptions,
+    stapled: Option<Arc<crate::transport::ocsp::staple::StapledKey>>,
+) -> Result<Arc<ServerConfig>, TlsConfigError> {
     if !o.cert_store.is_empty() {
         if !o.cert_file.is_empty() {
             return Err(TlsConfigError(
@@ -445,7 +460,7 @@ pub fn build_server_config(o: &TlsOptions) -> Result<Arc<ServerConfig>, TlsConfi
         }
         builder.with_no_client_auth()
     };
-    let mut cfg = builder.with_cert_resolver(Arc::new(BySni { keys }));
+    let mut cfg = builder.with_cert_resolver(Arc::new(BySni { keys, stapled }));
     cfg.ignore_client_order = true;
     Ok(Arc::new(cfg))
 }

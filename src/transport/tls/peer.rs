@@ -30,6 +30,8 @@ pub struct TlsPeer {
     /// Negotiated protocol version (`1.3`) and cipher suite name, for logs and monitoring.
     pub version: &'static str,
     pub cipher: String,
+    /// The handshake came before the INFO (`handshake_first`).
+    pub first: bool,
 }
 
 /// A name `map_user` proposes.
@@ -61,6 +63,7 @@ impl TlsPeer {
             domain_components: dcs,
             version,
             cipher,
+            first: false,
         }
     }
 
@@ -123,6 +126,26 @@ impl TlsPeer {
                     .map(|(u, _)| *u)
             }
         })
+    }
+
+    /// The presented certificates as `/connz?auth=1` shows them: subject as Go prints
+    /// it, hex SHA-256 of the public key info and of the certificate.
+    pub fn cert_reports(&self) -> Vec<crate::core::report::PeerCertReport> {
+        let sha = |b: &[u8]| hex(ring::digest::digest(&ring::digest::SHA256, b).as_ref());
+        self.chain
+            .iter()
+            .map(|der| {
+                let parsed = Certificate::parse(der).ok();
+                crate::core::report::PeerCertReport {
+                    subject: parsed
+                        .as_ref()
+                        .map(|c| dn::go_subject_string(&c.subject))
+                        .unwrap_or_default(),
+                    spki_sha256: parsed.as_ref().map(|c| sha(&c.spki)).unwrap_or_default(),
+                    cert_sha256: sha(der),
+                }
+            })
+            .collect()
     }
 
     /// Hex SHA-256 of the leaf's SubjectPublicKeyInfo (the form of `pinned_certs`).

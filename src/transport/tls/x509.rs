@@ -1,8 +1,10 @@
 //! The parts of an X.509 certificate the server reads itself: the subject (as the
 //! sequence of relative distinguished names it was encoded with), the subject
 //! alternative names (e-mail, DNS, URI), the public key info (pinned certificates),
-//! the issuer and serial number and the OCSP responder URLs (stapling). Signature and
-//! validity checks are rustls's; this only reads.
+//! the issuer and serial number, the OCSP responder URLs and the must-staple feature, the
+//! basic constraints and extended key usages, and the signed part with its signature
+//! (OCSP checks an issuer's signature itself: `crate::transport::ocsp`). Chain and
+//! validity checks of TLS peers are rustls's; this only reads.
 
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
@@ -39,12 +41,30 @@ pub struct Certificate {
     pub ocsp_urls: Vec<String>,
     /// The TLS feature extension asks for a stapled OCSP response ("must staple").
     pub must_staple: bool,
+    /// The whole certificate (DER).
+    pub raw: Vec<u8>,
+    /// The signed part (`TBSCertificate` DER), its signature algorithm (the
+    /// `AlgorithmIdentifier` DER) and the signature bits.
+    pub tbs: Vec<u8>,
+    pub sig_alg: Vec<u8>,
+    pub signature: Vec<u8>,
+    /// Basic constraints say this is a CA.
+    pub is_ca: bool,
+    /// Extended key usages (OID contents); empty when the extension is absent.
+    pub ext_key_usage: Vec<Vec<u8>>,
 }
+
+/// Extended key usage `id-kp-serverAuth`, `id-kp-OCSPSigning` and `anyExtendedKeyUsage`.
+pub const EKU_SERVER_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
+pub const EKU_OCSP_SIGNING: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x09];
+pub const EKU_ANY: &[u8] = &[0x55, 0x1d, 0x25, 0x00];
 
 const OID_SAN: &[u8] = &[0x55, 0x1d, 0x11];
 const OID_AIA: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x01, 0x01];
 const OID_AD_OCSP: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x30, 0x01];
 const OID_TLS_FEATURE: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x01, 0x18];
+const OID_BASIC_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x13];
+const OID_EXT_KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x25];
 
 /// The string value of an attribute, for the ASN.1 string types Go's decoder turns into
 /// strings.
@@ -96,7 +116,10 @@ impl Certificate {
     /// Read a DER certificate.
     pub fn parse(der_bytes: &[u8]) -> Result<Certificate, DerError> {
         let cert = Reader::new(der_bytes).expect(der::SEQUENCE)?;
-        let tbs = cert.reader().expect(der::SEQUENCE)?;
+        let mut outer = cert.reader();
+        let tbs = outer.expect(der::SEQUENCE)?;
+        let sig_alg = outer.expect(der::SEQUENCE)?;
+        let sig_bits = outer.expect(der::BIT_STRING)?;
         let mut r = tbs.reader();
         // [0] EXPLICIT version
         r.optional(0xa0)?;
@@ -112,6 +135,10 @@ impl Certificate {
             raw_issuer: issuer.raw.to_vec(),
             serial: serial.content.to_vec(),
             spki: spki.raw.to_vec(),
+            raw: cert.raw.to_vec(),
+            tbs: tbs.raw.to_vec(),
+            sig_alg: sig_alg.raw.to_vec(),
+            signature: sig_bits.content.get(1..).unwrap_or_default().to_vec(),
             ..Default::default()
         };
         let mut k = spki.reader();
@@ -135,11 +162,34 @@ impl Certificate {
                     OID_SAN => out.read_san(value.content)?,
                     OID_AIA => out.read_aia(value.content)?,
                     OID_TLS_FEATURE => out.read_tls_feature(value.content)?,
+                    OID_BASIC_CONSTRAINTS => {
+                        let seq = Reader::new(value.content).expect(der::SEQUENCE)?;
+                        let ca = seq.reader().optional(der::BOOLEAN)?;
+                        out.is_ca = ca.is_some_and(|b| b.content.first().is_some_and(|v| *v != 0));
+                    }
+                    OID_EXT_KEY_USAGE => {
+                        let seq = Reader::new(value.content).expect(der::SEQUENCE)?;
+                        let mut k = seq.reader();
+                        while !k.is_empty() {
+                            out.ext_key_usage.push(k.expect(der::OID)?.content.to_vec());
+                        }
+                    }
                     _ => {}
                 }
             }
         }
         Ok(out)
+    }
+
+    /// Go's `x509.Verify` default: a leaf without extended key usages, or with server
+    /// authentication (or any usage) among them.
+    pub fn allows_server_auth(&self) -> bool {
+        self.ext_key_usage.is_empty() || self.ext_key_usage.iter().any(|k| k == EKU_SERVER_AUTH || k == EKU_ANY)
+    }
+
+    /// Delegated to sign OCSP responses (`id-kp-OCSPSigning`).
+    pub fn ocsp_signing(&self) -> bool {
+        self.ext_key_usage.iter().any(|k| k == EKU_OCSP_SIGNING)
     }
 
     fn read_san(&mut self, value: &[u8]) -> Result<(), DerError> {
