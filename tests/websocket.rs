@@ -242,6 +242,11 @@ both_reactors!(websocket_over_tls_and_async_nats, |r| {
         (info["tls_required"].clone(), info["tls_available"].clone()),
         (true.into(), true.into())
     );
+    // The raw client learns that the async-nats subscription exists everywhere from a
+    // message that client publishes after it (flush alone sends no PING, so it is no
+    // barrier; what one connection sends reaches each other shard in order).
+    ws.send("SUB ready 9\r\nPING\r\n");
+    assert_eq!(ws.line().unwrap(), "PONG");
     rt().block_on(async {
         let nc = pki
             .nats_options(None)
@@ -249,7 +254,10 @@ both_reactors!(websocket_over_tls_and_async_nats, |r| {
             .await
             .unwrap();
         let mut sub = nc.subscribe("w").await.unwrap();
+        nc.publish("ready", "".into()).await.unwrap();
         nc.flush().await.unwrap();
+        assert_eq!(ws.line().unwrap(), "MSG ready 9 0");
+        assert_eq!(ws.line().unwrap(), "");
         ws.send("PUB w 3\r\nabc\r\nPING\r\n");
         assert_eq!(ws.line().unwrap(), "PONG");
         let m = tokio::time::timeout(Duration::from_secs(5), sub.next())
