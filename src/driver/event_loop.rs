@@ -278,8 +278,27 @@ impl<P: Poller> EventLoop<P> {
         if self.poller.add(&mut stream, t).is_err() {
             return;
         }
-        let mut transport = lt.map(|l| Box::new(Transport::new(&l, now)));
+        // `connection_rate_limit` (TLS-only client listener): a refused client never
+        // starts TLS; it gets the INFO (unless the handshake was to come first), the
+        // error and a close, in plaintext, as from the reference.
+        let throttle = lt.as_ref().and_then(|l| {
+            let m = l.tls.as_ref().filter(|m| l.ws.is_none() && !m.allow_non_tls)?;
+            let r = m.rate.as_ref()?;
+            (!r.allow(now)).then_some(m.handshake_first)
+        });
+        let mut transport = match throttle {
+            Some(_) => None,
+            None => lt.map(|l| Box::new(Transport::new(&l, now))),
+        };
         let key = match &mut transport {
+            None if throttle.is_some() => {
+                let setup = ConnSetup {
+                    defer_info: throttle.unwrap_or_default(),
+                    throttled: true,
+                    ..Default::default()
+                };
+                Some(self.core.accept_with(acc.peer, setup, now))
+            }
             None => Some(self.core.accept(acc.peer, now)),
             Some(tr) if tr.is_websocket() => None,
             Some(tr) => {

@@ -12,6 +12,8 @@ pub const ERR_MAX_PAYLOAD: &str = "Maximum Payload Violation";
 pub const ERR_AUTH_VIOLATION: &str = "Authorization Violation";
 pub const ERR_AUTH_TIMEOUT: &str = "Authentication Timeout";
 pub const ERR_MAX_CONNECTIONS: &str = "maximum connections exceeded";
+/// `connection_rate_limit` refused a TLS client.
+pub const ERR_THROTTLED: &str = "Connection throttling is active. Please try again later.";
 pub const ERR_BAD_PROTOCOL: &str = "invalid client protocol";
 pub const ERR_NO_RESPONDERS_HEADERS: &str = "no responders requires headers support";
 pub const ERR_STALE: &str = "Stale Connection";

@@ -221,6 +221,8 @@ pub struct Server {
     transports: driver::Transports,
     /// OCSP: stapled certificates, their monitors, peer checks (restarted on reload).
     ocsp: transport::Ocsp,
+    /// `connection_rate_limit`'s counter, if any.
+    tls_rate: Option<Arc<crate::transport::tls::rate::ConnRate>>,
     /// HTTPS monitoring's TLS (replaced on reload).
     https: Option<Arc<crate::monitor::https::HttpsConfig>>,
     /// The bound WebSocket port, if any.
@@ -289,6 +291,11 @@ impl Server {
             );
         }
 
+        // Accounts and the resolver's first fetches come before anything listens (a
+        // resolver that cannot be reached refuses the start, as in the reference).
+        let shared = Arc::new(crate::core::stats::Shared::new(nshards));
+        let mut core = opts.core_config();
+        let (authenticator, operator_accounts, ws_authenticator) = apply_security(&shared, &keys, &opts)?;
         ocsp.announce();
         let port = opts.bind_port()?;
         let addr = resolve(&opts.host, port)?;
@@ -303,13 +310,18 @@ impl Server {
         let bound = listener.local_addr()?;
         let ws = transport::bind_websocket(&opts).map_err(StartError::Transport)?;
         let ws_port = ws.as_ref().map(|(_, p)| *p);
+        // `connection_rate_limit`: one counter for the server's life (not changed by reload).
+        let tls_rate = opts
+            .tls
+            .as_ref()
+            .filter(|t| t.rate_limit > 0)
+            .map(|t| Arc::new(crate::transport::tls::rate::ConnRate::new(t.rate_limit)));
+        if let Some(r) = &tls_rate {
+            crate::transport::tls::rate::ConnRate::spawn_reporter(r);
+        }
         let transports: driver::Transports = Arc::new(RwLock::new(
-            transport::listener_transports(&opts, &ocsp).map_err(StartError::Transport)?,
+            transport::listener_transports(&opts, &ocsp, tls_rate.as_ref()).map_err(StartError::Transport)?,
         ));
-
-        let shared = Arc::new(crate::core::stats::Shared::new(nshards));
-        let mut core = opts.core_config();
-        let (authenticator, operator_accounts, ws_authenticator) = apply_security(&shared, &keys, &opts)?;
         let auth_in_force = authenticator.clone();
         core.authenticator = with_proxies(&authenticator, &opts);
         core.info = ServerInfo {
@@ -478,6 +490,7 @@ impl Server {
             authenticator: auth_in_force,
             system,
             ocsp,
+            tls_rate,
             https,
         };
         srv.write_ports_file();
@@ -609,7 +622,7 @@ impl Server {
                 Err(e) => tracing::error!("{e}"),
             }
         }
-        match transport::listener_transports(&self.opts, &self.ocsp) {
+        match transport::listener_transports(&self.opts, &self.ocsp, self.tls_rate.as_ref()) {
             Ok(t) => {
                 if let Ok(mut w) = self.transports.write() {
                     *w = t;

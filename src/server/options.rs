@@ -370,7 +370,6 @@ impl Options {
         if let Some(f) = self.flags_not_yet.feature() {
             return Err(OptionsError::NotYet(f.to_string()));
         }
-        self.refuse_missing_transport_features()?;
         Ok(())
     }
 

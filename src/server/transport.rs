@@ -4,7 +4,7 @@
 //! use reloaded certificates), the INFO template fields TLS sets, and what the core
 //! needs for WebSocket clients (their INFO, authenticator and timers).
 
-use super::options::{OcspMode, Options, OptionsError, WebsocketOptions};
+use super::options::{OcspMode, Options, WebsocketOptions};
 use crate::core::auth::Authenticator;
 use crate::core::config::WsSettings;
 use crate::proto::info::ServerInfo;
@@ -12,6 +12,7 @@ use crate::transport::ocsp::cache::ResponseCache;
 use crate::transport::ocsp::peer::PeerChecker;
 use crate::transport::ocsp::staple::{self, Monitor, StapleMode, StapledKey};
 use crate::transport::tls::config::{build_stapled_config, first_key};
+use crate::transport::tls::rate::ConnRate;
 use crate::transport::tls::TlsOptions;
 use crate::transport::websocket::upgrade::{host_and_port, Origins, UpgradePolicy};
 use crate::transport::{ListenerTransport, TlsMode, WsMode};
@@ -19,17 +20,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 impl Options {
-    /// Transport settings whose feature rnats does not implement yet.
-    pub(super) fn refuse_missing_transport_features(&self) -> Result<(), OptionsError> {
-        let tls_blocks = [self.tls.as_ref(), self.websocket.tls.as_ref()];
-        for t in tls_blocks.into_iter().flatten() {
-            if t.rate_limit > 0 {
-                return Err(OptionsError::NotYet("TLS connection_rate_limit".into()));
-            }
-        }
-        Ok(())
-    }
-
     /// nats-server's startup checks of the WebSocket block (not made by `-t`).
     pub fn validate_websocket(&self) -> Result<(), String> {
         let wo = &self.websocket;
@@ -258,6 +248,7 @@ fn tls_mode(
     allow_non_tls: bool,
     stapled: Option<Arc<StapledKey>>,
     peer: Option<Arc<PeerChecker>>,
+    rate: Option<Arc<ConnRate>>,
 ) -> Result<TlsMode, String> {
     Ok(TlsMode {
         config: build_stapled_config(t, stapled).map_err(|e| e.0)?,
@@ -267,11 +258,16 @@ fn tls_mode(
         allow_non_tls,
         pinned: t.pinned_certs.clone(),
         ocsp_peer: peer,
+        rate,
     })
 }
 
 /// The client listener's transport (`None`: plain TCP).
-pub fn client_transport(o: &Options, ocsp: &Ocsp) -> Result<Option<Arc<ListenerTransport>>, String> {
+pub fn client_transport(
+    o: &Options,
+    ocsp: &Ocsp,
+    rate: Option<&Arc<ConnRate>>,
+) -> Result<Option<Arc<ListenerTransport>>, String> {
     let Some(t) = &o.tls else { return Ok(None) };
     Ok(Some(Arc::new(ListenerTransport {
         tls: Some(tls_mode(
@@ -279,6 +275,7 @@ pub fn client_transport(o: &Options, ocsp: &Ocsp) -> Result<Option<Arc<ListenerT
             o.allow_non_tls,
             ocsp.client.clone(),
             ocsp.client_peer.clone(),
+            rate.cloned(),
         )?),
         ws: None,
     })))
@@ -288,7 +285,7 @@ pub fn client_transport(o: &Options, ocsp: &Ocsp) -> Result<Option<Arc<ListenerT
 pub fn websocket_transport(o: &Options, ocsp: &Ocsp) -> Result<Arc<ListenerTransport>, String> {
     let w = &o.websocket;
     let tls = match &w.tls {
-        Some(t) => Some(tls_mode(t, false, ocsp.ws.clone(), ocsp.ws_peer.clone())?),
+        Some(t) => Some(tls_mode(t, false, ocsp.ws.clone(), ocsp.ws_peer.clone(), None)?),
         None => None,
     };
     let mut raw_headers = String::new();
@@ -397,9 +394,14 @@ pub fn log_client_tls(o: &Options) {
     }
 }
 
-/// The listeners' transports, by listener index (client, WebSocket).
-pub fn listener_transports(o: &Options, ocsp: &Ocsp) -> Result<Vec<Option<Arc<ListenerTransport>>>, String> {
-    let client = client_transport(o, ocsp)?;
+/// The listeners' transports, by listener index (client, WebSocket). `rate` is the
+/// server's `connection_rate_limit` counter (made once at startup, as the reference's).
+pub fn listener_transports(
+    o: &Options,
+    ocsp: &Ocsp,
+    rate: Option<&Arc<ConnRate>>,
+) -> Result<Vec<Option<Arc<ListenerTransport>>>, String> {
+    let client = client_transport(o, ocsp, rate)?;
     let ws = if o.websocket.port != 0 {
         Some(websocket_transport(o, ocsp)?)
     } else {

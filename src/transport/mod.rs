@@ -55,6 +55,8 @@ pub struct TlsMode {
     pub pinned: Option<BTreeSet<String>>,
     /// OCSP checks of client certificates (`ocsp_peer`).
     pub ocsp_peer: Option<Arc<crate::transport::ocsp::peer::PeerChecker>>,
+    /// `connection_rate_limit` (client listener only, as in the reference).
+    pub rate: Option<Arc<crate::transport::tls::rate::ConnRate>>,
 }
 
 /// WebSocket as a listener offers it.

@@ -96,6 +96,7 @@ fn tls_mode(p: &Pki, verify: bool) -> TlsMode {
         allow_non_tls: false,
         pinned: None,
         ocsp_peer: None,
+        rate: None,
     }
 }
 

@@ -26,6 +26,9 @@ pub struct ConnSetup {
     pub tls_required: Option<bool>,
     /// The client's address as a proxy reported it (WebSocket `X-Forwarded-For`).
     pub forwarded_ip: Option<String>,
+    /// `connection_rate_limit` refused the TLS handshake: after the INFO (if not
+    /// deferred) the client gets the reference's error and is closed.
+    pub throttled: bool,
 }
 
 impl ShardCore {
@@ -104,7 +107,10 @@ impl ShardCore {
         if !setup.defer_info {
             self.write_info(key, setup.tls_required, now);
         }
-        if self.cfg.max_connections < 0 || open > self.cfg.max_connections {
+        if setup.throttled {
+            self.send_err(key, crate::proto::reply::ERR_THROTTLED, now);
+            self.close(key, ClosedState::MaxConnectionsExceeded);
+        } else if self.cfg.max_connections < 0 || open > self.cfg.max_connections {
             tracing::error!("{} - maximum connections exceeded", self.label(key));
             self.send_err(key, crate::proto::reply::ERR_MAX_CONNECTIONS, now);
             self.close(key, ClosedState::MaxConnectionsExceeded);

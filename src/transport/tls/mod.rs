@@ -6,6 +6,7 @@
 //!   account resolver's `https://`, `resolver_tls`).
 //! - [`session`]: one connection's TLS state machine over byte buffers.
 //! - [`peer`]: the client certificate as authentication sees it (`verify_and_map`).
+//! - [`rate`]: `connection_rate_limit`, the server's handshake counter.
 //! - [`dn`]: distinguished names compared and printed as the reference does.
 //! - [`x509`], [`der`]: the small certificate reader behind them.
 
@@ -14,6 +15,7 @@ pub mod config;
 pub mod der;
 pub mod dn;
 pub mod peer;
+pub mod rate;
 pub mod session;
 pub mod x509;
 
