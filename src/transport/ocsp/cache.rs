@@ -6,8 +6,8 @@
 //!
 //! The file has the reference's shape (`{"<key>": {"subject", "cached_at",
 //! "resp_status", "resp_expires", "resp"}}`); `resp` is the response in a Snappy framed
-//! stream of uncompressed chunks, which the reference's S2 reader reads. Responses the
-//! reference compressed with S2 are not decompressed here: they count as misses.
+//! stream of uncompressed chunks, which the reference's S2 reader reads; the S2-compressed
+//! chunks the reference writes are read too, so its cache file loads here.
 
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
@@ -149,7 +149,11 @@ pub fn frame(data: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The data of a framed stream, when every data chunk is uncompressed and checks out.
+/// The largest chunk an S2 stream holds (4 MiB blocks; Snappy's are 64 KiB).
+const MAX_DECODED_CHUNK: usize = 4 << 20;
+
+/// The data of a framed stream (uncompressed chunks, and Snappy or S2 compressed ones as
+/// the reference's S2 writer makes them), when every chunk checks out.
 pub fn unframe(mut framed: &[u8]) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     while !framed.is_empty() {
@@ -168,7 +172,20 @@ pub fn unframe(mut framed: &[u8]) -> Result<Vec<u8>, String> {
                 }
                 out.extend_from_slice(data);
             }
-            0x00 => return Err("compressed chunks are not supported".into()),
+            0x00 => {
+                let (crc, block) = body.split_at_checked(4).ok_or("short chunk")?;
+                let want = u32::from_le_bytes(<[u8; 4]>::try_from(crc).map_err(|_| "short chunk")?);
+                // The claimed length is checked before anything is allocated for it.
+                let (n, _) = minlz::decode_len(block).map_err(|e| format!("bad compressed chunk: {e}"))?;
+                if n > MAX_DECODED_CHUNK {
+                    return Err("compressed chunk too large".into());
+                }
+                let data = minlz::decode(block).map_err(|e| format!("bad compressed chunk: {e}"))?;
+                if masked_crc(&data) != want {
+                    return Err("crc mismatch".into());
+                }
+                out.extend_from_slice(&data);
+            }
             _ => return Err("unsupported chunk type".into()),
         }
         framed = rest;
@@ -438,8 +455,29 @@ mod tests {
         f[last] ^= 1;
         assert_eq!(unframe(&f).unwrap_err(), "crc mismatch");
         assert!(unframe(&frame(b"hello")[..12]).is_err());
-        // A compressed chunk (as S2 writes them) is refused, not misread.
+        // A damaged compressed chunk is refused, not misread.
         assert!(unframe(&[0x00, 0x05, 0x00, 0x00, 1, 2, 3, 4, 5]).is_err());
+        // Compressed chunks as the reference's S2 writer makes them.
+        let data: Vec<u8> = (0..3000u32).map(|i| (i % 7) as u8).collect();
+        let block = minlz::encode(&data);
+        assert!(block.len() < data.len());
+        let mut s = STREAM_ID.to_vec();
+        s.push(0x00);
+        s.extend_from_slice(&((block.len() + 4) as u32).to_le_bytes()[..3]);
+        s.extend_from_slice(&masked_crc(&data).to_le_bytes());
+        s.extend_from_slice(&block);
+        s.extend_from_slice(&frame(b"tail")[STREAM_ID.len()..]);
+        let mut want = data.clone();
+        want.extend_from_slice(b"tail");
+        assert_eq!(unframe(&s).unwrap(), want);
+        // Wrong checksum of the decoded data.
+        let crc_at = STREAM_ID.len() + 4;
+        s[crc_at] ^= 1;
+        assert_eq!(unframe(&s).unwrap_err(), "crc mismatch");
+        // A block claiming more than a chunk can hold allocates nothing.
+        let mut huge = vec![0x00, 0x09, 0x00, 0x00, 0, 0, 0, 0];
+        huge.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        assert_eq!(unframe(&huge).unwrap_err(), "compressed chunk too large");
         // CRC-32C check value.
         assert_eq!(crc32c(b"123456789"), 0xe306_9283);
     }
