@@ -9,12 +9,15 @@
 //!   limits, TTL wheel, purge/compact/truncate, queries), holding no message bodies.
 //! - [`memstore`]: the engine with bodies in memory; the model the file store is checked
 //!   against.
-//! - [`reference`]: nats-server 2.14's formats: records, `index.db`, snapshots, store dirs.
+//! - [`reference`]: nats-server 2.14's formats: records, blocks (s2, encrypted),
+//!   `index.db`, snapshots, store dirs, and their import into any store.
+//! - [`crypto`]: encryption at rest with the reference's configuration and key derivation.
 //!
 //! Ownership: a store belongs to the shard that owns its stream. Only that shard calls
 //! it; other shards reach it by posting a job to that shard. A store holds no locks.
 
 pub mod clock;
+pub mod crypto;
 pub(crate) mod engine;
 pub mod error;
 pub mod memstore;

@@ -153,7 +153,10 @@ impl<E> SeqIndex<E> {
 
     pub fn contains(&self, seq: u64) -> bool {
         let (base, off) = split(seq);
-        self.chunk_pos(base).ok().and_then(|i| self.chunks.get(i)).is_some_and(|c| c.has(off))
+        self.chunk_pos(base)
+            .ok()
+            .and_then(|i| self.chunks.get(i))
+            .is_some_and(|c| c.has(off))
     }
 
     pub fn remove(&mut self, seq: u64) -> Option<E> {

@@ -7,9 +7,9 @@
 //! and the scan resumes at the next record that checks (nothing readable after a damaged
 //! record is dropped).
 
-use super::indexdb::IndexDb;
-use super::record::{self, RefDecodeError, RefRecord};
 use super::block_seed;
+use super::indexdb::{BlockState, IndexDb};
+use super::record::{self, RefRecord};
 use crate::engine::header_value;
 use crate::error::Result;
 use crate::store::Store;
@@ -49,7 +49,9 @@ fn parse_go_duration(s: &str) -> Option<i64> {
         let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
         let n: f64 = rest.get(..num_end)?.parse().ok()?;
         rest = rest.get(num_end..)?;
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let mult = match rest.get(..unit_end)? {
             "h" => 3.6e12,
             "m" => 6e10,
@@ -65,16 +67,18 @@ fn parse_go_duration(s: &str) -> Option<i64> {
     Some(total as i64)
 }
 
-/// Where the next plausible record starts after a damaged one at `from` (a record whose
-/// sequence moves forward by a sane amount and whose checksum holds).
+/// Where the next plausible record starts after a damaged one at `from`: a record whose
+/// checksum holds and whose sequence moves forward by a sane amount (tombstones name
+/// earlier sequences, so any tombstone that checks will do).
 fn resync(buf: &[u8], from: usize, seed: &[u8], prev_seq: u64) -> Option<usize> {
     let mut at = from + 1;
     while at + record::EMPTY_RECORD <= buf.len() {
         let rest = buf.get(at..)?;
         let mut s = [0u8; 8];
         s.copy_from_slice(rest.get(4..12)?);
-        let seq = u64::from_le_bytes(s) & !(record::EBIT | record::TBIT);
-        let plausible = seq > prev_seq && seq - prev_seq < (1 << 40);
+        let raw = u64::from_le_bytes(s);
+        let seq = raw & !(record::EBIT | record::TBIT);
+        let plausible = raw & record::TBIT != 0 || (seq > prev_seq && seq - prev_seq < (1 << 40));
         if plausible && record::decode(rest, seed).is_ok() {
             return Some(at);
         }
@@ -83,44 +87,66 @@ fn resync(buf: &[u8], from: usize, seed: &[u8], prev_seq: u64) -> Option<usize> 
     None
 }
 
+/// What `index.db` says about one block, when it is current.
+#[derive(Clone, Copy, Debug)]
+pub enum BlockView<'a> {
+    /// No (current) index: every message record counts.
+    All,
+    /// The block's entry: messages below its first sequence or in its delete map are gone.
+    Indexed(&'a BlockState),
+    /// A current index that does not list the block: it holds no live messages (only
+    /// tombstones and skips still apply).
+    Emptied,
+}
+
+impl BlockView<'_> {
+    fn deleted(&self, seq: u64) -> bool {
+        match self {
+            BlockView::All => false,
+            BlockView::Indexed(b) => seq < b.first_seq || b.deleted.binary_search(&seq).is_ok(),
+            BlockView::Emptied => true,
+        }
+    }
+}
+
 /// Replay one plaintext, decompressed reference block (`index`) of stream `name`.
 pub fn import_block(
     name: &str,
     index: u32,
     buf: &[u8],
-    idx: Option<&IndexDb>,
+    view: BlockView<'_>,
     store: &mut dyn Store,
     stats: &mut ImportStats,
     report: &mut dyn FnMut(String),
 ) -> Result<()> {
     let seed = block_seed(name, index);
-    let bstate = idx.and_then(|i| i.blocks.iter().find(|b| b.index == index));
     let mut at = 0usize;
-    let mut prev = 0u64;
     while at < buf.len() {
-        let rest = buf.get(at..).unwrap_or(&[]);
+        let rest = buf.get(at..).unwrap_or_default();
         match record::decode(rest, &seed) {
             Ok((rec, n)) => {
-                apply(rec, bstate, store, stats)?;
-                prev = prev.max(store.fast_state().last_seq);
+                apply(rec, view, store, stats)?;
                 at += n;
             }
-            Err(RefDecodeError::Truncated) if rest.iter().all(|&b| b == 0) || rest.len() < record::EMPTY_RECORD => {
+            Err(_) if rest.iter().all(|&b| b == 0) => {
+                // A zero-filled tail (preallocated or torn): the end of the block.
                 break;
             }
             Err(e) => {
                 stats.corrupt += 1;
+                let prev = store.fast_state().last_seq;
                 match resync(buf, at, &seed, prev) {
                     Some(next) => {
                         report(format!(
-                            "reference block {index}.blk: damaged record at offset {at} ({e:?}); {} bytes skipped",
+                            "stream {name}: block {index}.blk: damaged record at offset {at} ({e:?}); {} bytes skipped",
                             next - at
                         ));
                         at = next;
                     }
                     None => {
                         report(format!(
-                            "reference block {index}.blk: damaged record at offset {at} ({e:?}); nothing readable after it"
+                            "stream {name}: block {index}.blk: damaged record at offset {at} ({e:?}); {} bytes after it unreadable",
+                            buf.len() - at
                         ));
                         break;
                     }
@@ -131,12 +157,7 @@ pub fn import_block(
     Ok(())
 }
 
-fn apply(
-    rec: RefRecord<'_>,
-    bstate: Option<&super::indexdb::BlockState>,
-    store: &mut dyn Store,
-    stats: &mut ImportStats,
-) -> Result<()> {
+fn apply(rec: RefRecord<'_>, view: BlockView<'_>, store: &mut dyn Store, stats: &mut ImportStats) -> Result<()> {
     let last = store.fast_state().last_seq;
     match rec {
         RefRecord::Msg {
@@ -146,11 +167,7 @@ fn apply(
             headers,
             payload,
         } => {
-            if seq <= last {
-                return Ok(());
-            }
-            let deleted = bstate.is_some_and(|b| seq < b.first_seq || b.deleted.binary_search(&seq).is_ok());
-            if deleted {
+            if seq <= last || view.deleted(seq) {
                 return Ok(());
             }
             if seq > last + 1 {
@@ -167,8 +184,12 @@ fn apply(
             }
         }
         RefRecord::Tombstone { seq, .. } => {
-            if store.remove_msg(seq)? {
-                stats.tombstones += 1;
+            stats.tombstones += 1;
+            if seq > last {
+                // A tombstone also remembers the last sequence of a removed block.
+                store.skip_msgs(last + 1, seq - last)?;
+            } else {
+                store.remove_msg(seq)?;
             }
         }
     }

@@ -4,10 +4,12 @@
 //! module (converting it to rnats blocks on first open) and writes and reads snapshots in
 //! the reference's format, so backups move between the two servers.
 
+pub mod block;
 pub mod dir;
 pub mod import;
 pub mod indexdb;
 pub mod record;
+pub mod s2;
 pub mod snapshot;
 
 use highway::{HighwayHash, HighwayHasher, Key};
@@ -36,7 +38,10 @@ pub fn hash64(seed: &[u8], parts: &[&[u8]]) -> [u8; 8] {
 
 /// The `meta.sum` contents for `meta.inf` bytes of stream `name`.
 pub fn meta_sum(name: &str, meta: &[u8]) -> String {
-    hash64(name.as_bytes(), &[meta]).iter().map(|b| format!("{b:02x}")).collect()
+    hash64(name.as_bytes(), &[meta])
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The key the reference hashes a block's records with.
