@@ -13,7 +13,7 @@
 //! state comes from the blocks alone, as the reference rebuilds it.
 
 use super::block::plain_block;
-use super::import::{self, BlockView, ImportStats};
+use super::import::{ImportStats, Importer};
 use super::indexdb::{self, IndexDb};
 use super::meta_sum;
 use crate::crypto::{EncryptionConfig, SeedKey, StreamKeys};
@@ -183,64 +183,26 @@ impl StreamDir {
 
     /// Replay every message into `store` (which should be empty and have no limits that
     /// the stream did not have). `report` receives a line per problem found (damaged
-    /// records, a stale or damaged `index.db`).
+    /// records or blocks, a stale or damaged `index.db`). One block is in memory at a time.
     pub fn import_into(&self, store: &mut dyn Store, report: &mut dyn FnMut(String)) -> Result<ImportStats> {
-        let mut plains = Vec::with_capacity(self.blocks.len());
-        let mut stats = ImportStats::default();
+        let mut imp = Importer::new(&self.name, store);
         for &b in &self.blocks {
             match self.read_block(b) {
-                Ok(p) => plains.push((b, p)),
+                Ok(p) => imp.block(b, &p, report)?,
                 Err(e @ (StoreError::Corrupt(_) | StoreError::Encryption(_))) => {
-                    stats.corrupt += 1;
+                    imp.unreadable_block();
                     report(format!("stream {}: block {b} unreadable: {e}", self.name));
                 }
                 Err(e) => return Err(e),
             }
         }
         let idx = match self.index_db() {
-            Ok(Some(i)) if self.index_is_current(&i, &plains) => Some(i),
-            Ok(Some(_)) => {
-                report(format!(
-                    "stream {}: index.db is outdated; state rebuilt from the blocks",
-                    self.name
-                ));
-                None
-            }
-            Ok(None) => None,
+            Ok(i) => i,
             Err(e) => {
                 report(format!("stream {}: index.db ignored: {e}", self.name));
                 None
             }
         };
-        for (b, plain) in &plains {
-            let view = match &idx {
-                None => BlockView::All,
-                Some(i) => match i.blocks.iter().find(|s| s.index == *b) {
-                    Some(s) => BlockView::Indexed(s),
-                    None => BlockView::Emptied,
-                },
-            };
-            import::import_block(&self.name, *b, plain, view, store, &mut stats, report)?;
-        }
-        import::finish(idx.as_ref(), store)?;
-        Ok(stats)
-    }
-
-    fn index_is_current(&self, idx: &IndexDb, plains: &[(u32, Vec<u8>)]) -> bool {
-        if self.blocks.iter().any(|&b| b > idx.last_block) {
-            return false;
-        }
-        let Some((_, last)) = plains.iter().find(|(b, _)| *b == idx.last_block) else {
-            return idx.blocks.is_empty() && self.blocks.is_empty();
-        };
-        let tail = if last.len() >= 8 {
-            last.get(last.len() - 8..).unwrap_or_default()
-        } else {
-            &[0u8; 8][..]
-        };
-        if tail != idx.last_checksum {
-            return false;
-        }
-        idx.blocks.iter().all(|s| plains.iter().any(|(b, _)| *b == s.index))
+        imp.finish(idx, report)
     }
 }

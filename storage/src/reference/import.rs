@@ -1,14 +1,20 @@
 //! Replaying the reference's blocks into any [`Store`]: the file store converts a
 //! reference `store_dir` this way, and both stores restore snapshots this way.
 //!
-//! Deletions come from three places, as in the reference: `index.db` (per-block first
-//! sequence and delete maps; used only when it is current), delete tombstones in later
-//! blocks, and gaps. Records that fail their checksum are never imported: each is reported
-//! and the scan resumes at the next record that checks (nothing readable after a damaged
-//! record is dropped).
+//! Deletions come from four places, as in the reference: delete tombstones (in the last
+//! block, naming messages of earlier blocks), erased and skip records, gaps in the
+//! sequences, and `index.db` (per-block first sequence and delete maps: what limits
+//! removed without a tombstone), used only when it is current (see
+//! [`Importer::finish`]). Blocks are replayed one at a time, so memory does not grow with
+//! the stream's size beyond the target store.
+//!
+//! Damage: records that fail their checksum are never imported. Each is counted and
+//! reported, and the scan resumes at the next offset where a record checks (with a sane
+//! sequence), so nothing still readable after a damaged record is lost; a zero-filled tail
+//! ends the block quietly (the reference's preallocation and torn writes leave those).
 
 use super::block_seed;
-use super::indexdb::{BlockState, IndexDb};
+use super::indexdb::IndexDb;
 use super::record::{self, RefRecord};
 use crate::engine::header_value;
 use crate::error::Result;
@@ -87,77 +93,151 @@ fn resync(buf: &[u8], from: usize, seed: &[u8], prev_seq: u64) -> Option<usize> 
     None
 }
 
-/// What `index.db` says about one block, when it is current.
-#[derive(Clone, Copy, Debug)]
-pub enum BlockView<'a> {
-    /// No (current) index: every message record counts.
-    All,
-    /// The block's entry: messages below its first sequence or in its delete map are gone.
-    Indexed(&'a BlockState),
-    /// A current index that does not list the block: it holds no live messages (only
-    /// tombstones and skips still apply).
-    Emptied,
+/// What the import saw of one block (to check `index.db` against, and to apply it).
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    index: u32,
+    /// Sequence range of the message records imported from it (0, 0: none).
+    first: u64,
+    last: u64,
+    /// The block's last 8 bytes (its last record's checksum).
+    tail: [u8; 8],
 }
 
-impl BlockView<'_> {
-    fn deleted(&self, seq: u64) -> bool {
-        match self {
-            BlockView::All => false,
-            BlockView::Indexed(b) => seq < b.first_seq || b.deleted.binary_search(&seq).is_ok(),
-            BlockView::Emptied => true,
+/// Replays blocks one at a time, in ascending block order, into a store, then applies
+/// `index.db` when it is current. The store should have no limits the stream did not
+/// have (messages that `index.db` says are gone are stored, then removed).
+pub struct Importer<'a> {
+    name: String,
+    store: &'a mut dyn Store,
+    stats: ImportStats,
+    seen: Vec<Seen>,
+}
+
+impl<'a> Importer<'a> {
+    /// An import of stream `name` (the key of its block checksums) into `store`.
+    pub fn new(name: &str, store: &'a mut dyn Store) -> Importer<'a> {
+        Importer {
+            name: name.to_string(),
+            store,
+            stats: ImportStats::default(),
+            seen: Vec::new(),
         }
     }
-}
 
-/// Replay one plaintext, decompressed reference block (`index`) of stream `name`.
-pub fn import_block(
-    name: &str,
-    index: u32,
-    buf: &[u8],
-    view: BlockView<'_>,
-    store: &mut dyn Store,
-    stats: &mut ImportStats,
-    report: &mut dyn FnMut(String),
-) -> Result<()> {
-    let seed = block_seed(name, index);
-    let mut at = 0usize;
-    while at < buf.len() {
-        let rest = buf.get(at..).unwrap_or_default();
-        match record::decode(rest, &seed) {
-            Ok((rec, n)) => {
-                apply(rec, view, store, stats)?;
-                at += n;
-            }
-            Err(_) if rest.iter().all(|&b| b == 0) => {
-                // A zero-filled tail (preallocated or torn): the end of the block.
-                break;
-            }
-            Err(e) => {
-                stats.corrupt += 1;
-                let prev = store.fast_state().last_seq;
-                match resync(buf, at, &seed, prev) {
-                    Some(next) => {
-                        report(format!(
-                            "stream {name}: block {index}.blk: damaged record at offset {at} ({e:?}); {} bytes skipped",
-                            next - at
-                        ));
-                        at = next;
+    /// Count a block that could not be read at all (already reported by the caller).
+    pub fn unreadable_block(&mut self) {
+        self.stats.corrupt += 1;
+    }
+
+    /// Replay one plaintext, decompressed block.
+    pub fn block(&mut self, index: u32, buf: &[u8], report: &mut dyn FnMut(String)) -> Result<()> {
+        let mut seen = Seen {
+            index,
+            ..Seen::default()
+        };
+        if buf.len() >= 8 {
+            seen.tail.copy_from_slice(buf.get(buf.len() - 8..).unwrap_or(&[0; 8]));
+        }
+        let seed = block_seed(&self.name, index);
+        let name = &self.name;
+        let mut at = 0usize;
+        while at < buf.len() {
+            let rest = buf.get(at..).unwrap_or_default();
+            match record::decode(rest, &seed) {
+                Ok((rec, n)) => {
+                    if let Some(seq) = apply(rec, &mut *self.store, &mut self.stats)? {
+                        if seen.first == 0 {
+                            seen.first = seq;
+                        }
+                        seen.last = seq;
                     }
-                    None => {
-                        report(format!(
-                            "stream {name}: block {index}.blk: damaged record at offset {at} ({e:?}); {} bytes after it unreadable",
-                            buf.len() - at
-                        ));
-                        break;
+                    at += n;
+                }
+                Err(_) if rest.iter().all(|&b| b == 0) => {
+                    // A zero-filled tail (preallocated or torn): the end of the block.
+                    break;
+                }
+                Err(e) => {
+                    self.stats.corrupt += 1;
+                    let prev = self.store.fast_state().last_seq;
+                    match resync(buf, at, &seed, prev) {
+                        Some(next) => {
+                            report(format!(
+                                "stream {name}: block {index}.blk: damaged record at offset {at} ({e:?}); {} bytes skipped",
+                                next - at
+                            ));
+                            at = next;
+                        }
+                        None => {
+                            report(format!(
+                                "stream {name}: block {index}.blk: damaged record at offset {at} ({e:?}); the {} bytes after it are unreadable",
+                                buf.len() - at
+                            ));
+                            break;
+                        }
                     }
                 }
             }
         }
+        self.seen.push(seen);
+        Ok(())
+    }
+
+    /// Is `idx` the state of exactly these blocks (the reference's rule: the block it names
+    /// as last was seen, none after it, its last checksum matches, and every block it lists
+    /// was seen)?
+    fn is_current(&self, idx: &IndexDb) -> bool {
+        if self.seen.iter().any(|s| s.index > idx.last_block) {
+            return false;
+        }
+        let Some(last) = self.seen.iter().find(|s| s.index == idx.last_block) else {
+            return idx.blocks.is_empty() && self.seen.is_empty();
+        };
+        last.tail == idx.last_checksum && idx.blocks.iter().all(|b| self.seen.iter().any(|s| s.index == b.index))
+    }
+
+    /// Finish: apply `index.db` (when current; a stale one is reported and ignored).
+    pub fn finish(self, idx: Option<IndexDb>, report: &mut dyn FnMut(String)) -> Result<ImportStats> {
+        let Some(idx) = idx else { return Ok(self.stats) };
+        if !self.is_current(&idx) {
+            report(format!(
+                "stream {}: index.db is outdated; state rebuilt from the blocks",
+                self.name
+            ));
+            return Ok(self.stats);
+        }
+        for s in self.seen.iter().filter(|s| s.first > 0) {
+            match idx.blocks.iter().find(|b| b.index == s.index) {
+                // Not listed: the block held no live messages.
+                None => remove_range(&mut *self.store, s.first, s.last)?,
+                Some(b) => {
+                    if b.first_seq > s.first {
+                        remove_range(&mut *self.store, s.first, b.first_seq.saturating_sub(1).min(s.last))?;
+                    }
+                    for &d in &b.deleted {
+                        self.store.remove_msg(d)?;
+                    }
+                }
+            }
+        }
+        let st = self.store.fast_state();
+        if idx.last_seq > st.last_seq {
+            self.store.skip_msgs(st.last_seq + 1, idx.last_seq - st.last_seq)?;
+        }
+        Ok(self.stats)
+    }
+}
+
+fn remove_range(store: &mut dyn Store, first: u64, last: u64) -> Result<()> {
+    for seq in first..=last {
+        store.remove_msg(seq)?;
     }
     Ok(())
 }
 
-fn apply(rec: RefRecord<'_>, view: BlockView<'_>, store: &mut dyn Store, stats: &mut ImportStats) -> Result<()> {
+/// Apply one record; returns the sequence of a message record that was stored.
+fn apply(rec: RefRecord<'_>, store: &mut dyn Store, stats: &mut ImportStats) -> Result<Option<u64>> {
     let last = store.fast_state().last_seq;
     match rec {
         RefRecord::Msg {
@@ -167,8 +247,8 @@ fn apply(rec: RefRecord<'_>, view: BlockView<'_>, store: &mut dyn Store, stats: 
             headers,
             payload,
         } => {
-            if seq <= last || view.deleted(seq) {
-                return Ok(());
+            if seq <= last {
+                return Ok(None);
             }
             if seq > last + 1 {
                 store.skip_msgs(last + 1, seq - last - 1)?;
@@ -177,6 +257,7 @@ fn apply(rec: RefRecord<'_>, view: BlockView<'_>, store: &mut dyn Store, stats: 
             let ttl = ttl_from_headers(headers);
             store.store_raw_msg(&subject, headers, payload, seq, ts, ttl, false)?;
             stats.msgs += 1;
+            return Ok(Some(seq));
         }
         RefRecord::Erased { seq, .. } => {
             if seq > last {
@@ -193,20 +274,7 @@ fn apply(rec: RefRecord<'_>, view: BlockView<'_>, store: &mut dyn Store, stats: 
             }
         }
     }
-    Ok(())
-}
-
-/// After the last block: apply the stream-level first and last sequence of `index.db`.
-pub fn finish(idx: Option<&IndexDb>, store: &mut dyn Store) -> Result<()> {
-    let Some(i) = idx else { return Ok(()) };
-    let st = store.fast_state();
-    if i.last_seq > st.last_seq {
-        store.skip_msgs(st.last_seq + 1, i.last_seq - st.last_seq)?;
-    }
-    if i.first_seq > store.fast_state().first_seq && i.first_seq > 1 {
-        store.compact(i.first_seq)?;
-    }
-    Ok(())
+    Ok(None)
 }
 
 #[cfg(test)]
