@@ -25,8 +25,10 @@ use crate::store::Store;
 pub struct ImportStats {
     pub msgs: u64,
     pub tombstones: u64,
-    /// Damaged records skipped (each also reported).
+    /// Damaged records skipped (each also reported), and unreadable blocks.
     pub corrupt: u64,
+    /// A current `index.db` was applied.
+    pub index_applied: bool,
 }
 
 /// The TTL (seconds; -1 never) of a message from its `Nats-TTL` header, 0 if none or bad.
@@ -198,7 +200,7 @@ impl<'a> Importer<'a> {
     }
 
     /// Finish: apply `index.db` (when current; a stale one is reported and ignored).
-    pub fn finish(self, idx: Option<IndexDb>, report: &mut dyn FnMut(String)) -> Result<ImportStats> {
+    pub fn finish(mut self, idx: Option<IndexDb>, report: &mut dyn FnMut(String)) -> Result<ImportStats> {
         let Some(idx) = idx else { return Ok(self.stats) };
         if !self.is_current(&idx) {
             report(format!(
@@ -225,6 +227,7 @@ impl<'a> Importer<'a> {
         if idx.last_seq > st.last_seq {
             self.store.skip_msgs(st.last_seq + 1, idx.last_seq - st.last_seq)?;
         }
+        self.stats.index_applied = true;
         Ok(self.stats)
     }
 }
