@@ -140,11 +140,8 @@ fn run(case: &Case) {
     let mut srv = RefServer::start(&tmp.0, case.js);
     let mut c = srv.client();
     c.api("$JS.API.STREAM.CREATE.S", &case.stream);
-    let t0 = std::time::Instant::now();
     workload(&mut c, case.msgs);
-    eprintln!("{}: workload {:?}", case.name, t0.elapsed());
     let (st, want) = reference_messages(&mut c, "S");
-    eprintln!("{}: gets {:?}", case.name, t0.elapsed());
     assert!(want.len() > 100, "{}: workload kept too little", case.name);
     drop(c);
     if case.kill9 {

@@ -102,6 +102,8 @@ struct Seen {
     /// Sequence range of the message records imported from it (0, 0: none).
     first: u64,
     last: u64,
+    /// Highest sequence of any message, erased or skip record in it.
+    top: u64,
     /// The block's last 8 bytes (its last record's checksum).
     tail: [u8; 8],
 }
@@ -148,6 +150,9 @@ impl<'a> Importer<'a> {
             let rest = buf.get(at..).unwrap_or_default();
             match record::decode(rest, &seed) {
                 Ok((rec, n)) => {
+                    if let RefRecord::Msg { seq, .. } | RefRecord::Erased { seq, .. } = rec {
+                        seen.top = seen.top.max(seq);
+                    }
                     if let Some(seq) = apply(rec, &mut *self.store, &mut self.stats)? {
                         if seen.first == 0 {
                             seen.first = seq;
@@ -208,6 +213,18 @@ impl<'a> Importer<'a> {
                 self.name
             ));
             return Ok(self.stats);
+        }
+        for s in &self.seen {
+            let Some(b) = idx.blocks.iter().find(|b| b.index == s.index) else {
+                continue;
+            };
+            if s.top < b.last_seq && b.deleted.binary_search(&b.last_seq).is_err() {
+                self.stats.corrupt += 1;
+                report(format!(
+                    "stream {}: block {}.blk ends at sequence {} but index.db has it up to {}: its tail is lost",
+                    self.name, s.index, s.top, b.last_seq
+                ));
+            }
         }
         for s in self.seen.iter().filter(|s| s.first > 0) {
             match idx.blocks.iter().find(|b| b.index == s.index) {

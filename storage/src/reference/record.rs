@@ -3,6 +3,14 @@
 //! bit 31 of `total_len` set when headers are present, bit 63 of `seq` for an erased or
 //! skipped sequence, bit 62 for a delete tombstone. The hash is HighwayHash-64 keyed by the
 //! block (see [`super::block_seed`]) over `seq ts subj hdr msg`.
+//!
+//! The hash does not cover the subject and header lengths, so a damaged length that moves
+//! the boundary between subject, headers and payload keeps a good checksum. Decoding
+//! therefore also checks the structure of message records (a valid subject; a header
+//! block that starts with `NATS/1.0` and whose first blank line is its end), which
+//! catches a damaged header length always and a damaged subject length unless the moved
+//! boundary still leaves a valid subject in a record without headers: that one case is
+//! undetectable in the reference's format (rnats's own blocks checksum every byte).
 
 use super::hash64;
 
@@ -41,6 +49,23 @@ pub enum RefDecodeError {
     Malformed,
     /// The checksum does not match.
     Checksum,
+    /// The checksum matches but the subject or the header block is not well formed: the
+    /// subject and header lengths are outside the reference's hash, so a damaged length
+    /// shows only here.
+    Structure,
+}
+
+/// Is `s` a subject a message can have been published to (non-empty tokens, no
+/// whitespace or control bytes, no wildcards)?
+pub fn valid_subject(s: &[u8]) -> bool {
+    !s.is_empty()
+        && s.split(|&b| b == b'.')
+            .all(|t| !t.is_empty() && t != b"*" && t != b">" && t.iter().all(|&b| b > b' ' && b != 0x7f))
+}
+
+/// Is `h` a whole header block: `NATS/1.0...` whose first blank line is its end?
+pub fn valid_headers(h: &[u8]) -> bool {
+    h.starts_with(b"NATS/1.0") && h.len() >= 12 && h.windows(4).position(|w| w == b"\r\n\r\n") == Some(h.len() - 4)
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -124,6 +149,10 @@ pub fn decode<'a>(buf: &'a [u8], seed: &[u8]) -> Result<(RefRecord<'a>, usize), 
     }
     let seq = u64_at(buf, 4).ok_or(RefDecodeError::Truncated)?;
     let ts = u64_at(buf, 12).ok_or(RefDecodeError::Truncated)? as i64;
+    let is_msg = seq & (TBIT | EBIT) == 0 && seq != 0;
+    if is_msg && (!valid_subject(subject) || (!headers.is_empty() && !valid_headers(headers))) {
+        return Err(RefDecodeError::Structure);
+    }
     let rec = if seq & TBIT != 0 {
         RefRecord::Tombstone {
             seq: seq & !TBIT & !EBIT,
@@ -187,5 +216,30 @@ mod tests {
         assert_eq!(decode(&bad, seed).unwrap_err(), RefDecodeError::Checksum);
         assert_eq!(decode(&b, b"other").unwrap_err(), RefDecodeError::Checksum);
         assert_eq!(decode(&[0u8; 40], seed).unwrap_err(), RefDecodeError::Malformed);
+    }
+
+    #[test]
+    fn lengths_outside_the_hash_are_caught_by_structure() {
+        let seed = b"S-1";
+        let mut b = Vec::new();
+        encode(&mut b, seed, 7, 99, b"foo.bar", b"NATS/1.0\r\nA: b\r\n\r\n", b"hello");
+        // The header length sits after the subject; every change of it is refused.
+        let at = 22 + 7;
+        for bit in 0..32 {
+            let mut bad = b.clone();
+            bad[at + bit / 8] ^= 1 << (bit % 8);
+            assert!(decode(&bad, seed).is_err(), "header length bit {bit}");
+        }
+        // Subject length of a header-less record: caught unless the subject stays valid.
+        let mut p = Vec::new();
+        encode(&mut p, seed, 8, 100, b"foo", b"", b"\x00\x01binary");
+        let mut bad = p.clone();
+        bad[20] = 5; // "foo\0\x01"
+        assert_eq!(decode(&bad, seed).unwrap_err(), RefDecodeError::Structure);
+        let mut bad = p.clone();
+        bad[20] = 2; // "fo": the format cannot tell
+        assert!(decode(&bad, seed).is_ok());
+        assert!(valid_subject(b"a.b.c") && !valid_subject(b"a..b") && !valid_subject(b"a.*") && !valid_subject(b"a b"));
+        assert!(valid_headers(b"NATS/1.0\r\n\r\n") && !valid_headers(b"NATS/1.0\r\nA: b\r\n\r"));
     }
 }

@@ -85,7 +85,7 @@ impl<R: Read> S2Reader<R> {
                     self.seen_id = true;
                 }
                 0x00 | 0x01 => {
-                    if len < 4 || len > MAX_WIRE {
+                    if !(4..=MAX_WIRE).contains(&len) {
                         return Err(bad("bad data chunk length"));
                     }
                     let data = self.read_n(len)?;
