@@ -194,7 +194,10 @@ pub fn decode_seqset(buf: &[u8]) -> Result<(Vec<u64>, usize)> {
             at += 8;
             while w != 0 {
                 let bit = u64::from(w.trailing_zeros());
-                out.push(base + b as u64 * 64 + bit);
+                let seq = base
+                    .checked_add(b as u64 * 64 + bit)
+                    .ok_or_else(|| bad("seqset sequence overflow"))?;
+                out.push(seq);
                 w &= w - 1;
             }
         }
