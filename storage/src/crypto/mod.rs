@@ -21,15 +21,38 @@
 //!
 //! # API for the file store
 //!
-//! [`StreamKeys::new`] holds the keys of one stream. [`StreamKeys::block_cipher`] returns a
-//! [`BlockCrypter`] for block `n` whose [`BlockCrypter::seal`] turns plaintext into
-//! `nonce ‖ ciphertext ‖ tag` under a key derived from `prf("<stream>:<n>")` (no key file
-//! needed) and whose [`BlockCrypter::open`] reverses it, trying the previous key when the
-//! current one fails; [`BlockCrypter::opened_with_prev`] then tells the caller to rewrite.
-//! A file store wraps this in its own block-cipher hook; it is deterministic per
-//! (key, stream, block), so reopening a store needs only the configuration.
-//! [`StreamKeys::new_key_file`] and [`StreamKeys::open_key_file`] give the reference's
-//! random-seed key files for stores that want the reference's layout.
+//! [`StreamKeys::new`] holds the keys of one stream. Two sealers derive from it, both
+//! `Send + Sync` and both needing only the configuration to reopen a store (no key files):
+//!
+//! - [`StreamKeys::record_sealer`]: a [`RecordSealer`] whose
+//!   [`RecordSealer::seal_at`]`(file_id, offset, buf)` encrypts and authenticates `buf` in
+//!   place (16 bytes longer) with a nonce made of the pair, and whose
+//!   [`RecordSealer::open_at`] reverses it (falling back to `prev_key`). This is the shape
+//!   of the file store's `BlockCipher` hook (a block's unique file id and the record's
+//!   offset, never repeated for different bytes), so the adapter after the merge is:
+//!
+//!   ```ignore
+//!   impl BlockCipher for RecordSealer {
+//!       fn seal(&self, file_id: u64, offset: u64, buf: &mut Vec<u8>) -> Result<()> {
+//!           self.seal_at(file_id, offset, buf)
+//!       }
+//!       fn open(&self, file_id: u64, offset: u64, buf: &mut Vec<u8>) -> Result<()> {
+//!           self.open_at(file_id, offset, buf)
+//!       }
+//!   }
+//!   ```
+//!
+//! - [`StreamKeys::block_cipher`]`(n)`: a [`BlockCrypter`] for block `n` whose
+//!   [`BlockCrypter::seal`] turns plaintext into `nonce ‖ ciphertext ‖ tag` (random nonce)
+//!   under a key derived from `prf("<stream>:<n>:rnats-block")`, and whose
+//!   [`BlockCrypter::open`] reverses it.
+//!
+//! Either one reports, through `opened_with_prev()`, that something opened only with
+//! `prev_key`, so the store can rewrite it under the current key. The keys derive from the
+//! same `prf` as the reference's, with contexts the reference never uses, so they cannot
+//! collide with its key files. [`StreamKeys::new_key_file`] and
+//! [`StreamKeys::open_key_file`] give the reference's random-seed key files for stores
+//! that want the reference's layout.
 //!
 //! TPM-sealed keys: see [`tpm`].
 
@@ -45,6 +68,7 @@ use chacha20poly1305::XChaCha20Poly1305;
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::Sha256;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// AES-256-GCM with the 16-byte nonce the reference uses.
 type Aes256Gcm16 = AesGcm<Aes256, U16>;
@@ -385,8 +409,84 @@ impl StreamKeys {
         BlockCrypter {
             current,
             prev,
-            used_prev: std::cell::Cell::new(false),
+            used_prev: AtomicBool::new(false),
         }
+    }
+
+    /// The record sealer of this stream for rnats's own blocks (see the module docs).
+    pub fn record_sealer(&self) -> RecordSealer {
+        let ctx = format!("{}:rnats-records", self.stream);
+        let key = |k: &str| Aead::new(self.cfg.cipher, &prf(k, &self.info, ctx.as_bytes()));
+        RecordSealer {
+            current: key(&self.cfg.key),
+            prev: self.cfg.prev_key.as_deref().map(key),
+            used_prev: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Seals record bodies in place with a nonce made of (file id, offset); see the module docs.
+#[derive(Debug)]
+pub struct RecordSealer {
+    current: Aead,
+    prev: Option<Aead>,
+    used_prev: AtomicBool,
+}
+
+/// Length of the authentication tag a sealed buffer gains.
+pub const TAG_LEN: usize = 16;
+
+impl RecordSealer {
+    fn nonce(&self, file_id: u64, offset: u64) -> Vec<u8> {
+        let mut n = vec![0u8; self.current.nonce_len()];
+        n.get_mut(..8)
+            .unwrap_or_default()
+            .copy_from_slice(&file_id.to_le_bytes());
+        n.get_mut(8..16)
+            .unwrap_or_default()
+            .copy_from_slice(&offset.to_le_bytes());
+        n
+    }
+
+    /// Encrypt and authenticate `buf` in place ([`TAG_LEN`] bytes longer). The pair
+    /// (`file_id`, `offset`) must never be used again for different bytes.
+    pub fn seal_at(&self, file_id: u64, offset: u64, buf: &mut Vec<u8>) -> Result<()> {
+        let sealed = self.current.seal_with(&self.nonce(file_id, offset), buf)?;
+        *buf = sealed;
+        Ok(())
+    }
+
+    /// Authenticate and decrypt `buf` in place; the previous key is tried when the current
+    /// one fails. An error means damaged data, another position, or the wrong key.
+    pub fn open_at(&self, file_id: u64, offset: u64, buf: &mut Vec<u8>) -> Result<()> {
+        let nonce = self.nonce(file_id, offset);
+        let sealed = std::mem::take(buf);
+        let mut nonce_and_body = nonce.clone();
+        nonce_and_body.extend_from_slice(&sealed);
+        let r = match self.current.open(&nonce_and_body) {
+            Ok(p) => Ok(p),
+            Err(e) => match &self.prev {
+                Some(p) => p
+                    .open(&nonce_and_body)
+                    .inspect(|_| self.used_prev.store(true, Ordering::Relaxed)),
+                None => Err(e),
+            },
+        };
+        match r {
+            Ok(p) => {
+                *buf = p;
+                Ok(())
+            }
+            Err(e) => {
+                *buf = sealed;
+                Err(e)
+            }
+        }
+    }
+
+    /// Did an open need the previous key (the data should be rewritten)?
+    pub fn opened_with_prev(&self) -> bool {
+        self.used_prev.load(Ordering::Relaxed)
     }
 }
 
@@ -396,7 +496,7 @@ impl StreamKeys {
 pub struct BlockCrypter {
     current: Aead,
     prev: Option<Aead>,
-    used_prev: std::cell::Cell<bool>,
+    used_prev: AtomicBool,
 }
 
 impl BlockCrypter {
@@ -418,7 +518,7 @@ impl BlockCrypter {
             Err(e) => match &self.prev {
                 Some(p) => {
                     let r = p.open(sealed)?;
-                    self.used_prev.set(true);
+                    self.used_prev.store(true, Ordering::Relaxed);
                     Ok(r)
                 }
                 None => Err(e),
@@ -428,7 +528,7 @@ impl BlockCrypter {
 
     /// Did an [`BlockCrypter::open`] need the previous key?
     pub fn opened_with_prev(&self) -> bool {
-        self.used_prev.get()
+        self.used_prev.load(Ordering::Relaxed)
     }
 }
 

@@ -6,9 +6,16 @@
 //! this platform" and the server does not start. rnats runs on Linux, so it behaves the
 //! same: the options are parsed and checked exactly as there (the key and the TPM options
 //! are mutually exclusive, `pcr` defaults to 22), and [`TpmOptions::load_key`] refuses
-//! with the reference's error text. The `tpm` cargo feature is reserved for a tss-esapi
-//! implementation; it changes nothing today (a Linux build of the reference has no TPM
-//! format to be compatible with, so there is nothing to read back).
+//! with the reference's error text.
+//!
+//! For the record, what the reference does on Windows: it creates an RSA-2048 storage root
+//! key (AES-128-CFB symmetric, SHA-256 name) under the owner hierarchy with `srk_password`,
+//! seals a random base64 key to it under a policy of the SHA-256 bank of PCR `pcr` plus
+//! `encryption_password`, and keeps the sealed blobs in `keys_file` as JSON
+//! `{"version":1,"private_key":…,"public_key":…}`; the unsealed string is then used as
+//! `key`. A Linux implementation (tss-esapi against a TPM or swtpm) would therefore read no
+//! file the reference can write on Linux. The `tpm` cargo feature is reserved for it and
+//! changes nothing today; it pulls in no TPM libraries, so every feature set builds.
 
 use crate::error::{Result, StoreError};
 
