@@ -7,6 +7,8 @@ mod reference_util;
 
 use reference_util::*;
 use serde_json::json;
+use storage::crypto::{Cipher, EncryptionConfig};
+use storage::reference::dir::StreamDir;
 use storage::reference::snapshot::restore;
 use storage::{MemStore, SnapshotMeta, Store, StoreConfig};
 
@@ -154,6 +156,17 @@ fn reference_snapshot_of_encrypted_compressed_stream() {
 
 #[test]
 fn memstore_snapshot_into_reference() {
+    memstore_into_reference("", None);
+}
+
+#[test]
+fn memstore_snapshot_into_encrypted_reference() {
+    // The reference encrypts the plain blocks of the restored snapshot as it loads them.
+    let enc = EncryptionConfig::new("k", Cipher::ChaCha);
+    memstore_into_reference("key: \"k\"\n  cipher: chachapoly", Some(enc));
+}
+
+fn memstore_into_reference(js: &str, enc: Option<EncryptionConfig>) {
     if !reference_available() {
         return;
     }
@@ -191,7 +204,7 @@ fn memstore_snapshot_into_reference() {
     store.snapshot(&meta, &mut snap).unwrap();
 
     let tmp = TempDir::new("snap-to-ref");
-    let mut srv = RefServer::start(&tmp.0, "");
+    let mut srv = RefServer::start(&tmp.0, js);
     let mut c = srv.client();
     let v = send_restore(&mut c, &cfg, &snap);
     assert_eq!(v["config"]["name"], "R", "{v}");
@@ -207,4 +220,13 @@ fn memstore_snapshot_into_reference() {
     let mut c = srv.client();
     let (_, again) = reference_messages(&mut c, "R");
     assert_eq!(again, got);
+    // Full circle: the directory the reference made of our snapshot reads back here too.
+    drop(c);
+    srv.stop();
+    let sd = StreamDir::open(&srv.stream_dir("R"), "$G", enc.as_ref()).unwrap();
+    assert_eq!(sd.encrypted(), enc.is_some());
+    let mut back = MemStore::new(StoreConfig::new("R"));
+    let stats = sd.import_into(&mut back, &mut |r| panic!("{r}")).unwrap();
+    assert_eq!(stats.corrupt, 0);
+    assert_eq!(as_ref_msgs(&back), got);
 }

@@ -43,7 +43,8 @@ pub fn ttl_from_headers(headers: &[u8]) -> i64 {
     if let Ok(n) = s.parse::<i64>() {
         return n.max(0);
     }
-    parse_go_duration(s).map_or(0, |ns| (ns + 999_999_999) / 1_000_000_000)
+    // As the reference: a duration under a second is invalid; whole seconds, truncated.
+    parse_go_duration(s).map_or(0, |ns| if ns < 1_000_000_000 { 0 } else { ns / 1_000_000_000 })
 }
 
 /// Go's `time.ParseDuration` for what TTL headers use: `1h30m`, `10s`, `250ms`.
@@ -307,7 +308,9 @@ mod tests {
         assert_eq!(ttl_from_headers(&h("10")), 10);
         assert_eq!(ttl_from_headers(&h("never")), -1);
         assert_eq!(ttl_from_headers(&h("1m30s")), 90);
-        assert_eq!(ttl_from_headers(&h("1500ms")), 2);
+        assert_eq!(ttl_from_headers(&h("1500ms")), 1);
+        assert_eq!(ttl_from_headers(&h("500ms")), 0);
+        assert_eq!(ttl_from_headers(&h("NEVER")), -1);
         assert_eq!(ttl_from_headers(&h("bogus")), 0);
         assert_eq!(ttl_from_headers(b""), 0);
     }
