@@ -12,19 +12,31 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-pub const REFERENCE: &str = "/root/.cache/nats-reference/2.14.0/nats-server";
+/// The reference nats-server binary: `NATS_REFERENCE_SERVER`, or what the repository's
+/// `tools/reference-server` prints (it fetches the binary into the user's cache on first
+/// use), as the root crate's tests find it. Looked up once per test binary.
+pub fn reference_server() -> String {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        if let Ok(p) = std::env::var("NATS_REFERENCE_SERVER") {
+            return p;
+        }
+        let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/reference-server");
+        let out = Command::new(&tool)
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", tool.display()));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    })
+    .clone()
+}
 
-/// Is the reference binary here? Tests that need it say so and pass vacuously otherwise
-/// only when `RNATS_SKIP_REFERENCE` is set; by default its absence fails them.
+/// Kept for the tests' early returns: the reference is required (found or fetched as
+/// above), so this is true or panics.
 pub fn reference_available() -> bool {
-    if Path::new(REFERENCE).exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("RNATS_SKIP_REFERENCE").is_some(),
-        "the reference nats-server is missing at {REFERENCE} (set RNATS_SKIP_REFERENCE to skip)"
-    );
-    false
+    let p = reference_server();
+    assert!(Path::new(&p).exists(), "the reference nats-server is missing at {p}");
+    true
 }
 
 /// A scratch directory removed on drop.
@@ -80,7 +92,7 @@ impl RefServer {
     }
 
     fn start_conf(conf: PathBuf, store_dir: PathBuf, port: u16) -> RefServer {
-        let child = Command::new(REFERENCE)
+        let child = Command::new(reference_server())
             .arg("-c")
             .arg(&conf)
             .stdout(Stdio::null())
