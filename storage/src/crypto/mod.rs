@@ -57,6 +57,8 @@
 //! TPM-sealed keys: see [`tpm`].
 
 pub mod tpm;
+#[cfg(feature = "tpm")]
+mod tpm_esapi;
 
 use crate::error::{Result, StoreError};
 use aes::Aes256;

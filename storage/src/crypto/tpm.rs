@@ -1,28 +1,31 @@
 //! TPM-sealed encryption keys (`jetstream { tpm { keys_file, encryption_password,
 //! srk_password, pcr, cipher } }`).
 //!
-//! nats-server 2.14 implements TPM key sealing on Windows only; on every other platform
-//! `LoadJetStreamEncryptionKeyFromTPM` fails with "TPM functionality is not supported on
-//! this platform" and the server does not start. rnats runs on Linux, so it behaves the
-//! same: the options are parsed and checked exactly as there (the key and the TPM options
-//! are mutually exclusive, `pcr` defaults to 22), and [`TpmOptions::load_key`] refuses
-//! with the reference's error text.
+//! The options are parsed and checked exactly as the reference does (the key and the TPM
+//! options are mutually exclusive, `pcr` defaults to 22). What happens then depends on the
+//! build:
 //!
-//! For the record, what the reference does on Windows: it creates an RSA-2048 storage root
-//! key (AES-128-CFB symmetric, SHA-256 name) under the owner hierarchy with `srk_password`,
-//! seals a random base64 key to it under a policy of the SHA-256 bank of PCR `pcr` plus
-//! `encryption_password`, and keeps the sealed blobs in `keys_file` as JSON
-//! `{"version":1,"private_key":…,"public_key":…}`; the unsealed string is then used as
-//! `key`. A Linux implementation (tss-esapi against a TPM or swtpm) would therefore read no
-//! file the reference can write on Linux. The `tpm` cargo feature is reserved for it and
-//! changes nothing today; it pulls in no TPM libraries, so every feature set builds.
+//! - Without the `tpm` cargo feature (the default), [`TpmOptions::load_key`] refuses with
+//!   the reference's own words on Linux, "TPM functionality is not supported on this
+//!   platform": nats-server 2.14 implements TPM sealing on Windows only, so this is what
+//!   the reference does here.
+//! - With the `tpm` feature, the key is sealed and unsealed through tss-esapi as the
+//!   reference does it on Windows (see `tpm_esapi`): an RSA-2048 storage root key
+//!   (AES-128-CFB, SHA-256 name) regenerated under the owner hierarchy with
+//!   `srk_password`, a random key sealed to it under a policy of the SHA-256 bank of PCR
+//!   `pcr` plus `encryption_password`, and the sealed blobs kept in `keys_file` as JSON
+//!   `{"version":1,"private_key":…,"public_key":…}`. The unsealed string is then used as
+//!   `key`. It needs the tpm2-tss libraries (`libtss2-dev`) to build and a TPM (or
+//!   `swtpm`, named by the `TPM2TOOLS_TCTI`/`TCTI`/`TEST_TCTI` variable) to run; its tests
+//!   start `swtpm` and are skipped where it is not installed.
 
 use crate::error::{Result, StoreError};
 
 /// The PCR the reference uses when `pcr` is 0 or unset.
 pub const DEFAULT_PCR: u32 = 22;
 
-/// The error the reference gives on platforms without TPM support.
+/// The error the reference gives on platforms without TPM support (and rnats without the
+/// `tpm` feature).
 pub const UNSUPPORTED: &str = "TPM functionality is not supported on this platform";
 
 /// The reference's `JSTpmOpts`.
@@ -79,7 +82,14 @@ impl TpmOptions {
         if !key.is_empty() || self.keys_file.is_empty() {
             return Ok(None);
         }
-        Err(StoreError::Encryption(UNSUPPORTED.to_string()))
+        #[cfg(feature = "tpm")]
+        {
+            super::tpm_esapi::load_or_create(self).map(Some)
+        }
+        #[cfg(not(feature = "tpm"))]
+        {
+            Err(StoreError::Encryption(UNSUPPORTED.to_string()))
+        }
     }
 }
 
@@ -95,6 +105,7 @@ mod tests {
         assert!(o.set("bogus", "1").is_err());
         assert!(o.set("pcr", "x").is_err());
         assert_eq!(o.effective_pcr(), 22);
+        #[cfg(not(feature = "tpm"))]
         assert!(matches!(o.load_key(""), Err(StoreError::Encryption(m)) if m == UNSUPPORTED));
         assert!(matches!(o.load_key("k"), Err(StoreError::Config(_))));
         assert_eq!(TpmOptions::default().load_key("").unwrap(), None);
