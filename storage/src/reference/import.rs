@@ -29,6 +29,9 @@ pub struct ImportStats {
     pub corrupt: u64,
     /// A current `index.db` was applied.
     pub index_applied: bool,
+    /// Messages whose subject is not UTF-8 (stored with U+FFFD in place of the bad bytes,
+    /// since the store API holds subjects as strings; each reported).
+    pub lossy_subjects: u64,
 }
 
 /// The TTL (seconds; -1 never) of a message from its `Nats-TTL` header, 0 if none or bad.
@@ -153,6 +156,14 @@ impl<'a> Importer<'a> {
                 Ok((rec, n)) => {
                     if let RefRecord::Msg { seq, .. } | RefRecord::Erased { seq, .. } = rec {
                         seen.top = seen.top.max(seq);
+                    }
+                    if let RefRecord::Msg { seq, subject, .. } = rec {
+                        if std::str::from_utf8(subject).is_err() {
+                            self.stats.lossy_subjects += 1;
+                            report(format!(
+                                "stream {name}: block {index}.blk: message {seq} has a subject that is not UTF-8; stored with replacement characters"
+                            ));
+                        }
                     }
                     if let Some(seq) = apply(rec, &mut *self.store, &mut self.stats)? {
                         if seen.first == 0 {
