@@ -361,3 +361,42 @@ fn encrypted_needs_the_key() {
     // Another account's keys do not open it (the account is part of the derivation).
     assert!(StreamDir::open(&dir, "ACC", Some(&EncryptionConfig::new("k1", Cipher::ChaCha))).is_err());
 }
+
+#[test]
+fn purges_of_everything_and_up_to_a_sequence() {
+    for kill9 in [false, true] {
+        let tmp = TempDir::new("purge-all");
+        let mut srv = RefServer::start(&tmp.0, "");
+        let mut c = srv.client();
+        c.api("$JS.API.STREAM.CREATE.S", &stream_cfg(json!({})));
+        let publish = |c: &mut Client, n: usize, tag: &str| {
+            for i in 0..n {
+                c.js_publish(
+                    &format!("s.{tag}.{}", i % 4),
+                    b"",
+                    format!("{tag}-{i}").repeat(20).as_bytes(),
+                );
+            }
+        };
+        publish(&mut c, 200, "a");
+        // Purge below a sequence (a compact), then everything, with writes between.
+        c.api("$JS.API.STREAM.PURGE.S", &json!({ "seq": 120 }));
+        publish(&mut c, 50, "b");
+        c.api("$JS.API.STREAM.PURGE.S", &json!({}));
+        publish(&mut c, 30, "c");
+        c.api("$JS.API.STREAM.MSG.DELETE.S", &json!({ "seq": 265 }));
+        let (st, want) = reference_messages(&mut c, "S");
+        assert_eq!(st["first_seq"].as_u64(), Some(251));
+        drop(c);
+        if kill9 {
+            srv.kill();
+        } else {
+            srv.stop();
+        }
+        let (mut store, reports, _) = import(&srv.stream_dir("S"), None);
+        for r in &reports {
+            assert!(r.contains("index.db is outdated"), "unexpected report {r}");
+        }
+        check_same(&mut store, &st, &want);
+    }
+}
