@@ -1,3 +1,37 @@
-//! JetStream stores for rnats. Empty until the JetStream issues land.
+//! JetStream message stores for rnats: a memory store and a durable file store.
 //!
-//! Module map: none yet. The memory store and the io_uring direct-I/O file store go here.
+//! Module map:
+//! - [`store`]: the [`Store`] trait streams use (nats-server's `StreamStore`), and the
+//!   durability contract (writes become durable asynchronously; `poll_completions`).
+//! - [`types`], [`error`], [`subject`], [`clock`]: what the API takes and returns, typed
+//!   errors, subject filters, and the clock stores read time from.
+//! - `engine`: the stream semantics shared by both stores (sequences, per-subject index,
+//!   limits, TTL wheel, purge/compact/truncate, queries), holding no message bodies.
+//! - [`memstore`]: the engine with bodies in memory; the model the file store is checked
+//!   against.
+//! - [`reference`]: nats-server 2.14's formats: records, blocks (s2, encrypted),
+//!   `index.db`, snapshots, store dirs, and their import into any store.
+//! - [`crypto`]: encryption at rest with the reference's configuration and key derivation.
+//!
+//! Ownership: a store belongs to the shard that owns its stream. Only that shard calls
+//! it; other shards reach it by posting a job to that shard. A store holds no locks.
+
+pub mod clock;
+pub mod crypto;
+// Parts of the engine serve only the file store (built on another branch); drop this
+// allowance when both are merged.
+#[allow(dead_code)]
+pub(crate) mod engine;
+pub mod error;
+pub mod memstore;
+pub mod reference;
+pub mod store;
+pub mod subject;
+pub mod types;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{Result, StoreError};
+pub use memstore::MemStore;
+pub use store::{SnapshotMeta, Store};
+pub use subject::Filter;
+pub use types::{DeleteRange, Discard, SimpleState, StorageKind, StoreConfig, StoredMsg, StreamState};
