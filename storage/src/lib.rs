@@ -9,6 +9,9 @@
 //!   limits, TTL wheel, purge/compact/truncate, queries), holding no message bodies.
 //! - [`memstore`]: the engine with bodies in memory; the model the file store is checked
 //!   against.
+//! - [`filestore`]: the durable file store (blocks of framed records, group commit,
+//!   recovery rules; its module docs describe the format), over [`io`]: io_uring + O_DIRECT
+//!   or buffered std I/O on a helper thread, and a fault-injection layer for tests.
 //! - [`reference`]: nats-server 2.14's formats: records, `index.db`, snapshots, store dirs.
 //!
 //! Ownership: a store belongs to the shard that owns its stream. Only that shard calls
@@ -17,6 +20,8 @@
 pub mod clock;
 pub(crate) mod engine;
 pub mod error;
+pub mod filestore;
+pub mod io;
 pub mod memstore;
 pub mod reference;
 pub mod store;
@@ -25,6 +30,7 @@ pub mod types;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Result, StoreError};
+pub use filestore::{FileStore, FileStoreConfig, SyncMode};
 pub use memstore::MemStore;
 pub use store::{SnapshotMeta, Store};
 pub use subject::Filter;
