@@ -72,6 +72,7 @@ mod write;
 
 pub use cipher::{BlockCipher, NoCipher};
 pub use format::Checksum;
+pub use recover::{block_header, scan_block, Scan};
 
 use crate::clock::{system_clock, SharedClock};
 use crate::engine::Engine;
