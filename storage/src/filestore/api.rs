@@ -19,7 +19,7 @@ impl FileStore {
             .block_pos(u64::from(loc.blk))
             .ok_or_else(|| StoreError::Corrupt(format!("block {} is gone", loc.blk)))?;
         let b = self.blocks.get(i).ok_or(StoreError::MsgNotFound)?;
-        let (cs, file_id, file) = (b.hdr.checksum(), b.hdr.file_id, b.file);
+        let (cs, file_id) = (b.hdr.checksum(), b.hdr.file_id);
         let off = u64::from(loc.off);
         let len = loc.len as usize;
         if off >= b.base {
@@ -28,6 +28,7 @@ impl FileStore {
                 return Ok((src.to_vec(), cs, file_id));
             }
         }
+        let file = self.file_of(i)?;
         Ok((self.io.read_at(file, off, len)?, cs, file_id))
     }
 
@@ -86,7 +87,8 @@ impl FileStore {
         };
         self.eng.insert(seq, ts, subject, size, ttl, loc, &mut sink);
         self.write_removals(false)?;
-        self.after_write()
+        self.after_write()?;
+        self.backpressure()
     }
 
     /// Run an engine operation with the store's sink, then write its removals.

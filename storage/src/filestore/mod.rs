@@ -84,6 +84,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Sealed block files kept open for reads at most.
+const MAX_OPEN: usize = 32;
+
 /// When writes become durable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SyncMode {
@@ -143,7 +146,8 @@ pub struct Loc {
 /// One block file, with its write state while it is being written.
 pub(crate) struct Block {
     pub ordinal: u64,
-    pub file: FileNo,
+    /// The open file, if it is open (sealed blocks are opened on demand, a few at a time).
+    pub file: Option<FileNo>,
     pub hdr: format::BlockHeader,
     /// Logical length: headers and records (padded), what the next block's `prev_len` says.
     pub len: u64,
@@ -201,6 +205,8 @@ pub struct FileStore {
     closed: bool,
     corruptions: u64,
     stats: FileStoreStats,
+    /// Ordinals of sealed blocks opened for reads, oldest first.
+    open_files: std::collections::VecDeque<u64>,
     /// Removals the engine made, waiting to be written (seq, erase location).
     tombs: Vec<(u64, Option<Loc>)>,
 }
@@ -237,6 +243,7 @@ impl FileStore {
             corruptions: 0,
             stats: FileStoreStats::default(),
             tombs: Vec::new(),
+            open_files: Default::default(),
         };
         fs.recover()?;
         Ok(fs)
@@ -281,8 +288,41 @@ impl FileStore {
         self.blocks.binary_search_by(|b| b.ordinal.cmp(&ordinal)).ok()
     }
 
+    /// The open file of block `i`, opening it (and closing the least recently opened
+    /// idle one past [`MAX_OPEN`]).
+    fn file_of(&mut self, i: usize) -> Result<FileNo> {
+        let b = self.blocks.get(i).ok_or(StoreError::MsgNotFound)?;
+        if let Some(f) = b.file {
+            return Ok(f);
+        }
+        let ord = b.ordinal;
+        while self.open_files.len() >= MAX_OPEN {
+            let Some(old) = self.open_files.pop_front() else { break };
+            let tail = self.blocks.back().map(|t| t.ordinal);
+            if let Some(j) = self.block_pos(old) {
+                let busy = Some(old) == tail
+                    || self.blocks.get(j).is_some_and(|b| b.flushed < b.len || b.file.is_some_and(|f| self.unsynced.contains(&f)))
+                    || self.in_flight.as_ref().is_some_and(|inf| inf.lens.iter().any(|(o, _)| *o == old));
+                if busy {
+                    self.open_files.push_back(old);
+                    break;
+                }
+                if let Some(f) = self.blocks.get_mut(j).and_then(|b| b.file.take()) {
+                    self.io.close(f);
+                }
+            }
+        }
+        let (f, _) = self.io.open(&Block::name(ord), false)?;
+        if let Some(b) = self.blocks.get_mut(i) {
+            b.file = Some(f);
+        }
+        self.open_files.push_back(ord);
+        Ok(f)
+    }
+
     fn corrupt(&mut self, what: &str) {
         self.corruptions += 1;
+        if std::env::var_os("RNATS_STORAGE_DEBUG").is_some() { eprintln!("CORRUPT {what}"); }
         tracing::warn!(dir = %self.cfg.dir.display(), "storage: corrupt record not served: {what}");
     }
 }

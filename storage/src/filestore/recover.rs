@@ -163,48 +163,59 @@ impl FileStore {
             }
         }
         ords.sort_unstable();
-        // Read every block.
-        let mut found = Vec::with_capacity(ords.len());
-        for (i, &ord) in ords.iter().enumerate() {
+        // First the headers (two copies at the front of each block).
+        let mut found: Vec<(u64, Option<BlockHeader>, bool)> = Vec::with_capacity(ords.len());
+        for &ord in &ords {
             let name = Block::name(ord);
             let (file, len) = self.io.open(&name, false)?;
-            let bytes = self.io.read_at(file, 0, usize::try_from(len).unwrap_or(usize::MAX))?;
-            let hdr = block_header(&bytes).filter(|h| h.ordinal == ord);
-            let last = i + 1 == ords.len();
-            if hdr.is_none() && last && (bytes.len() < DATA_START || is_zero(&bytes)) {
-                // A block whose creation was cut short by a crash: nothing was in it.
-                tracing::info!(block = ord, "storage: removing a block torn at creation");
-                self.io.remove(&name)?;
-                continue;
+            let head = self.io.read_at(file, 0, DATA_START)?;
+            let hdr = block_header(&head).filter(|h| h.ordinal == ord);
+            let mut empty = false;
+            if hdr.is_none() && len <= 1 << 20 {
+                let all = self.io.read_at(file, 0, len as usize)?;
+                empty = all.len() < DATA_START || is_zero(&all);
             }
-            found.push((ord, file, hdr, bytes));
+            self.io.close(file);
+            found.push((ord, hdr, empty));
         }
+        // Blocks at the end whose creation a crash cut short (no header, nothing in them)
+        // never held an acknowledged write: remove them.
+        while let Some(&(ord, None, true)) = found.last() {
+            tracing::info!(block = ord, "storage: removing a block torn at creation");
+            self.io.remove(&Block::name(ord))?;
+            found.pop();
+        }
+        let found: Vec<(u64, Option<BlockHeader>)> = found.into_iter().map(|(o, h, _)| (o, h)).collect();
+        // Then each block's records, one block in memory at a time.
         let mut prev: Option<u64> = None;
+        let mut last_untouched = false;
         for i in 0..found.len() {
-            let Some((ord, file, hdr, bytes)) = found.get(i) else { break };
-            let (ord, file) = (*ord, *file);
+            let Some(&(ord, hdr)) = found.get(i) else { break };
             if let Some(p) = prev {
                 if ord != p + 1 {
                     self.corrupt(&format!("blocks {} to {} are missing", p + 1, ord - 1));
                 }
             }
             prev = Some(ord);
-            let Some(hdr) = *hdr else {
+            let Some(hdr) = hdr else {
                 self.corrupt(&format!("block {ord}: both header copies are bad; its records are unreadable"));
-                self.io.close(file);
                 continue;
             };
             let limit = if hdr.sealed_len != 0 {
                 Some(hdr.sealed_len)
             } else {
                 match found.get(i + 1) {
-                    Some((n, _, Some(h), _)) if *n == ord + 1 => Some(h.prev_len),
+                    Some((n, Some(h))) if *n == ord + 1 => Some(h.prev_len),
                     _ => None,
                 }
             };
+            let (file, len) = self.io.open(&Block::name(ord), false)?;
+            let bytes = self.io.read_at(file, 0, usize::try_from(len).unwrap_or(usize::MAX))?;
+            self.io.close(file);
+            last_untouched = is_zero(bytes.get(DATA_START..).unwrap_or(&[]));
             let mut bad_replays = Vec::new();
             let eng = &mut self.eng;
-            let scan = scan_block(bytes, &hdr, limit, |off, len, r| {
+            let scan = scan_block(&bytes, &hdr, limit, |off, len, r| {
                 if let Err(e) = replay(eng, ord, off, len, r) {
                     bad_replays.push(e);
                 }
@@ -215,7 +226,7 @@ impl FileStore {
             let align = self.io.alignment() as u64;
             self.blocks.push_back(Block {
                 ordinal: ord,
-                file,
+                file: None,
                 hdr,
                 len: scan.end,
                 live: 0,
@@ -229,10 +240,8 @@ impl FileStore {
         // The new tail: replace an empty last block, else start the next one.
         let (mut ord, mut prev_len) = self.blocks.back().map_or((1, 0), |b| (b.ordinal + 1, b.len));
         if let Some(b) = self.blocks.back() {
-            let untouched = found
-                .last()
-                .is_some_and(|f| f.0 == b.ordinal && is_zero(f.3.get(DATA_START..).unwrap_or(&[])));
-            if b.len == DATA_START as u64 && b.live == 0 && b.hdr.sealed_len == 0 && untouched {
+            let is_last = found.last().is_some_and(|f| f.0 == b.ordinal);
+            if b.len == DATA_START as u64 && b.live == 0 && b.hdr.sealed_len == 0 && is_last && last_untouched {
                 ord = b.ordinal;
                 prev_len = b.hdr.prev_len;
                 self.blocks.pop_back();
@@ -241,7 +250,7 @@ impl FileStore {
         }
         if let Some(last) = found.last() {
             // A last block with unreadable headers keeps its file (and its ordinal).
-            if last.0 >= ord && last.2.is_none() {
+            if last.0 >= ord && last.1.is_none() {
                 ord = last.0 + 1;
             }
         }

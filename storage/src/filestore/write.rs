@@ -76,7 +76,7 @@ impl FileStore {
         buf.extend_from_slice(&h);
         self.blocks.push_back(Block {
             ordinal,
-            file,
+            file: Some(file),
             hdr,
             len: DATA_START as u64,
             live: 0,
@@ -219,10 +219,11 @@ impl FileStore {
     /// Overwrite the message record at `loc` with an erased record of the same length.
     fn erase_in_place(&mut self, loc: Loc) -> Result<()> {
         let Some(i) = self.block_pos(u64::from(loc.blk)) else { return Ok(()) };
-        let (file_id, file) = match self.blocks.get(i) {
-            Some(b) => (b.hdr.file_id, b.file),
+        let file_id = match self.blocks.get(i) {
+            Some(b) => b.hdr.file_id,
             None => return Ok(()),
         };
+        let file = self.file_of(i)?;
         let cs = self.cfg.checksum;
         // An erased record with an empty subject and a zero body: same padded length.
         let blen = (loc.len as usize).saturating_sub(format::REC_HEADER + cs.len());
@@ -284,7 +285,10 @@ impl FileStore {
         self.sync_all(true)?;
         while self.blocks.len() > 1 && dead(self.blocks.front()) {
             let Some(b) = self.blocks.pop_front() else { break };
-            self.unsynced.remove(&b.file);
+            if let Some(f) = b.file {
+                self.unsynced.remove(&f);
+            }
+            self.open_files.retain(|o| *o != b.ordinal);
             self.io.remove(&Block::name(b.ordinal))?;
             self.dir_dirty = true;
         }
@@ -309,24 +313,21 @@ impl FileStore {
             if b.flushed >= b.len {
                 continue;
             }
+            let Some(file) = b.file else { continue };
             let start = floor(b.flushed, align).max(b.base);
             let end = ceil(b.len, align);
             let from = (start - b.base) as usize;
             let mut data = b.buf.get(from..).unwrap_or(&[]).to_vec();
             data.resize((end - start) as usize, 0);
             self.stats.bytes_written += data.len() as u64;
-            ops.push(Op::Write {
-                file: b.file,
-                off: start,
-                data,
-            });
+            ops.push(Op::Write { file, off: start, data });
             b.flushed = b.len;
             lens.push((b.ordinal, b.len));
-            self.unsynced.insert(b.file);
+            self.unsynced.insert(file);
             // A block left for the next one is on disk before the next one is written.
             if i + 1 < n {
-                ops.push(Op::Sync { file: b.file });
-                self.unsynced.remove(&b.file);
+                ops.push(Op::Sync { file });
+                self.unsynced.remove(&file);
                 self.stats.syncs += 1;
             }
         }
@@ -397,6 +398,13 @@ impl FileStore {
                     b.buf = Vec::new();
                 }
             }
+            // A sealed block that is all on disk needs no open file until it is read.
+            if Some(ord) != last && b.flushed == b.len && b.file.is_some_and(|f| !self.unsynced.contains(&f)) {
+                if let Some(f) = b.file.take() {
+                    self.io.close(f);
+                }
+                self.open_files.retain(|o| *o != ord);
+            }
         }
         Ok(())
     }
@@ -440,6 +448,32 @@ impl FileStore {
                 }
             }
         }
+    }
+
+    /// Bound what is buffered: past [`FileStore::max_buffered`] bytes not yet handed to the
+    /// I/O layer, wait for the batch in flight and start the next one.
+    pub(super) fn backpressure(&mut self) -> Result<()> {
+        let buffered: u64 = self
+            .blocks
+            .iter()
+            .rev()
+            .take_while(|b| b.flushed < b.len)
+            .map(|b| b.len - b.flushed)
+            .sum();
+        if buffered <= self.max_buffered() {
+            return Ok(());
+        }
+        if self.in_flight.is_some() {
+            if let Some(d) = self.io.wait() {
+                self.complete(d)?;
+            }
+        }
+        self.start_batch(false)
+    }
+
+    /// Bytes a store buffers at most before a store call waits for the disk.
+    pub(super) fn max_buffered(&self) -> u64 {
+        (2 * self.cfg.block_size).max(4 << 20)
     }
 
     /// After a write call: sync at once in `sync_always` mode.
