@@ -23,11 +23,11 @@
 //! | off | size | field |
 //! |---|---|---|
 //! | 0 | 4 | `len`: the record's length without padding (header, subject, body, checksum) |
-//! | 4 | 1 | kind: 1 message, 2 tombstone, 3 sequence range, 4 erased message |
+//! | 4 | 1 | kind: 1 message, 2 tombstone, 3 sequence range, 4 erased message (keeps only its sequence and time) |
 //! | 5 | 1 | flags: bit 0 body s2-compressed, bit 1 body sealed by the block cipher |
 //! | 6 | 2 | subject length |
 //! | 8 | 8 | sequence (tombstone: the removed sequence; range: the first sequence) |
-//! | 16 | 8 | timestamp, Unix nanoseconds |
+//! | 16 | 8 | timestamp, Unix nanoseconds (range: the stream's last timestamp) |
 //! | 24 | 8 | TTL in seconds (range: the last sequence) |
 //! | 32 | 4 | headers length (of the plain body) |
 //! | 36 | 4 | stored body length |

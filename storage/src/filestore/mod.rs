@@ -208,7 +208,7 @@ pub struct FileStore {
     /// Ordinals of sealed blocks opened for reads, oldest first.
     open_files: std::collections::VecDeque<u64>,
     /// Removals the engine made, waiting to be written (seq, erase location).
-    tombs: Vec<(u64, Option<Loc>)>,
+    tombs: Vec<(u64, Option<(Loc, i64)>)>,
 }
 
 impl FileStore {

@@ -112,6 +112,7 @@ fn apply_range(eng: &mut Engine<Loc>, first: u64, last: u64, ts: i64) {
     if first > eng.first_seq {
         eng.compact(first, &mut NoSink);
     }
+    eng.last_ts = ts;
 }
 
 /// Replay one record. `Err` describes a record that validated but cannot be used.
@@ -138,7 +139,12 @@ fn replay(eng: &mut Engine<Loc>, ordinal: u64, off: u64, len: u32, r: &Record<'_
             eng.remove(r.seq, Why::Replay, &mut NoSink);
         }
         Kind::Range => apply_range(eng, r.seq, r.ttl as u64, r.ts),
-        Kind::Erased => {}
+        // An erased message still took its sequence.
+        Kind::Erased => {
+            if r.seq > eng.last_seq {
+                let _ = eng.skip(0, r.seq - eng.last_seq, r.ts);
+            }
+        }
     }
     Ok(())
 }
@@ -237,6 +243,8 @@ impl FileStore {
             });
         }
         self.count_live();
+        let index = &self.eng.index;
+        self.eng.ttl.retain(|seq| index.get(seq).is_some());
         // The new tail: replace an empty last block, else start the next one.
         let (mut ord, mut prev_len) = self.blocks.back().map_or((1, 0), |b| (b.ordinal + 1, b.len));
         if let Some(b) = self.blocks.back() {

@@ -12,7 +12,7 @@ use std::time::Instant;
 /// Receives the engine's removals: block accounting, and the tombstones to write.
 pub(super) struct FsSink<'a> {
     pub blocks: &'a mut std::collections::VecDeque<Block>,
-    pub tombs: &'a mut Vec<(u64, Option<Loc>)>,
+    pub tombs: &'a mut Vec<(u64, Option<(Loc, i64)>)>,
 }
 
 impl Sink<Loc> for FsSink<'_> {
@@ -26,7 +26,7 @@ impl Sink<Loc> for FsSink<'_> {
         }
         match why {
             Why::User | Why::Limit | Why::Expired => self.tombs.push((seq, None)),
-            Why::Erase => self.tombs.push((seq, Some(e.loc))),
+            Why::Erase => self.tombs.push((seq, Some((e.loc, e.ts)))),
             Why::Bulk | Why::Replay => {}
         }
     }
@@ -185,12 +185,18 @@ impl FileStore {
         Ok((b.hdr.file_id, b.len))
     }
 
-    fn append_marker(&mut self, kind: Kind, seq: u64, extra: i64) -> Result<()> {
+    /// The stream's sequence range (first, last, and the last timestamp).
+    fn append_range(&mut self) -> Result<()> {
+        let (first, last, ts) = (self.eng.first_seq, self.eng.last_seq, self.eng.last_ts);
+        self.append_marker(Kind::Range, first, ts, last as i64)
+    }
+
+    fn append_marker(&mut self, kind: Kind, seq: u64, ts: i64, extra: i64) -> Result<()> {
         let rec = Record {
             kind,
             flags: 0,
             seq,
-            ts: self.clock.now_nanos(),
+            ts,
             ttl: extra,
             hdr_len: 0,
             plain_len: 0,
@@ -205,19 +211,21 @@ impl FileStore {
     pub(super) fn write_removals(&mut self, bulk: bool) -> Result<()> {
         let tombs = std::mem::take(&mut self.tombs);
         for (seq, erase) in tombs {
-            self.append_marker(Kind::Tomb, seq, 0)?;
-            if let Some(loc) = erase {
-                self.erase_in_place(loc)?;
+            let now = self.clock.now_nanos();
+            self.append_marker(Kind::Tomb, seq, now, 0)?;
+            if let Some((loc, ts)) = erase {
+                self.erase_in_place(loc, seq, ts)?;
             }
         }
         if bulk {
-            self.append_marker(Kind::Range, self.eng.first_seq, self.eng.last_seq as i64)?;
+            self.append_range()?;
         }
         self.drop_dead_blocks()
     }
 
-    /// Overwrite the message record at `loc` with an erased record of the same length.
-    fn erase_in_place(&mut self, loc: Loc) -> Result<()> {
+    /// Overwrite the message record at `loc` with an erased record of the same length,
+    /// which keeps only its sequence and time (replay still sees the sequence taken).
+    fn erase_in_place(&mut self, loc: Loc, seq: u64, ts: i64) -> Result<()> {
         let Some(i) = self.block_pos(u64::from(loc.blk)) else { return Ok(()) };
         let file_id = match self.blocks.get(i) {
             Some(b) => b.hdr.file_id,
@@ -231,8 +239,8 @@ impl FileStore {
         let rec = Record {
             kind: Kind::Erased,
             flags: 0,
-            seq: 0,
-            ts: 0,
+            seq,
+            ts,
             ttl: 0,
             hdr_len: 0,
             plain_len: 0,
@@ -281,7 +289,7 @@ impl FileStore {
         if self.blocks.len() < 2 || !dead(self.blocks.front()) {
             return Ok(());
         }
-        self.append_marker(Kind::Range, self.eng.first_seq, self.eng.last_seq as i64)?;
+        self.append_range()?;
         self.sync_all(true)?;
         while self.blocks.len() > 1 && dead(self.blocks.front()) {
             let Some(b) = self.blocks.pop_front() else { break };
