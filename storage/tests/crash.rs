@@ -16,10 +16,10 @@ use storage::filestore::{block_header, scan_block};
 use storage::io::IoChoice;
 use storage::{FileStore, FileStoreConfig, Store, StoreConfig, StoreError};
 
-fn config(dir: &Path) -> FileStoreConfig {
+fn config(dir: &Path, direct: bool) -> FileStoreConfig {
     let mut f = FileStoreConfig::new(dir);
     f.block_size = 16 * 1024;
-    f.io = IoChoice::Buffered;
+    f.io = if direct { IoChoice::Auto } else { IoChoice::Buffered };
     f
 }
 
@@ -52,9 +52,9 @@ struct Original {
     files: Vec<PathBuf>,
 }
 
-fn build(rng: &mut impl Rng) -> Original {
+fn build(rng: &mut impl Rng, direct: bool) -> Original {
     let dir = TempDir::new(None, "crash-orig");
-    let mut s = FileStore::open(config(dir.path()), StoreConfig::new("C")).expect("open");
+    let mut s = FileStore::open(config(dir.path(), direct), StoreConfig::new("C")).expect("open");
     let mut msgs = BTreeMap::new();
     for _ in 0..300 {
         let len = rng.gen_range(1..1500);
@@ -127,10 +127,10 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-fn run(kind: Damage, seed: u64) {
+fn run(kind: Damage, seed: u64, direct: bool) {
     let cases: usize = std::env::var("RNATS_CRASH_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let orig = build(&mut rng);
+    let orig = build(&mut rng, direct);
     let mut detected = 0;
     for case in 0..cases {
         let copy = TempDir::new(None, "crash-copy");
@@ -163,7 +163,7 @@ fn run(kind: Damage, seed: u64) {
         std::fs::write(&target, &bytes).expect("write");
         let ctx = format!("{kind:?} case {case}: {name:?} at {at} bit {bit}, touching {touched:?}");
 
-        let mut s = FileStore::open(config(copy.path()), StoreConfig::new("C")).expect("reopen");
+        let mut s = FileStore::open(config(copy.path(), direct), StoreConfig::new("C")).expect("reopen");
         let untouched = orig.placed.iter().filter(|p| !touched.iter().any(|t| t.seq == p.seq));
         for p in untouched {
             match s.load_msg(p.seq) {
@@ -194,23 +194,31 @@ fn run(kind: Damage, seed: u64) {
         let (seq, _) = s.store_msg("after", b"", b"after damage", 0).expect("store after damage");
         s.stop().expect("stop");
         drop(s);
-        let mut s = FileStore::open(config(copy.path()), StoreConfig::new("C")).expect("reopen 2");
+        let mut s = FileStore::open(config(copy.path(), direct), StoreConfig::new("C")).expect("reopen 2");
         assert_eq!(s.load_msg(seq).expect("after").payload, &b"after damage"[..], "{ctx}");
     }
-    eprintln!("{kind:?}: {cases} cases, {detected} with corruption reported");
+    eprintln!("{kind:?} (direct: {direct}): {cases} cases, {detected} with corruption reported");
 }
 
 #[test]
 fn cut_at_random_offsets() {
-    run(Damage::Cut, 1);
+    run(Damage::Cut, 1, false);
 }
 
 #[test]
 fn zero_tails() {
-    run(Damage::ZeroTail, 2);
+    run(Damage::ZeroTail, 2, false);
 }
 
 #[test]
 fn single_bit_flips() {
-    run(Damage::Flip, 3);
+    run(Damage::Flip, 3, false);
+}
+
+/// The same on files written with O_DIRECT (padded to 4096; io_uring where available).
+#[test]
+fn damage_of_direct_written_files() {
+    run(Damage::Cut, 4, true);
+    run(Damage::ZeroTail, 5, true);
+    run(Damage::Flip, 6, true);
 }
