@@ -17,7 +17,9 @@ use storage::{FileStore, FileStoreConfig, Store, StoreConfig, SyncMode};
 const GROUP: u64 = 256;
 
 fn base() -> PathBuf {
-    std::env::var("RNATS_BENCH_DIR").map(PathBuf::from).unwrap_or_else(|_| std::env::temp_dir())
+    std::env::var("RNATS_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| std::env::temp_dir())
 }
 
 struct Dir(PathBuf);
@@ -47,7 +49,10 @@ fn append(c: &mut Criterion) {
     for size in [16usize, 1024, 65536] {
         let payload = vec![0x42u8; size];
         g.throughput(Throughput::Elements(GROUP));
-        for (name, sync) in [("group_commit", SyncMode::GroupCommit), ("lazy", SyncMode::Interval(Duration::from_secs(120)))] {
+        for (name, sync) in [
+            ("group_commit", SyncMode::GroupCommit),
+            ("lazy", SyncMode::Interval(Duration::from_secs(120))),
+        ] {
             let dir = Dir::new(name);
             let mut s = open(&dir, sync);
             g.bench_with_input(BenchmarkId::new(name, size), &size, |b, _| {
@@ -71,7 +76,11 @@ fn append(c: &mut Criterion) {
         }
         // The comparison: the same bytes through a plain file, one fdatasync per group.
         let dir = Dir::new("plain");
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(dir.0.join("plain.log")).expect("file");
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.0.join("plain.log"))
+            .expect("file");
         g.bench_with_input(BenchmarkId::new("plain_write_fdatasync", size), &size, |b, _| {
             b.iter(|| {
                 for _ in 0..GROUP {
@@ -90,7 +99,8 @@ fn fill(dir: &Dir, n: u64, size: usize, subjects: u64) -> FileStore {
     let mut s = open(dir, SyncMode::Interval(Duration::from_secs(120)));
     let payload = vec![7u8; size];
     for i in 0..n {
-        s.store_msg(&format!("sub.{}", i % subjects), b"", &payload, 0).expect("store");
+        s.store_msg(&format!("sub.{}", i % subjects), b"", &payload, 0)
+            .expect("store");
         if i % 1024 == 0 {
             s.submit().expect("submit");
         }
@@ -116,7 +126,9 @@ fn reads(c: &mut Criterion) {
         })
     });
     let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-    g.bench_function("random_128B", |b| b.iter(|| s.load_msg(rng.gen_range(1..=n)).expect("load")));
+    g.bench_function("random_128B", |b| {
+        b.iter(|| s.load_msg(rng.gen_range(1..=n)).expect("load"))
+    });
     g.finish();
 }
 
@@ -128,7 +140,10 @@ fn last_by_subject(c: &mut Criterion) {
     let mut s = fill(&dir, subjects, 16, subjects);
     let mut rng = rand::rngs::StdRng::seed_from_u64(2);
     g.bench_function("1M_subjects", |b| {
-        b.iter(|| s.load_last_msg(&format!("sub.{}", rng.gen_range(0..subjects))).expect("last"))
+        b.iter(|| {
+            s.load_last_msg(&format!("sub.{}", rng.gen_range(0..subjects)))
+                .expect("last")
+        })
     });
     g.finish();
 }

@@ -89,7 +89,8 @@ fn build(rng: &mut impl Rng, direct: bool) -> Original {
                     file: f.clone(),
                     start: off,
                     end: off + u64::from(len),
-                    data_end: off + storage::filestore::format::record_len(r.subject.len(), r.body.len(), hdr.checksum()) as u64,
+                    data_end: off
+                        + storage::filestore::format::record_len(r.subject.len(), r.body.len(), hdr.checksum()) as u64,
                     last_block,
                     last_record: false,
                 });
@@ -128,7 +129,10 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn run(kind: Damage, seed: u64, direct: bool) {
-    let cases: usize = std::env::var("RNATS_CRASH_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
+    let cases: usize = std::env::var("RNATS_CRASH_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let orig = build(&mut rng, direct);
     let mut detected = 0;
@@ -191,7 +195,9 @@ fn run(kind: Damage, seed: u64, direct: bool) {
             detected += 1;
         }
         // The damaged store still takes writes, and they survive another restart.
-        let (seq, _) = s.store_msg("after", b"", b"after damage", 0).expect("store after damage");
+        let (seq, _) = s
+            .store_msg("after", b"", b"after damage", 0)
+            .expect("store after damage");
         s.stop().expect("stop");
         drop(s);
         let mut s = FileStore::open(config(copy.path(), direct), StoreConfig::new("C")).expect("reopen 2");

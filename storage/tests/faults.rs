@@ -36,9 +36,15 @@ fn failed_fsync_refuses_writes_and_acknowledges_nothing_more() {
     faults.fail_sync_in(1);
     s.store_msg("a", b"", b"lost?", 0).expect("buffered");
     let err = s.sync().expect_err("the sync fails");
-    assert!(matches!(err, StoreError::WritesRefused(ref m) if m.contains("Input/output error")), "{err}");
+    assert!(
+        matches!(err, StoreError::WritesRefused(ref m) if m.contains("Input/output error")),
+        "{err}"
+    );
     assert_eq!(s.durable_seq(), 10, "the failed write is not acknowledged");
-    assert!(matches!(s.store_msg("a", b"", b"x", 0), Err(StoreError::WritesRefused(_))));
+    assert!(matches!(
+        s.store_msg("a", b"", b"x", 0),
+        Err(StoreError::WritesRefused(_))
+    ));
     assert!(matches!(s.remove_msg(1), Err(StoreError::WritesRefused(_))));
     assert!(matches!(s.poll_completions(), Ok(10)));
     assert!(s.failure().is_some());
@@ -72,7 +78,10 @@ fn failed_write_refuses_writes_in_group_commit() {
         std::thread::sleep(Duration::from_millis(1));
     };
     assert!(matches!(err, StoreError::WritesRefused(_)), "{err}");
-    assert!(matches!(s.store_msg("a", b"", b"x", 0), Err(StoreError::WritesRefused(_))));
+    assert!(matches!(
+        s.store_msg("a", b"", b"x", 0),
+        Err(StoreError::WritesRefused(_))
+    ));
     assert!(matches!(s.sync(), Err(StoreError::WritesRefused(_))));
 }
 
@@ -89,7 +98,10 @@ fn full_disk_is_a_clear_error() {
         e => panic!("unexpected {e}"),
     }
     assert_eq!(s.durable_seq(), 1);
-    assert!(matches!(s.store_msg("a", b"", b"x", 0), Err(StoreError::WritesRefused(_))));
+    assert!(matches!(
+        s.store_msg("a", b"", b"x", 0),
+        Err(StoreError::WritesRefused(_))
+    ));
 }
 
 #[test]

@@ -35,7 +35,9 @@ fn payload(seq: u64) -> Vec<u8> {
 #[test]
 #[ignore = "the writer process of kill9_loop; run by it"]
 fn ackwriter_child() {
-    let Ok(dir) = std::env::var("RNATS_ACKWRITER_DIR") else { return };
+    let Ok(dir) = std::env::var("RNATS_ACKWRITER_DIR") else {
+        return;
+    };
     let mut s = FileStore::open(config(Path::new(&dir)), StoreConfig::new("K")).expect("open");
     let out = std::io::stdout();
     let mut out = out.lock();
@@ -49,7 +51,9 @@ fn ackwriter_child() {
         // Bursts of writes, as a stream receives them.
         for _ in 0..(1 + n % 17) {
             let seq = s.fast_state().last_seq + 1;
-            let (got, _) = s.store_msg(&format!("k.{}", seq % 11), b"", &payload(seq), 0).expect("store");
+            let (got, _) = s
+                .store_msg(&format!("k.{}", seq % 11), b"", &payload(seq), 0)
+                .expect("store");
             assert_eq!(got, seq);
         }
         n += 1;
@@ -67,9 +71,15 @@ fn ackwriter_child() {
 fn check(dir: &Path, acked: u64) -> u64 {
     let mut s = FileStore::open(config(dir), StoreConfig::new("K")).expect("reopen");
     let st = s.fast_state();
-    assert!(st.last_seq >= acked, "last seq {} below the acknowledged {acked}", st.last_seq);
+    assert!(
+        st.last_seq >= acked,
+        "last seq {} below the acknowledged {acked}",
+        st.last_seq
+    );
     for seq in 1..=acked {
-        let m = s.load_msg(seq).unwrap_or_else(|e| panic!("acknowledged seq {seq} lost: {e}"));
+        let m = s
+            .load_msg(seq)
+            .unwrap_or_else(|e| panic!("acknowledged seq {seq} lost: {e}"));
         assert_eq!(&m.payload[..], &payload(seq)[..], "seq {seq} differs");
     }
     assert_eq!(s.corruptions(), 0, "a kill -9 must not look like corruption");
@@ -79,7 +89,10 @@ fn check(dir: &Path, acked: u64) -> u64 {
 
 #[test]
 fn kill9_loop() {
-    let cycles: u32 = std::env::var("RNATS_KILL9_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    let cycles: u32 = std::env::var("RNATS_KILL9_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
     let base = std::env::var("RNATS_KILL9_DIR").ok().map(PathBuf::from);
     let dir = TempDir::new(base.as_deref(), "kill9");
     let exe = std::env::current_exe().expect("test binary");
@@ -89,7 +102,13 @@ fn kill9_loop() {
     let started = Instant::now();
     for cycle in 0..cycles {
         let mut child = Command::new(&exe)
-            .args(["--exact", "ackwriter_child", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "ackwriter_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("RNATS_ACKWRITER_DIR", dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -135,7 +154,10 @@ fn kill9_loop() {
         while let Ok(line) = rx.try_recv() {
             take(&line, &mut acked);
         }
-        assert!(cycle_acks > 0 || cycle == 0 || acked > 0, "cycle {cycle}: the writer acknowledged nothing");
+        assert!(
+            cycle_acks > 0 || cycle == 0 || acked > 0,
+            "cycle {cycle}: the writer acknowledged nothing"
+        );
         let last = check(dir.path(), acked);
         assert!(last >= acked);
     }

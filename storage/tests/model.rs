@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use storage::filestore::{Checksum, Compression};
 use storage::io::IoChoice;
-use storage::{Filter, FileStore, FileStoreConfig, ManualClock, MemStore, Store, StoreConfig, StreamState};
+use storage::{FileStore, FileStoreConfig, Filter, ManualClock, MemStore, Store, StoreConfig, StreamState};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -76,7 +76,9 @@ fn run(ops: Vec<Op>, variant: u8) -> Result<(), TestCaseError> {
         fcfg.compression = Compression::S2;
         fcfg.checksum = Checksum::Highway;
     }
-    let open = |cfg: &StoreConfig| FileStore::open_with_clock(fcfg.clone(), cfg.clone(), Arc::new(clock.clone())).expect("open");
+    let open = |cfg: &StoreConfig| {
+        FileStore::open_with_clock(fcfg.clone(), cfg.clone(), Arc::new(clock.clone())).expect("open")
+    };
     let mut fs = open(&cfg);
     let mut ms = MemStore::with_clock(cfg.clone(), Arc::new(clock.clone()));
     let mut payload_no = 0u32;
@@ -117,7 +119,12 @@ fn run(ops: Vec<Op>, variant: u8) -> Result<(), TestCaseError> {
                 prop_assert_eq!(fs.truncate(s).is_ok(), ms.truncate(s).is_ok(), "{}", ctx);
             }
             Op::Skip(n) => {
-                prop_assert_eq!(fs.skip_msgs(0, u64::from(n)).is_ok(), ms.skip_msgs(0, u64::from(n)).is_ok(), "{}", ctx);
+                prop_assert_eq!(
+                    fs.skip_msgs(0, u64::from(n)).is_ok(),
+                    ms.skip_msgs(0, u64::from(n)).is_ok(),
+                    "{}",
+                    ctx
+                );
             }
             Op::Advance(s) => {
                 clock.advance(i64::from(s) * 1_000_000_000);
@@ -126,7 +133,12 @@ fn run(ops: Vec<Op>, variant: u8) -> Result<(), TestCaseError> {
             Op::Limits { max_msgs, per_subject } => {
                 cfg.max_msgs = i64::from(max_msgs);
                 cfg.max_msgs_per_subject = i64::from(per_subject);
-                prop_assert_eq!(fs.update_config(cfg.clone()).is_ok(), ms.update_config(cfg.clone()).is_ok(), "{}", ctx);
+                prop_assert_eq!(
+                    fs.update_config(cfg.clone()).is_ok(),
+                    ms.update_config(cfg.clone()).is_ok(),
+                    "{}",
+                    ctx
+                );
             }
             Op::Restart => {
                 fs.stop().expect("stop");

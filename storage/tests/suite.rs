@@ -7,7 +7,7 @@ mod common;
 
 use common::{Harness, Variant, T0};
 use std::time::Duration;
-use storage::{Discard, Filter, Store, StoreConfig, StoreError};
+use storage::{Discard, Filter, StoreConfig, StoreError};
 
 const SEC: i64 = 1_000_000_000;
 
@@ -34,12 +34,18 @@ fn store_and_load(v: Variant) {
         assert_eq!(s.subject_for_seq(1).expect("subject"), "orders.eu");
         assert!(matches!(s.load_msg(4), Err(StoreError::Eof)), "round {round}");
         let st = s.fast_state();
-        assert_eq!((st.msgs, st.first_seq, st.last_seq, st.first_ts, st.last_ts), (3, 1, 3, T0, T0 + SEC));
+        assert_eq!(
+            (st.msgs, st.first_seq, st.last_seq, st.first_ts, st.last_ts),
+            (3, 1, 3, T0, T0 + SEC)
+        );
         assert_eq!(st.num_subjects, 3);
-        assert_eq!(st.bytes, [("orders.eu", 0, 5), ("orders.us", hdr.len(), 6), ("big", 0, 70_000)]
-            .iter()
-            .map(|(sub, h, p)| s.msg_size(sub, &vec![0; *h], &vec![0; *p]))
-            .sum::<u64>());
+        assert_eq!(
+            st.bytes,
+            [("orders.eu", 0, 5), ("orders.us", hdr.len(), 6), ("big", 0, 70_000)]
+                .iter()
+                .map(|(sub, h, p)| s.msg_size(sub, &vec![0; *h], &vec![0; *p]))
+                .sum::<u64>()
+        );
         s = h.restart(s);
     }
 }
@@ -50,10 +56,15 @@ fn queries(v: Variant) {
     let subjects = ["a.1", "b.1", "a.2", "b.2", "a.1", "c", "a.2"];
     for (i, subj) in subjects.iter().enumerate() {
         h.clock.set(T0 + i as i64 * SEC);
-        s.store_msg(subj, b"", format!("m{}", i + 1).as_bytes(), 0).expect("store");
+        s.store_msg(subj, b"", format!("m{}", i + 1).as_bytes(), 0)
+            .expect("store");
     }
     for round in 0..2 {
-        assert_eq!(s.load_next_msg(&Filter::new("a.*"), 2).expect("next").seq, 3, "round {round}");
+        assert_eq!(
+            s.load_next_msg(&Filter::new("a.*"), 2).expect("next").seq,
+            3,
+            "round {round}"
+        );
         assert_eq!(s.load_next_msg(&Filter::new("b.2"), 1).expect("next").seq, 4);
         assert_eq!(s.load_next_msg(&Filter::many(["c", "b.>"]), 5).expect("next").seq, 6);
         assert!(matches!(s.load_next_msg(&Filter::new("c"), 7), Err(StoreError::Eof)));
@@ -93,7 +104,8 @@ fn remove_and_erase(v: Variant) {
     let h = Harness::new(v, cfg());
     let mut s = h.open();
     for i in 1..=10u64 {
-        s.store_msg(&format!("s.{}", i % 3), b"", format!("secret-{i}").as_bytes(), 0).expect("store");
+        s.store_msg(&format!("s.{}", i % 3), b"", format!("secret-{i}").as_bytes(), 0)
+            .expect("store");
     }
     assert!(s.remove_msg(3).expect("remove"));
     assert!(!s.remove_msg(3).expect("remove twice"));
@@ -122,7 +134,10 @@ fn remove_and_erase(v: Variant) {
             assert!(!data.windows(8).any(|w| w == b"secret-4"), "erased bytes still on disk");
             seen5 |= data.windows(8).any(|w| w == b"secret-5");
         }
-        assert!(seen5 || v == Variant::FileS2Highway, "a stored message is not in the files");
+        assert!(
+            seen5 || v == Variant::FileS2Highway,
+            "a stored message is not in the files"
+        );
     }
 }
 
@@ -130,7 +145,8 @@ fn purge_compact_truncate(v: Variant) {
     let h = Harness::new(v, cfg());
     let mut s = h.open();
     for i in 1..=20u64 {
-        s.store_msg(if i % 2 == 0 { "even" } else { "odd" }, b"", &i.to_le_bytes(), 0).expect("store");
+        s.store_msg(if i % 2 == 0 { "even" } else { "odd" }, b"", &i.to_le_bytes(), 0)
+            .expect("store");
     }
     assert_eq!(s.purge_ex("even", 0, 2).expect("purge keep"), 8);
     assert_eq!(s.filtered_state(1, "even").msgs, 2);
@@ -223,7 +239,10 @@ fn limits(v: Variant) {
     c.discard = Discard::New;
     c.discard_new_per_subject = true;
     s.update_config(c).expect("config");
-    assert!(matches!(s.store_msg("q", b"", b"x", 0), Err(StoreError::MaxMsgsPerSubject)));
+    assert!(matches!(
+        s.store_msg("q", b"", b"x", 0),
+        Err(StoreError::MaxMsgsPerSubject)
+    ));
     s = h.restart(s);
     assert_eq!(s.fast_state().msgs, 4);
 
@@ -235,7 +254,10 @@ fn limits(v: Variant) {
     for _ in 0..5 {
         s.store_msg("b", b"", &[7; 100], 0).expect("store");
     }
-    assert!(matches!(s.store_msg("b", b"", &[0; 300], 0), Err(StoreError::MsgTooLarge)));
+    assert!(matches!(
+        s.store_msg("b", b"", &[0; 300], 0),
+        Err(StoreError::MsgTooLarge)
+    ));
     s = h.restart(s);
     let st = s.fast_state();
     assert_eq!((st.msgs, st.first_seq), (3, 3));
@@ -323,7 +345,8 @@ fn snapshot_stream(v: Variant) {
         s.store_msg("snap", b"", &[i; 10], 0).expect("store");
     }
     let mut out = Vec::new();
-    s.snapshot(&storage::SnapshotMeta::default(), &mut out).expect("snapshot");
+    s.snapshot(&storage::SnapshotMeta::default(), &mut out)
+        .expect("snapshot");
     assert!(out.len() > 100);
 }
 
@@ -356,7 +379,11 @@ fn backend_choice() {
     use storage::io::IoChoice;
     let disk = common::TempDir::new(None, "backend");
     let s = common::file_store(disk.path(), storage::SyncMode::GroupCommit, IoChoice::Auto);
-    let want = if cfg!(all(target_os = "linux", feature = "uring")) { "uring+direct" } else { "threaded" };
+    let want = if cfg!(all(target_os = "linux", feature = "uring")) {
+        "uring+direct"
+    } else {
+        "threaded"
+    };
     assert_eq!(s.io_backend(), want);
     if let Some(shm) = common::shm() {
         let d = common::TempDir::new(Some(&shm), "backend");

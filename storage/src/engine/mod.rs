@@ -137,8 +137,10 @@ impl<L> Engine<L> {
         }
         let maxp = self.cfg.max_msgs_per_subject;
         let sid = self.subjects.find(subject);
-        let at_subject_limit =
-            maxp > 0 && sid.and_then(|id| self.subjects.state(id)).is_some_and(|s| s.msgs >= maxp as u64);
+        let at_subject_limit = maxp > 0
+            && sid
+                .and_then(|id| self.subjects.state(id))
+                .is_some_and(|s| s.msgs >= maxp as u64);
         // A rollup purges the subject after storing, so it may pass a per-subject limit.
         if at_subject_limit && self.cfg.discard_new_per_subject && !has_header(headers, b"Nats-Rollup") {
             return Err(StoreError::MaxMsgsPerSubject);
@@ -234,7 +236,9 @@ impl<L> Engine<L> {
         }
         while self.subjects.state(id).is_some_and(|s| s.msgs > maxp as u64) {
             self.fix_subject(id);
-            let Some(first) = self.subjects.state(id).map(|s| s.first) else { break };
+            let Some(first) = self.subjects.state(id).map(|s| s.first) else {
+                break;
+            };
             if !self.remove(first, Why::Limit, sink) {
                 break;
             }
@@ -357,7 +361,9 @@ impl<L> Engine<L> {
 
     /// Bring a subject's first/last sequences up to date after removals.
     pub fn fix_subject(&mut self, id: SubjectId) {
-        let Some(st) = self.subjects.state(id).copied() else { return };
+        let Some(st) = self.subjects.state(id).copied() else {
+            return;
+        };
         if !st.first_stale && !st.last_stale {
             return;
         }
@@ -434,12 +440,17 @@ pub fn header_value<'a>(headers: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
     }
     for line in headers.split(|&b| b == b'\n').skip(1) {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
         let (k, v) = line.split_at(colon);
         if k.eq_ignore_ascii_case(name) {
             let v = v.get(1..).unwrap_or(&[]);
             let start = v.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(v.len());
-            let end = v.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |e| e + 1);
+            let end = v
+                .iter()
+                .rposition(|b| !b.is_ascii_whitespace())
+                .map_or(start, |e| e + 1);
             return v.get(start..end.max(start));
         }
     }

@@ -41,7 +41,10 @@ impl<L> Engine<L> {
         if let Some(lit) = filter.as_literal() {
             return self.subjects.find(lit).into_iter().collect();
         }
-        self.subjects.ids().filter(|&id| filter.matches(self.subjects.name(id))).collect()
+        self.subjects
+            .ids()
+            .filter(|&id| filter.matches(self.subjects.name(id)))
+            .collect()
     }
 
     /// The first message at or after `start` matching `filter`.
@@ -157,7 +160,11 @@ impl<L> Engine<L> {
             if let Some(st) = self.subjects.state(id) {
                 if st.first >= start {
                     out.msgs += st.msgs;
-                    out.first = if out.first == 0 { st.first } else { out.first.min(st.first) };
+                    out.first = if out.first == 0 {
+                        st.first
+                    } else {
+                        out.first.min(st.first)
+                    };
                     out.last = out.last.max(st.last);
                 } else if st.last >= start {
                     partial = true;
@@ -245,7 +252,9 @@ impl<L> Engine<L> {
         let mut out = Vec::new();
         for id in self.matching_subjects(filter) {
             self.fix_subject(id);
-            let Some(st) = self.subjects.state(id).copied() else { continue };
+            let Some(st) = self.subjects.state(id).copied() else {
+                continue;
+            };
             if st.first > bound {
                 continue;
             }

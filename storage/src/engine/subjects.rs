@@ -58,12 +58,15 @@ impl SubjectTable {
         self.live
     }
 
+    #[allow(dead_code)] // API of the index kept whole; not every store uses it yet
     pub fn is_empty(&self) -> bool {
         self.live == 0
     }
 
     fn text<'a>(arena: &'a [u8], s: &Slot) -> &'a str {
-        let b = arena.get(s.off as usize..(s.off as usize + s.len as usize)).unwrap_or(&[]);
+        let b = arena
+            .get(s.off as usize..(s.off as usize + s.len as usize))
+            .unwrap_or(&[]);
         std::str::from_utf8(b).unwrap_or("")
     }
 
@@ -107,7 +110,10 @@ impl SubjectTable {
         let h = self.hasher.hash_one(subject);
         let (arena, slots, hasher) = (&self.arena, &self.slots, &self.hasher);
         self.table.insert_unique(h, id, |&i| {
-            let t = slots.get(i as usize).and_then(Option::as_ref).map_or("", |s| Self::text(arena, s));
+            let t = slots
+                .get(i as usize)
+                .and_then(Option::as_ref)
+                .map_or("", |s| Self::text(arena, s));
             hasher.hash_one(t)
         });
         self.live += 1;
@@ -126,7 +132,10 @@ impl SubjectTable {
     }
 
     pub fn state_mut(&mut self, id: SubjectId) -> Option<&mut SubjectState> {
-        self.slots.get_mut(id as usize).and_then(Option::as_mut).map(|s| &mut s.st)
+        self.slots
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+            .map(|s| &mut s.st)
     }
 
     /// Forget `id` (its last message is gone).

@@ -44,6 +44,7 @@ impl TtlWheel {
         self.count
     }
 
+    #[allow(dead_code)] // API of the index kept whole; not every store uses it yet
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -76,7 +77,10 @@ impl TtlWheel {
             return;
         }
         let now_tick = now.div_euclid(TICK);
-        let start = self.cursor.unwrap_or(i64::MIN).max(self.earliest.unwrap_or(now).div_euclid(TICK));
+        let start = self
+            .cursor
+            .unwrap_or(i64::MIN)
+            .max(self.earliest.unwrap_or(now).div_euclid(TICK));
         let span = (now_tick - start + 1).clamp(1, SLOTS as i64);
         for t in 0..span {
             let idx = slot_of((start + t).saturating_mul(TICK));
@@ -105,8 +109,15 @@ impl TtlWheel {
         }
         for k in 0..SLOTS as i64 {
             let tick = now_tick + k;
-            let Some(slot) = self.slots.get(slot_of(tick.saturating_mul(TICK))) else { continue };
-            if let Some(m) = slot.iter().filter(|e| e.expires.div_euclid(TICK) == tick).map(|e| e.expires).min() {
+            let Some(slot) = self.slots.get(slot_of(tick.saturating_mul(TICK))) else {
+                continue;
+            };
+            if let Some(m) = slot
+                .iter()
+                .filter(|e| e.expires.div_euclid(TICK) == tick)
+                .map(|e| e.expires)
+                .min()
+            {
                 return Some(m);
             }
         }
@@ -134,6 +145,7 @@ impl TtlWheel {
     }
 
     /// Every pending entry (for encoding state).
+    #[allow(dead_code)] // API of the index kept whole; not every store uses it yet
     pub fn entries(&self) -> impl Iterator<Item = &TtlEntry> + '_ {
         self.slots.iter().flatten()
     }

@@ -92,7 +92,11 @@ impl FileStore {
     }
 
     /// Run an engine operation with the store's sink, then write its removals.
-    fn with_sink<T>(&mut self, bulk: bool, op: impl FnOnce(&mut crate::engine::Engine<Loc>, &mut FsSink<'_>) -> T) -> Result<T> {
+    fn with_sink<T>(
+        &mut self,
+        bulk: bool,
+        op: impl FnOnce(&mut crate::engine::Engine<Loc>, &mut FsSink<'_>) -> T,
+    ) -> Result<T> {
         self.writable()?;
         let mut sink = FsSink {
             blocks: &mut self.blocks,
@@ -320,7 +324,11 @@ impl Store for FileStore {
         if self.closed {
             return Ok(());
         }
-        let r = if self.failed.is_none() { self.sync_all(true) } else { Ok(()) };
+        let r = if self.failed.is_none() {
+            self.sync_all(true)
+        } else {
+            Ok(())
+        };
         self.closed = true;
         r
     }

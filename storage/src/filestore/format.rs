@@ -89,7 +89,7 @@ pub enum Checksum {
 }
 
 impl Checksum {
-    pub fn len(self) -> usize {
+    pub fn size(self) -> usize {
         match self {
             Checksum::Crc32c => 4,
             Checksum::Highway => 8,
@@ -181,7 +181,7 @@ pub struct Record<'a> {
 
 /// Bytes a record of these sizes takes, without padding.
 pub fn record_len(subject: usize, body: usize, cs: Checksum) -> usize {
-    REC_HEADER + subject + body + cs.len()
+    REC_HEADER + subject + body + cs.size()
 }
 
 /// `n` rounded up to a multiple of 8.
@@ -231,7 +231,7 @@ pub fn decode_record(b: &[u8], cs: Checksum, file_id: u64) -> Result<(Record<'_>
     if len == 0 {
         return Err(Bad::Zero);
     }
-    if !(REC_HEADER + cs.len()..=MAX_RECORD).contains(&len) {
+    if !(REC_HEADER + cs.size()..=MAX_RECORD).contains(&len) {
         return Err(Bad::Invalid);
     }
     let kind = b.get(4).copied().and_then(Kind::from_u8).ok_or(Bad::Invalid)?;
@@ -243,7 +243,7 @@ pub fn decode_record(b: &[u8], cs: Checksum, file_id: u64) -> Result<(Record<'_>
     if record_len(subj_len, body_len, cs) != len {
         return Err(Bad::Invalid);
     }
-    let body_end = len - cs.len();
+    let body_end = len - cs.size();
     let stored = match cs {
         Checksum::Crc32c => u64::from(u32_at(rec, body_end).ok_or(Bad::Short)?),
         Checksum::Highway => u64_at(rec, body_end).ok_or(Bad::Short)?,

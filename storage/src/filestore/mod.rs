@@ -301,8 +301,14 @@ impl FileStore {
             let tail = self.blocks.back().map(|t| t.ordinal);
             if let Some(j) = self.block_pos(old) {
                 let busy = Some(old) == tail
-                    || self.blocks.get(j).is_some_and(|b| b.flushed < b.len || b.file.is_some_and(|f| self.unsynced.contains(&f)))
-                    || self.in_flight.as_ref().is_some_and(|inf| inf.lens.iter().any(|(o, _)| *o == old));
+                    || self
+                        .blocks
+                        .get(j)
+                        .is_some_and(|b| b.flushed < b.len || b.file.is_some_and(|f| self.unsynced.contains(&f)))
+                    || self
+                        .in_flight
+                        .as_ref()
+                        .is_some_and(|inf| inf.lens.iter().any(|(o, _)| *o == old));
                 if busy {
                     self.open_files.push_back(old);
                     break;
@@ -322,7 +328,9 @@ impl FileStore {
 
     fn corrupt(&mut self, what: &str) {
         self.corruptions += 1;
-        if std::env::var_os("RNATS_STORAGE_DEBUG").is_some() { eprintln!("CORRUPT {what}"); }
+        if std::env::var_os("RNATS_STORAGE_DEBUG").is_some() {
+            eprintln!("CORRUPT {what}");
+        }
         tracing::warn!(dir = %self.cfg.dir.display(), "storage: corrupt record not served: {what}");
     }
 }

@@ -30,7 +30,12 @@ fn is_zero(b: &[u8]) -> bool {
 /// Scan the records of a block. `limit`: the block's known valid length (every block but
 /// the last); `None`: the last block, whose end is found by scanning. Calls `f` with each
 /// valid record, its offset and padded length, in order.
-pub fn scan_block(bytes: &[u8], hdr: &BlockHeader, limit: Option<u64>, mut f: impl FnMut(u64, u32, &Record<'_>)) -> Scan {
+pub fn scan_block(
+    bytes: &[u8],
+    hdr: &BlockHeader,
+    limit: Option<u64>,
+    mut f: impl FnMut(u64, u32, &Record<'_>),
+) -> Scan {
     let cs = hdr.checksum();
     let mut out = Scan {
         end: DATA_START as u64,
@@ -123,11 +128,7 @@ fn replay(eng: &mut Engine<Loc>, ordinal: u64, off: u64, len: u32, r: &Record<'_
             if r.hdr_len > r.plain_len {
                 return Err(format!("seq {}: headers longer than the body", r.seq));
             }
-            let size = file_msg_size(
-                r.subject.len(),
-                r.hdr_len as usize,
-                (r.plain_len - r.hdr_len) as usize,
-            );
+            let size = file_msg_size(r.subject.len(), r.hdr_len as usize, (r.plain_len - r.hdr_len) as usize);
             let loc = Loc {
                 blk: ordinal as u32,
                 off: off as u32,
@@ -204,7 +205,9 @@ impl FileStore {
             }
             prev = Some(ord);
             let Some(hdr) = hdr else {
-                self.corrupt(&format!("block {ord}: both header copies are bad; its records are unreadable"));
+                self.corrupt(&format!(
+                    "block {ord}: both header copies are bad; its records are unreadable"
+                ));
                 continue;
             };
             let limit = if hdr.sealed_len != 0 {

@@ -226,7 +226,9 @@ impl FileStore {
     /// Overwrite the message record at `loc` with an erased record of the same length,
     /// which keeps only its sequence and time (replay still sees the sequence taken).
     fn erase_in_place(&mut self, loc: Loc, seq: u64, ts: i64) -> Result<()> {
-        let Some(i) = self.block_pos(u64::from(loc.blk)) else { return Ok(()) };
+        let Some(i) = self.block_pos(u64::from(loc.blk)) else {
+            return Ok(());
+        };
         let file_id = match self.blocks.get(i) {
             Some(b) => b.hdr.file_id,
             None => return Ok(()),
@@ -234,7 +236,7 @@ impl FileStore {
         let file = self.file_of(i)?;
         let cs = self.cfg.checksum;
         // An erased record with an empty subject and a zero body: same padded length.
-        let blen = (loc.len as usize).saturating_sub(format::REC_HEADER + cs.len());
+        let blen = (loc.len as usize).saturating_sub(format::REC_HEADER + cs.size());
         let zeros = vec![0u8; blen];
         let rec = Record {
             kind: Kind::Erased,
@@ -379,7 +381,9 @@ impl FileStore {
     }
 
     fn complete(&mut self, d: Done) -> Result<()> {
-        let Some(inf) = self.in_flight.take() else { return Ok(()) };
+        let Some(inf) = self.in_flight.take() else {
+            return Ok(());
+        };
         if let Err(e) = d.result {
             return Err(self.fail(&e));
         }

@@ -125,7 +125,7 @@ impl RawFile for FaultFile {
         self.inner.sync_data()
     }
 
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
+    fn file_len(&self) -> io::Result<u64> {
+        self.inner.file_len()
     }
 }

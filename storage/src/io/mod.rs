@@ -95,12 +95,20 @@ pub fn open_backend(dir: &Path, choice: &IoChoice) -> io::Result<Box<dyn Io>> {
             {
                 match uring::Uring::open(dir) {
                     Ok(u) => return Ok(Box::new(u)),
-                    Err(e) => tracing::debug!(dir = %dir.display(), error = %e, "storage: io_uring/O_DIRECT unavailable, buffered I/O"),
+                    Err(e) => {
+                        tracing::debug!(dir = %dir.display(), error = %e, "storage: io_uring/O_DIRECT unavailable, buffered I/O")
+                    }
                 }
             }
-            Ok(Box::new(threaded::Threaded::new(dir, std::sync::Arc::new(raw::StdOpener))?))
+            Ok(Box::new(threaded::Threaded::new(
+                dir,
+                std::sync::Arc::new(raw::StdOpener),
+            )?))
         }
-        IoChoice::Buffered => Ok(Box::new(threaded::Threaded::new(dir, std::sync::Arc::new(raw::StdOpener))?)),
+        IoChoice::Buffered => Ok(Box::new(threaded::Threaded::new(
+            dir,
+            std::sync::Arc::new(raw::StdOpener),
+        )?)),
         IoChoice::Faulty(f) => Ok(Box::new(threaded::Threaded::new(
             dir,
             std::sync::Arc::new(fault::FaultOpener::new(f.clone())),

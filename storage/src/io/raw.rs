@@ -11,7 +11,7 @@ pub trait RawFile: Send + Sync {
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<usize>;
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<usize>;
     fn sync_data(&self) -> io::Result<()>;
-    fn len(&self) -> io::Result<u64>;
+    fn file_len(&self) -> io::Result<u64>;
 
     /// Write all of `buf` at `off`, going on after short writes.
     fn write_all_at(&self, mut buf: &[u8], mut off: u64) -> io::Result<()> {
@@ -51,7 +51,7 @@ impl RawFile for StdFile {
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data()
     }
-    fn len(&self) -> io::Result<u64> {
+    fn file_len(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())
     }
 }

@@ -76,7 +76,13 @@ fn run(jobs: Receiver<Job>, done: Sender<Done>, dir: &Path, opener: &dyn Opener)
                 break;
             }
         }
-        if done.send(Done { token: job.token, result }).is_err() {
+        if done
+            .send(Done {
+                token: job.token,
+                result,
+            })
+            .is_err()
+        {
             return;
         }
     }
@@ -93,7 +99,7 @@ impl Io for Threaded {
 
     fn open(&mut self, name: &str, create: bool) -> io::Result<(FileNo, u64)> {
         let f = self.opener.open(&self.dir.join(name), create)?;
-        let len = f.len()?;
+        let len = f.file_len()?;
         let no = match self.files.iter().position(|x| x.is_none()) {
             Some(i) => i,
             None => {

@@ -77,7 +77,9 @@ pub struct Uring {
 
 fn on_tmpfs(dir: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else { return false };
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
     // SAFETY: `c` is a valid NUL-terminated path and `st` a properly sized out-parameter.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
@@ -164,7 +166,9 @@ impl Uring {
         let mut result = Ok(());
         for op in batch.ops {
             let r = match op {
-                Op::Write { file, off, data } => self.file(file).and_then(|f| f.write_all_at(Aligned::from(&data).as_ref(), off)),
+                Op::Write { file, off, data } => self
+                    .file(file)
+                    .and_then(|f| f.write_all_at(Aligned::from(&data).as_ref(), off)),
                 Op::Sync { file } => self.file(file).and_then(|f| f.sync_data()),
                 Op::SyncDir => self.dir_file.sync_all(),
             };
@@ -281,21 +285,29 @@ impl Io for Uring {
                     let buf = Aligned::from(&data);
                     let ptr = buf.as_ref().as_ptr();
                     expect.push(buf.len as u32);
-                    let e = opcode::Write::new(types::Fd(fd), ptr, buf.len as u32).offset(off).build();
+                    let e = opcode::Write::new(types::Fd(fd), ptr, buf.len as u32)
+                        .offset(off)
+                        .build();
                     bufs.push(buf);
                     e
                 }
                 Op::Sync { file } => {
                     expect.push(0);
                     let fd = self.file(file)?.as_raw_fd();
-                    opcode::Fsync::new(types::Fd(fd)).flags(types::FsyncFlags::DATASYNC).build()
+                    opcode::Fsync::new(types::Fd(fd))
+                        .flags(types::FsyncFlags::DATASYNC)
+                        .build()
                 }
                 Op::SyncDir => {
                     expect.push(0);
                     opcode::Fsync::new(types::Fd(self.dir_file.as_raw_fd())).build()
                 }
             };
-            let sqe = if i + 1 < n { sqe.flags(squeue::Flags::IO_LINK) } else { sqe };
+            let sqe = if i + 1 < n {
+                sqe.flags(squeue::Flags::IO_LINK)
+            } else {
+                sqe
+            };
             entries.push(sqe.user_data(ud));
         }
         // The buffers move into the batch entry (the heap memory does not move), which

@@ -7,9 +7,9 @@
 //! and the scan resumes at the next record that checks (nothing readable after a damaged
 //! record is dropped).
 
+use super::block_seed;
 use super::indexdb::IndexDb;
 use super::record::{self, RefDecodeError, RefRecord};
-use super::block_seed;
 use crate::engine::header_value;
 use crate::error::Result;
 use crate::store::Store;
@@ -49,7 +49,9 @@ fn parse_go_duration(s: &str) -> Option<i64> {
         let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
         let n: f64 = rest.get(..num_end)?.parse().ok()?;
         rest = rest.get(num_end..)?;
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let mult = match rest.get(..unit_end)? {
             "h" => 3.6e12,
             "m" => 6e10,

@@ -176,7 +176,10 @@ pub fn decode_seqset(buf: &[u8]) -> Result<(Vec<u64>, usize)> {
     let nn = le32(2)? as usize;
     let size = le32(6)? as usize;
     let node_len = (buckets + 1) * 8 + 2;
-    let need = nn.checked_mul(node_len).and_then(|x| x.checked_add(10)).ok_or_else(|| bad("seqset size"))?;
+    let need = nn
+        .checked_mul(node_len)
+        .and_then(|x| x.checked_add(10))
+        .ok_or_else(|| bad("seqset size"))?;
     if buf.len() < need {
         return Err(bad("seqset truncated"));
     }

@@ -36,7 +36,10 @@ pub fn hash64(seed: &[u8], parts: &[&[u8]]) -> [u8; 8] {
 
 /// The `meta.sum` contents for `meta.inf` bytes of stream `name`.
 pub fn meta_sum(name: &str, meta: &[u8]) -> String {
-    hash64(name.as_bytes(), &[meta]).iter().map(|b| format!("{b:02x}")).collect()
+    hash64(name.as_bytes(), &[meta])
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The key the reference hashes a block's records with.

@@ -112,7 +112,10 @@ pub fn decode<'a>(buf: &'a [u8], seed: &[u8]) -> Result<(RefRecord<'a>, usize), 
         }
         body.split_at(hl)
     } else {
-        (&[][..], data.get(slen..dlen - HASH_LEN).ok_or(RefDecodeError::Malformed)?)
+        (
+            &[][..],
+            data.get(slen..dlen - HASH_LEN).ok_or(RefDecodeError::Malformed)?,
+        )
     };
     let seqts = buf.get(4..20).ok_or(RefDecodeError::Truncated)?;
     let want = data.get(dlen - HASH_LEN..dlen).ok_or(RefDecodeError::Truncated)?;
@@ -122,7 +125,10 @@ pub fn decode<'a>(buf: &'a [u8], seed: &[u8]) -> Result<(RefRecord<'a>, usize), 
     let seq = u64_at(buf, 4).ok_or(RefDecodeError::Truncated)?;
     let ts = u64_at(buf, 12).ok_or(RefDecodeError::Truncated)? as i64;
     let rec = if seq & TBIT != 0 {
-        RefRecord::Tombstone { seq: seq & !TBIT & !EBIT, ts }
+        RefRecord::Tombstone {
+            seq: seq & !TBIT & !EBIT,
+            ts,
+        }
     } else if seq & EBIT != 0 || seq == 0 {
         RefRecord::Erased { seq: seq & !EBIT, ts }
     } else {
@@ -149,10 +155,29 @@ mod tests {
         encode(&mut b, seed, 8, 100, b"foo", b"", b"x");
         encode(&mut b, seed, 3 | TBIT, 101, b"", b"", b"");
         let (r, n) = decode(&b, seed).unwrap();
-        assert!(matches!(r, RefRecord::Msg { seq: 7, ts: 99, subject: b"foo.bar", payload: b"hello", .. }));
+        assert!(matches!(
+            r,
+            RefRecord::Msg {
+                seq: 7,
+                ts: 99,
+                subject: b"foo.bar",
+                payload: b"hello",
+                ..
+            }
+        ));
         let (r2, n2) = decode(&b[n..], seed).unwrap();
-        assert!(matches!(r2, RefRecord::Msg { seq: 8, headers: b"", .. }));
-        assert_eq!(decode(&b[n + n2..], seed).unwrap().0, RefRecord::Tombstone { seq: 3, ts: 101 });
+        assert!(matches!(
+            r2,
+            RefRecord::Msg {
+                seq: 8,
+                headers: b"",
+                ..
+            }
+        ));
+        assert_eq!(
+            decode(&b[n + n2..], seed).unwrap().0,
+            RefRecord::Tombstone { seq: 3, ts: 101 }
+        );
         assert_eq!(decode(&b[..n - 1], seed).unwrap_err(), RefDecodeError::Truncated);
         let mut bad = b.clone();
         bad[30] ^= 1;

@@ -49,7 +49,15 @@ pub fn write(
         let mut last_written = 0u64;
         for m in msgs {
             let seed = block_seed(name, index);
-            record::encode(&mut blk, &seed, m.seq, m.ts, m.subject.as_bytes(), &m.headers, &m.payload);
+            record::encode(
+                &mut blk,
+                &seed,
+                m.seq,
+                m.ts,
+                m.subject.as_bytes(),
+                &m.headers,
+                &m.payload,
+            );
             last_written = m.seq;
             if blk.len() >= SNAP_BLOCK {
                 tar_file(&mut t, &format!("msgs/{index}.blk"), &blk, mtime)?;
@@ -103,7 +111,8 @@ pub fn read(input: &mut dyn Read) -> Result<SnapshotFiles> {
             .to_string_lossy()
             .into_owned();
         let mut data = Vec::new();
-        ent.read_to_end(&mut data).map_err(|e| StoreError::BadSnapshot(e.to_string()))?;
+        ent.read_to_end(&mut data)
+            .map_err(|e| StoreError::BadSnapshot(e.to_string()))?;
         let path = path.trim_start_matches("./").to_string();
         if path.contains("..") {
             return Err(StoreError::BadSnapshot(format!("unsafe path {path}")));
