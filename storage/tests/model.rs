@@ -1,5 +1,5 @@
 //! The model test: random sequences of store, remove, erase, purge, purge by subject,
-//! compact, truncate, skip, expire, limit changes and restarts on a file store (small
+//! compact, truncate, skip, expire, limit changes, block compaction and restarts on a file store (small
 //! blocks, so blocks rotate and die often), checked after every step against the memory
 //! store as the model (same engine, so every answer must agree; only the accounted bytes
 //! differ, by the reference's size formulas).
@@ -27,6 +27,7 @@ enum Op {
     Advance(u8),
     Limits { max_msgs: i8, per_subject: i8 },
     Restart,
+    CompactBlocks,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -42,6 +43,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..20).prop_map(Op::Advance),
         1 => (-1i8..30, -1i8..5).prop_map(|(max_msgs, per_subject)| Op::Limits { max_msgs, per_subject }),
         2 => Just(Op::Restart),
+        1 => Just(Op::CompactBlocks),
     ]
 }
 
@@ -139,6 +141,9 @@ fn run(ops: Vec<Op>, variant: u8) -> Result<(), TestCaseError> {
                     "{}",
                     ctx
                 );
+            }
+            Op::CompactBlocks => {
+                fs.compact_blocks().expect("compact blocks");
             }
             Op::Restart => {
                 fs.stop().expect("stop");

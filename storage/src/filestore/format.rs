@@ -149,7 +149,7 @@ impl BlockHeader {
         if h.get(..8)? != MAGIC || u16_at(h, 8)? != VERSION {
             return None;
         }
-        if crc32c::crc32c(h.get(..56)?) != u32_at(h, 56)? {
+        if crc32c::crc32c(h.get(..56)?) != u32_at(h, 56)? || u32_at(h, 12)? != 0 || u32_at(h, 60)? != 0 {
             return None;
         }
         Some(BlockHeader {

@@ -55,9 +55,10 @@
 //! counted).
 //!
 //! # Space
-//! A block whose messages are all gone is deleted once it is the oldest; a sealed block
-//! whose live bytes fall below half its length is rewritten without its dead messages
-//! ([`FileStore::compact_blocks`]).
+//! A block whose messages are all gone is deleted once it is the oldest (the current
+//! sequence range is written and synced first). [`FileStore::compact_blocks`], for the
+//! owner to call when idle, rewrites each sealed block whose live records fill less than
+//! half of it without its dead messages (module `compact`).
 //!
 //! # Compression and encryption
 //! With [`Compression::S2`] the blocks' message bodies are s2-compressed, each on its own
@@ -66,6 +67,7 @@
 
 mod api;
 pub mod cipher;
+mod compact;
 pub mod format;
 mod recover;
 mod write;
@@ -151,7 +153,7 @@ pub(crate) struct Block {
     pub hdr: format::BlockHeader,
     /// Logical length: headers and records (padded), what the next block's `prev_len` says.
     pub len: u64,
-    /// Live messages and their accounted bytes.
+    /// Live messages and the bytes of their records.
     pub live: u64,
     pub live_bytes: u64,
     /// Bytes `[base, len)` held in memory (the tail that is not yet all on disk).

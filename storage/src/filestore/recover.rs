@@ -117,6 +117,11 @@ fn apply_range(eng: &mut Engine<Loc>, first: u64, last: u64, ts: i64) {
     if first > eng.first_seq {
         eng.compact(first, &mut NoSink);
     }
+    if first == 0 && last == 0 {
+        // truncate(0): back to the very start.
+        eng.first_seq = 0;
+        eng.last_seq = 0;
+    }
     eng.last_ts = ts;
 }
 
@@ -282,7 +287,7 @@ impl FileStore {
         for (_, e) in self.eng.index.iter() {
             let c = per_block.entry(e.loc.blk).or_default();
             c.0 += 1;
-            c.1 += e.size();
+            c.1 += u64::from(e.loc.len);
         }
         for b in self.blocks.iter_mut() {
             if let Some((n, bytes)) = per_block.get(&(b.ordinal as u32)) {

@@ -21,7 +21,7 @@ impl Sink<Loc> for FsSink<'_> {
         if let Ok(i) = self.blocks.binary_search_by(|b| b.ordinal.cmp(&ord)) {
             if let Some(b) = self.blocks.get_mut(i) {
                 b.live = b.live.saturating_sub(1);
-                b.live_bytes = b.live_bytes.saturating_sub(e.size());
+                b.live_bytes = b.live_bytes.saturating_sub(u64::from(e.loc.len));
             }
         }
         match why {
@@ -159,10 +159,9 @@ impl FileStore {
             body: &body,
         };
         let loc = self.append(&rec)?;
-        let size = self.eng.msg_size(subject, hdr, payload);
         if let Some(b) = self.blocks.back_mut() {
             b.live += 1;
-            b.live_bytes += size;
+            b.live_bytes += u64::from(loc.len);
         }
         Ok(loc)
     }
