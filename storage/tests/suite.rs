@@ -391,3 +391,52 @@ fn backend_choice() {
         assert_eq!(s.io_backend(), "threaded");
     }
 }
+
+/// A clean stop leaves a state file that the next open uses (and deletes); a crash (no
+/// stop) or a damaged state file means a scan of the blocks, with the same result.
+#[test]
+fn state_file_fast_restart() {
+    use storage::io::IoChoice;
+    use storage::Store;
+    let d = common::TempDir::new(None, "state");
+    let mut s = common::file_store(d.path(), storage::SyncMode::GroupCommit, IoChoice::Auto);
+    for i in 0..500u32 {
+        s.store_msg(
+            &format!("st.{}", i % 9),
+            b"",
+            &i.to_le_bytes(),
+            if i % 5 == 0 { 100 } else { 0 },
+        )
+        .expect("store");
+    }
+    for seq in (1..500).step_by(7) {
+        s.remove_msg(seq).expect("remove");
+    }
+    s.erase_msg(300).expect("erase");
+    let want = s.state();
+    let subjects = s.subjects_state(">");
+    s.stop().expect("stop");
+    drop(s);
+    assert!(d.path().join("state.rns").exists());
+    let mut s = common::file_store(d.path(), storage::SyncMode::GroupCommit, IoChoice::Auto);
+    assert!(s.opened_from_state());
+    assert!(!d.path().join("state.rns").exists(), "deleted on open");
+    assert_eq!(s.state(), want);
+    assert_eq!(s.subjects_state(">"), subjects);
+    assert_eq!(s.load_msg(499).expect("load").payload, &498u32.to_le_bytes()[..]);
+    drop(s); // no stop: as after a crash
+    let mut s = common::file_store(d.path(), storage::SyncMode::GroupCommit, IoChoice::Auto);
+    assert!(!s.opened_from_state());
+    assert_eq!(s.state(), want);
+    s.stop().expect("stop");
+    drop(s);
+    // A damaged state file is ignored.
+    let p = d.path().join("state.rns");
+    let mut b = std::fs::read(&p).expect("state");
+    let mid = b.len() / 2;
+    b[mid] ^= 0x40;
+    std::fs::write(&p, b).expect("write");
+    let mut s = common::file_store(d.path(), storage::SyncMode::GroupCommit, IoChoice::Auto);
+    assert!(!s.opened_from_state());
+    assert_eq!(s.state(), want);
+}

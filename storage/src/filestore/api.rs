@@ -325,7 +325,7 @@ impl Store for FileStore {
             return Ok(());
         }
         let r = if self.failed.is_none() {
-            self.sync_all(true)
+            self.sync_all(true).and_then(|()| self.write_state())
         } else {
             Ok(())
         };

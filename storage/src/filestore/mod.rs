@@ -54,6 +54,11 @@
 //! cut short: it is then treated as the torn end of the log (not served, logged, not
 //! counted).
 //!
+//! # Fast restart
+//! A clean stop writes `state.rns` (module `state`): the block list and every live entry,
+//! so the next open skips reading the blocks. Open deletes it before writing anything;
+//! after a crash it is absent and the blocks are scanned as above.
+//!
 //! # Space
 //! A block whose messages are all gone is deleted once it is the oldest (the current
 //! sequence range is written and synced first). [`FileStore::compact_blocks`], for the
@@ -70,6 +75,7 @@ pub mod cipher;
 mod compact;
 pub mod format;
 mod recover;
+mod state;
 mod write;
 
 pub use cipher::{BlockCipher, NoCipher};
@@ -207,6 +213,8 @@ pub struct FileStore {
     closed: bool,
     corruptions: u64,
     stats: FileStoreStats,
+    /// Whether the last open loaded the state file instead of scanning the blocks.
+    from_state: bool,
     /// Ordinals of sealed blocks opened for reads, oldest first.
     open_files: std::collections::VecDeque<u64>,
     /// Removals the engine made, waiting to be written (seq, erase location).
@@ -246,6 +254,7 @@ impl FileStore {
             stats: FileStoreStats::default(),
             tombs: Vec::new(),
             open_files: Default::default(),
+            from_state: false,
         };
         fs.recover()?;
         Ok(fs)
@@ -262,6 +271,12 @@ impl FileStore {
             corruptions: self.corruptions,
             ..self.stats
         }
+    }
+
+    /// Whether this open restored the indexes from the state file (a clean stop before)
+    /// rather than by scanning every block.
+    pub fn opened_from_state(&self) -> bool {
+        self.from_state
     }
 
     /// The error that made the store refuse writes, if one did.

@@ -175,9 +175,51 @@ impl FileStore {
             }
         }
         ords.sort_unstable();
+        let (found, last_untouched) = if self.take_state(&ords)? {
+            self.from_state = true;
+            let found: Vec<(u64, Option<BlockHeader>)> = self.blocks.iter().map(|b| (b.ordinal, Some(b.hdr))).collect();
+            let untouched = self.blocks.back().is_some_and(|b| b.len == DATA_START as u64);
+            (found, untouched)
+        } else {
+            self.scan_all(&ords)?
+        };
+        self.count_live();
+        let index = &self.eng.index;
+        self.eng.ttl.retain(|seq| index.get(seq).is_some());
+        // The new tail: replace an empty last block, else start the next one.
+        let (mut ord, mut prev_len) = self.blocks.back().map_or((1, 0), |b| (b.ordinal + 1, b.len));
+        if let Some(b) = self.blocks.back() {
+            let is_last = found.last().is_some_and(|f| f.0 == b.ordinal);
+            if b.len == DATA_START as u64 && b.live == 0 && b.hdr.sealed_len == 0 && is_last && last_untouched {
+                ord = b.ordinal;
+                prev_len = b.hdr.prev_len;
+                self.blocks.pop_back();
+                self.io.remove(&Block::name(ord))?;
+            }
+        }
+        if let Some(last) = found.last() {
+            // A last block with unreadable headers keeps its file (and its ordinal).
+            if last.0 >= ord && last.1.is_none() {
+                ord = last.0 + 1;
+            }
+        }
+        self.new_block(ord, prev_len, false)?;
+        self.durable = self.eng.last_seq;
+        let mut sink = FsSink {
+            blocks: &mut self.blocks,
+            tombs: &mut self.tombs,
+        };
+        self.eng.enforce_all(&mut sink);
+        self.write_removals(false)?;
+        Ok(())
+    }
+
+    /// Read every block and replay its records; returns the blocks found (with their
+    /// headers, if readable) and whether the last one holds nothing but its headers.
+    fn scan_all(&mut self, ords: &[u64]) -> Result<(Vec<(u64, Option<BlockHeader>)>, bool)> {
         // First the headers (two copies at the front of each block).
         let mut found: Vec<(u64, Option<BlockHeader>, bool)> = Vec::with_capacity(ords.len());
-        for &ord in &ords {
+        for &ord in ords {
             let name = Block::name(ord);
             let (file, len) = self.io.open(&name, false)?;
             let head = self.io.read_at(file, 0, DATA_START)?;
@@ -250,35 +292,7 @@ impl FileStore {
                 flushed: scan.end,
             });
         }
-        self.count_live();
-        let index = &self.eng.index;
-        self.eng.ttl.retain(|seq| index.get(seq).is_some());
-        // The new tail: replace an empty last block, else start the next one.
-        let (mut ord, mut prev_len) = self.blocks.back().map_or((1, 0), |b| (b.ordinal + 1, b.len));
-        if let Some(b) = self.blocks.back() {
-            let is_last = found.last().is_some_and(|f| f.0 == b.ordinal);
-            if b.len == DATA_START as u64 && b.live == 0 && b.hdr.sealed_len == 0 && is_last && last_untouched {
-                ord = b.ordinal;
-                prev_len = b.hdr.prev_len;
-                self.blocks.pop_back();
-                self.io.remove(&Block::name(ord))?;
-            }
-        }
-        if let Some(last) = found.last() {
-            // A last block with unreadable headers keeps its file (and its ordinal).
-            if last.0 >= ord && last.1.is_none() {
-                ord = last.0 + 1;
-            }
-        }
-        self.new_block(ord, prev_len, false)?;
-        self.durable = self.eng.last_seq;
-        let mut sink = FsSink {
-            blocks: &mut self.blocks,
-            tombs: &mut self.tombs,
-        };
-        self.eng.enforce_all(&mut sink);
-        self.write_removals(false)?;
-        Ok(())
+        Ok((found, last_untouched))
     }
 
     /// Count each block's live messages and bytes.
