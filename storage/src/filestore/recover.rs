@@ -9,6 +9,9 @@ use crate::engine::{Drop as NoSink, Engine, Why};
 use crate::error::Result;
 use crate::types::file_msg_size;
 
+/// The blocks found on open, with their headers when readable.
+type Found = Vec<(u64, Option<BlockHeader>)>;
+
 /// What scanning one block found.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Scan {
@@ -177,7 +180,7 @@ impl FileStore {
         ords.sort_unstable();
         let (found, last_untouched) = if self.take_state(&ords)? {
             self.from_state = true;
-            let found: Vec<(u64, Option<BlockHeader>)> = self.blocks.iter().map(|b| (b.ordinal, Some(b.hdr))).collect();
+            let found: Found = self.blocks.iter().map(|b| (b.ordinal, Some(b.hdr))).collect();
             let untouched = self.blocks.back().is_some_and(|b| b.len == DATA_START as u64);
             (found, untouched)
         } else {
@@ -216,7 +219,7 @@ impl FileStore {
 
     /// Read every block and replay its records; returns the blocks found (with their
     /// headers, if readable) and whether the last one holds nothing but its headers.
-    fn scan_all(&mut self, ords: &[u64]) -> Result<(Vec<(u64, Option<BlockHeader>)>, bool)> {
+    fn scan_all(&mut self, ords: &[u64]) -> Result<(Found, bool)> {
         // First the headers (two copies at the front of each block).
         let mut found: Vec<(u64, Option<BlockHeader>, bool)> = Vec::with_capacity(ords.len());
         for &ord in ords {
