@@ -3,7 +3,10 @@
 //! the calling thread; completions are reaped by [`Io::poll`] without blocking. Writes
 //! come aligned from the store (the partial tail block is rewritten as it grows) and are
 //! copied into 4096-aligned buffers that live until their batch completes. Reads are
-//! synchronous aligned preads on the same O_DIRECT descriptors.
+//! synchronous preads on a second, buffered descriptor of each file: the store only reads
+//! below what its completed writes covered, direct writes invalidate the cached pages they
+//! overwrite, and the page cache then serves repeated and nearby reads (an uncached 4 KiB
+//! direct read costs ~80 us on this machine's disk; a cached one ~1 us).
 //!
 //! [`Uring::open`] refuses (and the store falls back to the threaded backend) when the
 //! ring cannot be set up or does not answer (seccomp, `kernel.io_uring_disabled`), on
@@ -68,7 +71,8 @@ pub struct Uring {
     ring: IoUring,
     dir: PathBuf,
     dir_file: File,
-    files: Vec<Option<File>>,
+    /// Per file: the O_DIRECT descriptor (writes, syncs) and a buffered one (reads).
+    files: Vec<Option<(File, File)>>,
     names: Vec<String>,
     batches: HashMap<u64, InBatch>,
     next_batch: u64,
@@ -131,6 +135,15 @@ impl Uring {
         self.files
             .get(f as usize)
             .and_then(|x| x.as_ref())
+            .map(|(d, _)| d)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "file not open"))
+    }
+
+    fn reader(&self, f: FileNo) -> io::Result<&File> {
+        self.files
+            .get(f as usize)
+            .and_then(|x| x.as_ref())
+            .map(|(_, r)| r)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "file not open"))
     }
 
@@ -200,6 +213,7 @@ impl Io for Uring {
             o.create_new(true);
         }
         let f = o.open(self.dir.join(name))?;
+        let r = File::open(self.dir.join(name))?;
         let len = f.metadata()?.len();
         let no = match self.files.iter().position(|x| x.is_none()) {
             Some(i) => i,
@@ -210,7 +224,7 @@ impl Io for Uring {
             }
         };
         if let (Some(slot), Some(n)) = (self.files.get_mut(no), self.names.get_mut(no)) {
-            *slot = Some(f);
+            *slot = Some((f, r));
             *n = name.to_string();
         }
         Ok((no as FileNo, len))
@@ -236,23 +250,20 @@ impl Io for Uring {
     }
 
     fn read_at(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<Vec<u8>> {
-        let f = self.file(file)?;
-        let a0 = off - off % ALIGN as u64;
-        let a1 = (off + len as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
-        let mut buf = Aligned::zeroed((a1 - a0) as usize);
+        let f = self.reader(file)?;
+        let mut buf = vec![0u8; len];
         let mut got = 0usize;
-        while got < buf.len {
-            let dst = buf.as_mut().get_mut(got..).unwrap_or(&mut []);
-            match f.read_at(dst, a0 + got as u64) {
+        while got < len {
+            let dst = buf.get_mut(got..).unwrap_or(&mut []);
+            match f.read_at(dst, off + got as u64) {
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
-        let from = (off - a0) as usize;
-        let to = (from + len).min(got);
-        Ok(buf.as_ref().get(from..to.max(from)).unwrap_or(&[]).to_vec())
+        buf.truncate(got);
+        Ok(buf)
     }
 
     fn start(&mut self, batch: Batch) -> io::Result<()> {
