@@ -166,6 +166,20 @@ fn restart(c: &mut Criterion) {
             BatchSize::PerIteration,
         )
     });
+    // The same after a crash: no state file, every block scanned.
+    g.bench_function("1M_msgs_64B_scan", |b| {
+        b.iter_batched(
+            || {
+                let _ = std::fs::remove_file(dir.0.join("state.rns"));
+            },
+            |_| {
+                let mut s = open(&dir, SyncMode::GroupCommit);
+                assert_eq!(s.fast_state().msgs, n);
+                s.stop().expect("stop");
+            },
+            BatchSize::PerIteration,
+        )
+    });
     g.finish();
 }
 

@@ -9,9 +9,11 @@
 //!   limits, TTL wheel, purge/compact/truncate, queries), holding no message bodies.
 //! - [`memstore`]: the engine with bodies in memory; the model the file store is checked
 //!   against.
-//! - [`filestore`]: the durable file store (blocks of framed records, group commit,
-//!   recovery rules; its module docs describe the format), over [`io`]: io_uring + O_DIRECT
-//!   or buffered std I/O on a helper thread, and a fault-injection layer for tests.
+//! - [`filestore`]: the durable file store (blocks of framed records, group commit, state
+//!   file, compaction). Its module docs hold the on-disk format and the recovery rule
+//!   (torn tail = end of log; a bad record is never served, is reported, and is skipped
+//!   with a resync to the next valid record). Under it, [`io`]: io_uring + O_DIRECT, or
+//!   buffered std I/O on a helper thread, and a fault-injection layer for tests.
 //! - [`reference`]: nats-server 2.14's formats: records, `index.db`, snapshots, store dirs.
 //!
 //! Ownership: a store belongs to the shard that owns its stream. Only that shard calls
