@@ -345,10 +345,7 @@ impl FileStore {
 
     fn corrupt(&mut self, what: &str) {
         self.corruptions += 1;
-        if std::env::var_os("RNATS_STORAGE_DEBUG").is_some() {
-            eprintln!("CORRUPT {what}");
-        }
-        tracing::warn!(dir = %self.cfg.dir.display(), "storage: corrupt record not served: {what}");
+        tracing::warn!(dir = %self.cfg.dir.display(), "storage: corruption detected (nothing corrupt is served): {what}");
     }
 }
 
