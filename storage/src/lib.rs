@@ -9,6 +9,11 @@
 //!   limits, TTL wheel, purge/compact/truncate, queries), holding no message bodies.
 //! - [`memstore`]: the engine with bodies in memory; the model the file store is checked
 //!   against.
+//! - [`filestore`]: the durable file store (blocks of framed records, group commit, state
+//!   file, compaction). Its module docs hold the on-disk format and the recovery rule
+//!   (torn tail = end of log; a bad record is never served, is reported, and is skipped
+//!   with a resync to the next valid record). Under it, [`io`]: io_uring + O_DIRECT, or
+//!   buffered std I/O on a helper thread, and a fault-injection layer for tests.
 //! - [`reference`]: nats-server 2.14's formats: records, blocks (s2, encrypted),
 //!   `index.db`, snapshots, store dirs, and their import into any store.
 //! - [`crypto`]: encryption at rest with the reference's configuration and key derivation.
@@ -18,11 +23,10 @@
 
 pub mod clock;
 pub mod crypto;
-// Parts of the engine serve only the file store (built on another branch); drop this
-// allowance when both are merged.
-#[allow(dead_code)]
 pub(crate) mod engine;
 pub mod error;
+pub mod filestore;
+pub mod io;
 pub mod memstore;
 pub mod reference;
 pub mod store;
@@ -31,6 +35,7 @@ pub mod types;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Result, StoreError};
+pub use filestore::{FileStore, FileStoreConfig, SyncMode};
 pub use memstore::MemStore;
 pub use store::{SnapshotMeta, Store};
 pub use subject::Filter;

@@ -1,0 +1,358 @@
+//! rnats's file store: the shared engine (sequences, subjects, limits, TTLs, queries) over
+//! an append-only log of blocks in one directory, written through the [`crate::io`] layer.
+//!
+//! # Files
+//! `<dir>/<ordinal>.blk` (ten digits): the blocks, in log order. Each starts with a 64-byte
+//! header written twice, then framed records ([`format`] has the byte layout): messages,
+//! tombstones (a removed sequence), sequence ranges (the first and last sequence after a
+//! purge, compact, truncate or skip) and erased messages (a secure remove overwrites the
+//! message record in place with an `erased` record of the same length). A block is
+//! appended to until it passes `block_size`; then the next one starts. A fresh block is
+//! also started on every open, so a block that may hold a torn tail is never written again.
+//!
+//! Replaying every record in log order rebuilds the stream (the per-sequence and
+//! per-subject indexes are the engine's, in memory). Each block's record checksums are
+//! keyed by its random file id, so a record copied from another block does not validate.
+//!
+//! # Durability
+//! Writes go to the tail block's buffer; [`crate::Store::submit`] (or
+//! [`crate::Store::poll_completions`]) hands what is buffered to the I/O layer as one batch:
+//! the writes, then one fdatasync per file written. A write counts as durable
+//! ([`crate::Store::durable_seq`]) when the fdatasync of its batch has completed; everything
+//! stored while a batch is in flight goes into the next batch and shares its fdatasync
+//! (group commit). [`SyncMode::Always`] syncs inside every store call;
+//! [`SyncMode::Interval`] is the reference's lazy `sync_interval`: a write counts as durable
+//! at once and fdatasync runs every interval. A block that is left for the next one is
+//! synced before anything of the next block is written, so after a crash only the last
+//! block can end in a torn write. After a failed write or fdatasync the store refuses every
+//! later write with [`crate::StoreError::WritesRefused`] (what failed may or may not be on
+//! disk; pretending otherwise would lose acknowledged writes).
+//!
+//! # Recovery and corruption
+//! On open every block is read and its records replayed. Each block's valid length is
+//! known from the next block's header (`prev_len`, the block's length when the next one
+//! started, after it was synced) or, for a block rewritten by compaction, its own
+//! `sealed_len`; only the last block's end is found by scanning. The rules:
+//!
+//! - **End of log.** In the last block, zero bytes where a record should start, or a record
+//!   cut short by the end of the file, or a record whose bytes run out in zeros (a torn
+//!   write: pages that never reached the disk), end the log. This is not a corruption;
+//!   nothing after it was ever acknowledged.
+//! - **Corruption.** Anything else that fails its checks (a bad checksum, inconsistent
+//!   fields, zeros or the end of the file before a block's known length, a block missing
+//!   from the sequence of ordinals, a block header whose both copies are bad) is a
+//!   corruption: it is never served, it is logged (`tracing` at warn level) and counted in
+//!   [`crate::Store::corruptions`]. The store **skips and resyncs**: it searches forward,
+//!   8 bytes at a time, for the next record that validates, and goes on from there, so
+//!   every readable record after the damage is kept. The damaged bytes are left in place
+//!   (they are reported again on the next open); a block is never truncated.
+//! - A record that goes bad after it was loaded (bit rot under a running store) is caught
+//!   by its checksum when read: the read fails with [`crate::StoreError::Corrupt`] and is
+//!   counted.
+//!
+//! A bit flip in the length field of the very last record of the last block makes it look
+//! cut short: it is then treated as the torn end of the log (not served, logged, not
+//! counted).
+//!
+//! # Fast restart
+//! A clean stop writes `state.rns` (module `state`): the block list and every live entry,
+//! so the next open skips reading the blocks. Open deletes it before writing anything;
+//! after a crash it is absent and the blocks are scanned as above.
+//!
+//! # Space
+//! A block whose messages are all gone is deleted once it is the oldest (the current
+//! sequence range is written and synced first). [`FileStore::compact_blocks`], for the
+//! owner to call when idle, rewrites each sealed block whose live records fill less than
+//! half of it without its dead messages (module `compact`).
+//!
+//! # Compression and encryption
+//! With [`Compression::S2`] the blocks' message bodies are s2-compressed, each on its own
+//! (so any message is read without decompressing its neighbours; the block header's flag
+//! says its bodies may be). A [`BlockCipher`] seals bodies after compression.
+
+mod api;
+pub mod cipher;
+mod compact;
+pub mod format;
+mod recover;
+mod state;
+mod write;
+
+pub use cipher::{BlockCipher, NoCipher};
+pub use format::Checksum;
+pub use recover::{block_header, scan_block, Scan};
+
+use crate::clock::{system_clock, SharedClock};
+use crate::engine::Engine;
+use crate::error::{Result, StoreError};
+use crate::io::{FileNo, Io, IoChoice};
+use crate::types::{file_msg_size, StoreConfig};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Sealed block files kept open for reads at most.
+const MAX_OPEN: usize = 32;
+
+/// When writes become durable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SyncMode {
+    /// Group commit: durable after the fdatasync of the batch that wrote it (the default).
+    #[default]
+    GroupCommit,
+    /// The reference's `sync_always`: every store call writes and syncs before returning.
+    Always,
+    /// The reference's `sync_interval` set explicitly: durable when stored (acknowledged
+    /// before the sync), fdatasync every interval.
+    Interval(Duration),
+}
+
+/// Message body compression.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Compression {
+    #[default]
+    None,
+    S2,
+}
+
+/// How a file store is opened.
+#[derive(Clone)]
+pub struct FileStoreConfig {
+    pub dir: PathBuf,
+    /// A block is left for a new one once it is this long (bytes).
+    pub block_size: u64,
+    pub sync: SyncMode,
+    pub checksum: Checksum,
+    pub compression: Compression,
+    pub io: IoChoice,
+    pub cipher: Option<Arc<dyn BlockCipher>>,
+}
+
+impl FileStoreConfig {
+    pub fn new(dir: impl Into<PathBuf>) -> FileStoreConfig {
+        FileStoreConfig {
+            dir: dir.into(),
+            block_size: 8 * 1024 * 1024,
+            sync: SyncMode::GroupCommit,
+            checksum: Checksum::Crc32c,
+            compression: Compression::None,
+            io: IoChoice::Auto,
+            cipher: None,
+        }
+    }
+}
+
+/// Where a message's record is: block ordinal, offset and record length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loc {
+    pub blk: u32,
+    pub off: u32,
+    pub len: u32,
+}
+
+/// One block file, with its write state while it is being written.
+pub(crate) struct Block {
+    pub ordinal: u64,
+    /// The open file, if it is open (sealed blocks are opened on demand, a few at a time).
+    pub file: Option<FileNo>,
+    pub hdr: format::BlockHeader,
+    /// Logical length: headers and records (padded), what the next block's `prev_len` says.
+    pub len: u64,
+    /// Live messages and the bytes of their records.
+    pub live: u64,
+    pub live_bytes: u64,
+    /// Bytes `[base, len)` held in memory (the tail that is not yet all on disk).
+    pub buf: Vec<u8>,
+    pub base: u64,
+    /// Bytes handed to the I/O layer.
+    pub flushed: u64,
+}
+
+impl Block {
+    pub fn name(ordinal: u64) -> String {
+        format!("{ordinal:010}.blk")
+    }
+}
+
+/// Counters a store reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileStoreStats {
+    pub blocks: usize,
+    pub batches: u64,
+    pub syncs: u64,
+    pub bytes_written: u64,
+    pub corruptions: u64,
+    pub compactions: u64,
+}
+
+/// A batch in flight.
+struct InFlight {
+    token: u64,
+    synced: bool,
+    /// Per block ordinal, the length that is on disk once the batch completes.
+    lens: Vec<(u64, u64)>,
+}
+
+/// The file store. Owned by the stream's shard; not shared between threads.
+pub struct FileStore {
+    cfg: FileStoreConfig,
+    eng: Engine<Loc>,
+    clock: SharedClock,
+    io: Box<dyn Io>,
+    cipher: Arc<dyn BlockCipher>,
+    blocks: std::collections::VecDeque<Block>,
+    /// Writes to sealed blocks (erasures) for the next batch.
+    patches: Vec<crate::io::Op>,
+    unsynced: BTreeSet<FileNo>,
+    dir_dirty: bool,
+    in_flight: Option<InFlight>,
+    durable: u64,
+    last_sync: Instant,
+    failed: Option<String>,
+    closed: bool,
+    corruptions: u64,
+    stats: FileStoreStats,
+    /// Whether the last open loaded the state file instead of scanning the blocks.
+    from_state: bool,
+    /// Ordinals of sealed blocks opened for reads, oldest first.
+    open_files: std::collections::VecDeque<u64>,
+    /// Removals the engine made, waiting to be written (seq, erase location).
+    tombs: Vec<(u64, Option<(Loc, i64)>)>,
+}
+
+impl FileStore {
+    /// Open (or create) the store in `fcfg.dir` for the stream `cfg`, recovering what is
+    /// there.
+    pub fn open(fcfg: FileStoreConfig, cfg: StoreConfig) -> Result<FileStore> {
+        FileStore::open_with_clock(fcfg, cfg, system_clock())
+    }
+
+    pub fn open_with_clock(fcfg: FileStoreConfig, cfg: StoreConfig, clock: SharedClock) -> Result<FileStore> {
+        if fcfg.block_size < 4096 {
+            return Err(StoreError::Config("block_size below 4096".into()));
+        }
+        std::fs::create_dir_all(&fcfg.dir)?;
+        let io = crate::io::open_backend(&fcfg.dir, &fcfg.io)?;
+        let cipher: Arc<dyn BlockCipher> = fcfg.cipher.clone().unwrap_or_else(|| Arc::new(NoCipher));
+        let mut fs = FileStore {
+            eng: Engine::new(cfg, file_msg_size),
+            cfg: fcfg,
+            clock,
+            io,
+            cipher,
+            blocks: Default::default(),
+            patches: Vec::new(),
+            unsynced: BTreeSet::new(),
+            dir_dirty: false,
+            in_flight: None,
+            durable: 0,
+            last_sync: Instant::now(),
+            failed: None,
+            closed: false,
+            corruptions: 0,
+            stats: FileStoreStats::default(),
+            tombs: Vec::new(),
+            open_files: Default::default(),
+            from_state: false,
+        };
+        fs.recover()?;
+        Ok(fs)
+    }
+
+    /// Which I/O backend the store runs on (`uring+direct`, `threaded`).
+    pub fn io_backend(&self) -> &'static str {
+        self.io.name()
+    }
+
+    pub fn stats(&self) -> FileStoreStats {
+        FileStoreStats {
+            blocks: self.blocks.len(),
+            corruptions: self.corruptions,
+            ..self.stats
+        }
+    }
+
+    /// Whether this open restored the indexes from the state file (a clean stop before)
+    /// rather than by scanning every block.
+    pub fn opened_from_state(&self) -> bool {
+        self.from_state
+    }
+
+    /// The error that made the store refuse writes, if one did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.closed {
+            return Err(StoreError::Closed);
+        }
+        if let Some(f) = &self.failed {
+            return Err(StoreError::WritesRefused(f.clone()));
+        }
+        Ok(())
+    }
+
+    fn readable(&self) -> Result<()> {
+        if self.closed {
+            return Err(StoreError::Closed);
+        }
+        Ok(())
+    }
+
+    fn block_pos(&self, ordinal: u64) -> Option<usize> {
+        self.blocks.binary_search_by(|b| b.ordinal.cmp(&ordinal)).ok()
+    }
+
+    /// The open file of block `i`, opening it (and closing the least recently opened
+    /// idle one past [`MAX_OPEN`]).
+    fn file_of(&mut self, i: usize) -> Result<FileNo> {
+        let b = self.blocks.get(i).ok_or(StoreError::MsgNotFound)?;
+        if let Some(f) = b.file {
+            return Ok(f);
+        }
+        let ord = b.ordinal;
+        while self.open_files.len() >= MAX_OPEN {
+            let Some(old) = self.open_files.pop_front() else { break };
+            let tail = self.blocks.back().map(|t| t.ordinal);
+            if let Some(j) = self.block_pos(old) {
+                let busy = Some(old) == tail
+                    || self
+                        .blocks
+                        .get(j)
+                        .is_some_and(|b| b.flushed < b.len || b.file.is_some_and(|f| self.unsynced.contains(&f)))
+                    || self
+                        .in_flight
+                        .as_ref()
+                        .is_some_and(|inf| inf.lens.iter().any(|(o, _)| *o == old));
+                if busy {
+                    self.open_files.push_back(old);
+                    break;
+                }
+                if let Some(f) = self.blocks.get_mut(j).and_then(|b| b.file.take()) {
+                    self.io.close(f);
+                }
+            }
+        }
+        let (f, _) = self.io.open(&Block::name(ord), false)?;
+        if let Some(b) = self.blocks.get_mut(i) {
+            b.file = Some(f);
+        }
+        self.open_files.push_back(ord);
+        Ok(f)
+    }
+
+    fn corrupt(&mut self, what: &str) {
+        self.corruptions += 1;
+        tracing::warn!(dir = %self.cfg.dir.display(), "storage: corruption detected (nothing corrupt is served): {what}");
+    }
+}
+
+impl Drop for FileStore {
+    fn drop(&mut self) {
+        if !self.closed && self.failed.is_none() {
+            let _ = self.sync_all(true);
+        }
+    }
+}

@@ -1,0 +1,497 @@
+//! The write path: records appended to the tail block's buffer, block rotation, batches
+//! handed to the I/O layer (group commit), their completion, removals written as
+//! tombstones and ranges, erasure in place, and deletion of dead blocks.
+
+use super::format::{self, BlockHeader, Kind, Record, BF_COMPACTED, BF_HIGHWAY, BF_S2, BF_SEALED, DATA_START};
+use super::{Block, Compression, FileStore, InFlight, Loc, SyncMode};
+use crate::engine::{Entry, Sink, Why};
+use crate::error::{Result, StoreError};
+use crate::io::{Batch, Done, Op};
+use std::time::Instant;
+
+/// Receives the engine's removals: block accounting, and the tombstones to write.
+pub(super) struct FsSink<'a> {
+    pub blocks: &'a mut std::collections::VecDeque<Block>,
+    pub tombs: &'a mut Vec<(u64, Option<(Loc, i64)>)>,
+}
+
+impl Sink<Loc> for FsSink<'_> {
+    fn removed(&mut self, seq: u64, e: Entry<Loc>, why: Why) {
+        let ord = u64::from(e.loc.blk);
+        if let Ok(i) = self.blocks.binary_search_by(|b| b.ordinal.cmp(&ord)) {
+            if let Some(b) = self.blocks.get_mut(i) {
+                b.live = b.live.saturating_sub(1);
+                b.live_bytes = b.live_bytes.saturating_sub(u64::from(e.loc.len));
+            }
+        }
+        match why {
+            Why::User | Why::Limit | Why::Expired => self.tombs.push((seq, None)),
+            Why::Erase => self.tombs.push((seq, Some((e.loc, e.ts)))),
+            Why::Bulk | Why::Replay => {}
+        }
+    }
+}
+
+fn floor(n: u64, a: u64) -> u64 {
+    n - n % a
+}
+
+fn ceil(n: u64, a: u64) -> u64 {
+    n.div_ceil(a) * a
+}
+
+impl FileStore {
+    fn block_flags(&self) -> u16 {
+        let mut f = 0;
+        if self.cfg.checksum == format::Checksum::Highway {
+            f |= BF_HIGHWAY;
+        }
+        if self.cfg.compression == Compression::S2 {
+            f |= BF_S2;
+        }
+        if self.cfg.cipher.is_some() {
+            f |= BF_SEALED;
+        }
+        f
+    }
+
+    /// Start block `ordinal` (the log's new tail) after a block of length `prev_len`.
+    pub(super) fn new_block(&mut self, ordinal: u64, prev_len: u64, compacted: bool) -> Result<()> {
+        let (file, _) = self.io.open(&Block::name(ordinal), true)?;
+        let mut flags = self.block_flags();
+        if compacted {
+            flags |= BF_COMPACTED;
+        }
+        let hdr = BlockHeader {
+            flags,
+            ordinal,
+            file_id: rand::random::<u64>(),
+            prev_len,
+            sealed_len: 0,
+            created: self.clock.now_nanos(),
+        };
+        let h = hdr.encode();
+        let mut buf = Vec::with_capacity(DATA_START + 4096);
+        buf.extend_from_slice(&h);
+        buf.extend_from_slice(&h);
+        self.blocks.push_back(Block {
+            ordinal,
+            file: Some(file),
+            hdr,
+            len: DATA_START as u64,
+            live: 0,
+            live_bytes: 0,
+            buf,
+            base: 0,
+            flushed: 0,
+        });
+        self.dir_dirty = true;
+        Ok(())
+    }
+
+    /// Append a record to the tail block (rotating first when it is full). Returns its
+    /// location.
+    fn append(&mut self, rec: &Record<'_>) -> Result<Loc> {
+        let need = format::pad8(format::record_len(rec.subject.len(), rec.body.len(), self.cfg.checksum)) as u64;
+        let rotate = self
+            .blocks
+            .back()
+            .is_none_or(|b| b.len > DATA_START as u64 && b.len + need > self.cfg.block_size);
+        if rotate {
+            let (ord, len) = self.blocks.back().map_or((1, 0), |b| (b.ordinal + 1, b.len));
+            self.new_block(ord, len, false)?;
+        }
+        let cs = self.cfg.checksum;
+        let b = self.blocks.back_mut().ok_or(StoreError::Closed)?;
+        if b.len + need > u64::from(u32::MAX) {
+            return Err(StoreError::MsgTooLarge);
+        }
+        let off = b.len;
+        format::encode_record(&mut b.buf, rec, cs, b.hdr.file_id);
+        b.len += need;
+        Ok(Loc {
+            blk: b.ordinal as u32,
+            off: off as u32,
+            len: need as u32,
+        })
+    }
+
+    /// Append a message record and account it to its block.
+    pub(super) fn append_msg(
+        &mut self,
+        seq: u64,
+        ts: i64,
+        subject: &str,
+        hdr: &[u8],
+        payload: &[u8],
+        ttl: i64,
+    ) -> Result<Loc> {
+        if subject.len() > usize::from(u16::MAX) {
+            return Err(StoreError::MsgTooLarge);
+        }
+        let mut body = Vec::with_capacity(hdr.len() + payload.len());
+        body.extend_from_slice(hdr);
+        body.extend_from_slice(payload);
+        let plain_len = body.len() as u32;
+        let mut flags = 0u8;
+        if self.cfg.compression == Compression::S2 && body.len() > 64 {
+            let c = minlz::encode(&body);
+            if c.len() < body.len() {
+                body = c;
+                flags |= format::RF_S2;
+            }
+        }
+        if self.cfg.cipher.is_some() {
+            // The record lands at the tail's end, or at the start of a new block.
+            let (file_id, off) = self.next_record_place(subject.len(), body.len())?;
+            self.cipher.seal(file_id, off, &mut body)?;
+            flags |= format::RF_SEALED;
+        }
+        let rec = Record {
+            kind: Kind::Msg,
+            flags,
+            seq,
+            ts,
+            ttl,
+            hdr_len: hdr.len() as u32,
+            plain_len,
+            subject: subject.as_bytes(),
+            body: &body,
+        };
+        let loc = self.append(&rec)?;
+        if let Some(b) = self.blocks.back_mut() {
+            b.live += 1;
+            b.live_bytes += u64::from(loc.len);
+        }
+        Ok(loc)
+    }
+
+    /// Where the next record of these sizes goes: (file id, offset), rotating if needed.
+    /// Sealing changes the body's length by the cipher's overhead, which must not move
+    /// the record to another block, so a block is started here when the record (plus a
+    /// generous allowance for that overhead) would not fit.
+    fn next_record_place(&mut self, subj: usize, body: usize) -> Result<(u64, u64)> {
+        let need = format::pad8(format::record_len(subj, body + 64, self.cfg.checksum)) as u64;
+        let rotate = self
+            .blocks
+            .back()
+            .is_none_or(|b| b.len > DATA_START as u64 && b.len + need > self.cfg.block_size);
+        if rotate {
+            let (ord, len) = self.blocks.back().map_or((1, 0), |b| (b.ordinal + 1, b.len));
+            self.new_block(ord, len, false)?;
+        }
+        let b = self.blocks.back().ok_or(StoreError::Closed)?;
+        Ok((b.hdr.file_id, b.len))
+    }
+
+    /// The stream's sequence range (first, last, and the last timestamp).
+    fn append_range(&mut self) -> Result<()> {
+        let (first, last, ts) = (self.eng.first_seq, self.eng.last_seq, self.eng.last_ts);
+        self.append_marker(Kind::Range, first, ts, last as i64)
+    }
+
+    fn append_marker(&mut self, kind: Kind, seq: u64, ts: i64, extra: i64) -> Result<()> {
+        let rec = Record {
+            kind,
+            flags: 0,
+            seq,
+            ts,
+            ttl: extra,
+            hdr_len: 0,
+            plain_len: 0,
+            subject: &[],
+            body: &[],
+        };
+        self.append(&rec).map(|_| ())
+    }
+
+    /// Write what the engine removed: tombstones (and erasures), then, after a bulk
+    /// removal, the sequence range; then drop dead blocks at the front.
+    pub(super) fn write_removals(&mut self, bulk: bool) -> Result<()> {
+        let tombs = std::mem::take(&mut self.tombs);
+        for (seq, erase) in tombs {
+            let now = self.clock.now_nanos();
+            self.append_marker(Kind::Tomb, seq, now, 0)?;
+            if let Some((loc, ts)) = erase {
+                self.erase_in_place(loc, seq, ts)?;
+            }
+        }
+        if bulk {
+            self.append_range()?;
+        }
+        self.drop_dead_blocks()
+    }
+
+    /// Overwrite the message record at `loc` with an erased record of the same length,
+    /// which keeps only its sequence and time (replay still sees the sequence taken).
+    fn erase_in_place(&mut self, loc: Loc, seq: u64, ts: i64) -> Result<()> {
+        let Some(i) = self.block_pos(u64::from(loc.blk)) else {
+            return Ok(());
+        };
+        let file_id = match self.blocks.get(i) {
+            Some(b) => b.hdr.file_id,
+            None => return Ok(()),
+        };
+        let file = self.file_of(i)?;
+        let cs = self.cfg.checksum;
+        // An erased record with an empty subject and a zero body: same padded length.
+        let blen = (loc.len as usize).saturating_sub(format::REC_HEADER + cs.size());
+        let zeros = vec![0u8; blen];
+        let rec = Record {
+            kind: Kind::Erased,
+            flags: 0,
+            seq,
+            ts,
+            ttl: 0,
+            hdr_len: 0,
+            plain_len: 0,
+            subject: &[],
+            body: &zeros,
+        };
+        let mut out = Vec::with_capacity(loc.len as usize);
+        format::encode_record(&mut out, &rec, cs, file_id);
+        if out.len() != loc.len as usize {
+            return Err(StoreError::Corrupt("erase: record length mismatch".into()));
+        }
+        let off = u64::from(loc.off);
+        let align = self.io.alignment() as u64;
+        let end = off + out.len() as u64;
+        let Some(b) = self.blocks.get_mut(i) else { return Ok(()) };
+        if end > b.base {
+            let s = off.max(b.base);
+            let from = (s - off) as usize;
+            let at = (s - b.base) as usize;
+            if let (Some(dst), Some(src)) = (b.buf.get_mut(at..at + out.len() - from), out.get(from..)) {
+                dst.copy_from_slice(src);
+            }
+            b.flushed = b.flushed.min(s);
+        }
+        if off < b.base {
+            let e = end.min(b.base);
+            let (a0, a1) = (floor(off, align), ceil(e, align));
+            let mut data = self.io.read_at(file, a0, (a1 - a0) as usize)?;
+            data.resize((a1 - a0) as usize, 0);
+            let n = (e - off) as usize;
+            let at = (off - a0) as usize;
+            if let (Some(dst), Some(src)) = (data.get_mut(at..at + n), out.get(..n)) {
+                dst.copy_from_slice(src);
+            }
+            self.patches.push(Op::Write { file, off: a0, data });
+            self.unsynced.insert(file);
+        }
+        Ok(())
+    }
+
+    /// Delete the oldest blocks once none of their messages is live (never the tail).
+    /// The current sequence range is written to the tail and synced first, so the
+    /// stream's first and last sequence survive the deletion.
+    fn drop_dead_blocks(&mut self) -> Result<()> {
+        let dead = |b: Option<&Block>| b.is_some_and(|b| b.live == 0);
+        if self.blocks.len() < 2 || !dead(self.blocks.front()) {
+            return Ok(());
+        }
+        self.append_range()?;
+        self.sync_all(true)?;
+        while self.blocks.len() > 1 && dead(self.blocks.front()) {
+            let Some(b) = self.blocks.pop_front() else { break };
+            if let Some(f) = b.file {
+                self.unsynced.remove(&f);
+            }
+            self.open_files.retain(|o| *o != b.ordinal);
+            self.io.remove(&Block::name(b.ordinal))?;
+            self.dir_dirty = true;
+        }
+        Ok(())
+    }
+
+    /// Build and start the next batch, if there is something to write and nothing is in
+    /// flight. With `force_sync` the batch syncs even in interval mode.
+    pub(super) fn start_batch(&mut self, force_sync: bool) -> Result<()> {
+        if self.in_flight.is_some() || self.failed.is_some() {
+            return Ok(());
+        }
+        let sync = match self.cfg.sync {
+            SyncMode::GroupCommit | SyncMode::Always => true,
+            SyncMode::Interval(d) => force_sync || self.last_sync.elapsed() >= d,
+        };
+        let align = self.io.alignment() as u64;
+        let mut ops = std::mem::take(&mut self.patches);
+        let mut lens = Vec::new();
+        let n = self.blocks.len();
+        for (i, b) in self.blocks.iter_mut().enumerate() {
+            if b.flushed >= b.len {
+                continue;
+            }
+            let Some(file) = b.file else { continue };
+            let start = floor(b.flushed, align).max(b.base);
+            let end = ceil(b.len, align);
+            let from = (start - b.base) as usize;
+            let mut data = b.buf.get(from..).unwrap_or(&[]).to_vec();
+            data.resize((end - start) as usize, 0);
+            self.stats.bytes_written += data.len() as u64;
+            ops.push(Op::Write { file, off: start, data });
+            b.flushed = b.len;
+            lens.push((b.ordinal, b.len));
+            self.unsynced.insert(file);
+            // A block left for the next one is on disk before the next one is written.
+            if i + 1 < n {
+                ops.push(Op::Sync { file });
+                self.unsynced.remove(&file);
+                self.stats.syncs += 1;
+            }
+        }
+        if sync && (!self.unsynced.is_empty() || self.dir_dirty) {
+            for f in std::mem::take(&mut self.unsynced) {
+                ops.push(Op::Sync { file: f });
+                self.stats.syncs += 1;
+            }
+            if self.dir_dirty {
+                ops.push(Op::SyncDir);
+                self.dir_dirty = false;
+            }
+        }
+        if ops.is_empty() {
+            if sync {
+                self.durable = self.eng.last_seq;
+            }
+            return Ok(());
+        }
+        let token = self.eng.last_seq;
+        self.stats.batches += 1;
+        if let Err(e) = self.io.start(Batch { token, ops }) {
+            return Err(self.fail(&e));
+        }
+        if sync {
+            self.last_sync = Instant::now();
+        }
+        self.in_flight = Some(InFlight {
+            token,
+            synced: sync,
+            lens,
+        });
+        Ok(())
+    }
+
+    fn fail(&mut self, e: &std::io::Error) -> StoreError {
+        let msg = e.to_string();
+        tracing::error!(dir = %self.cfg.dir.display(), error = %msg, "storage: write or sync failed; the store refuses writes");
+        self.failed = Some(msg.clone());
+        StoreError::WritesRefused(msg)
+    }
+
+    fn complete(&mut self, d: Done) -> Result<()> {
+        let Some(inf) = self.in_flight.take() else {
+            return Ok(());
+        };
+        if let Err(e) = d.result {
+            return Err(self.fail(&e));
+        }
+        if inf.synced {
+            self.durable = self.durable.max(inf.token);
+        }
+        let align = self.io.alignment() as u64;
+        let last = self.blocks.back().map(|b| b.ordinal);
+        for (ord, len) in inf.lens {
+            let Some(i) = self.block_pos(ord) else { continue };
+            let Some(b) = self.blocks.get_mut(i) else { continue };
+            let keep_from = if Some(ord) == last && b.flushed == b.len {
+                floor(len, align)
+            } else if b.flushed == b.len {
+                ceil(b.len, align)
+            } else {
+                b.base
+            };
+            if keep_from > b.base {
+                let cut = ((keep_from - b.base) as usize).min(b.buf.len());
+                b.buf.drain(..cut);
+                b.base = keep_from;
+                if Some(ord) != last {
+                    b.buf = Vec::new();
+                }
+            }
+            // A sealed block that is all on disk needs no open file until it is read.
+            if Some(ord) != last && b.flushed == b.len && b.file.is_some_and(|f| !self.unsynced.contains(&f)) {
+                if let Some(f) = b.file.take() {
+                    self.io.close(f);
+                }
+                self.open_files.retain(|o| *o != ord);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reap finished batches without blocking.
+    pub(super) fn reap(&mut self) -> Result<()> {
+        while let Some(d) = self.io.poll() {
+            self.complete(d)?;
+        }
+        Ok(())
+    }
+
+    /// Write and sync everything, waiting for it.
+    pub(super) fn sync_all(&mut self, force: bool) -> Result<()> {
+        loop {
+            self.reap()?;
+            if self.in_flight.is_some() {
+                if let Some(d) = self.io.wait() {
+                    self.complete(d)?;
+                }
+                continue;
+            }
+            let dirty = !self.patches.is_empty()
+                || self.blocks.iter().any(|b| b.flushed < b.len)
+                || !self.unsynced.is_empty()
+                || self.dir_dirty;
+            if !dirty {
+                if let Some(f) = &self.failed {
+                    return Err(StoreError::WritesRefused(f.clone()));
+                }
+                self.durable = self.eng.last_seq;
+                return Ok(());
+            }
+            self.start_batch(force)?;
+            if self.in_flight.is_none() {
+                if let Some(f) = &self.failed {
+                    return Err(StoreError::WritesRefused(f.clone()));
+                }
+                if !force {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Bound what is buffered: past [`FileStore::max_buffered`] bytes not yet handed to the
+    /// I/O layer, wait for the batch in flight and start the next one.
+    pub(super) fn backpressure(&mut self) -> Result<()> {
+        let buffered: u64 = self
+            .blocks
+            .iter()
+            .rev()
+            .take_while(|b| b.flushed < b.len)
+            .map(|b| b.len - b.flushed)
+            .sum();
+        if buffered <= self.max_buffered() {
+            return Ok(());
+        }
+        if self.in_flight.is_some() {
+            if let Some(d) = self.io.wait() {
+                self.complete(d)?;
+            }
+        }
+        self.start_batch(false)
+    }
+
+    /// Bytes a store buffers at most before a store call waits for the disk.
+    pub(super) fn max_buffered(&self) -> u64 {
+        (2 * self.cfg.block_size).max(4 << 20)
+    }
+
+    /// After a write call: sync at once in `sync_always` mode.
+    pub(super) fn after_write(&mut self) -> Result<()> {
+        if self.cfg.sync == SyncMode::Always {
+            self.sync_all(true)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,117 @@
+//! The I/O layer under the file store. The store hands it batches of writes and syncs
+//! (always at offsets and lengths aligned to [`Io::alignment`]) and learns of their
+//! completion by polling; reads are synchronous. Two backends share this interface:
+//!
+//! - [`threaded::Threaded`]: buffered std I/O on one helper thread per store (portable; the
+//!   fallback where io_uring or O_DIRECT is refused, e.g. tmpfs). Files are reached through
+//!   the [`raw::Opener`] trait, so [`fault::Faults`] can fail writes and syncs under it.
+//! - `uring::Uring` (Linux, feature `uring`): O_DIRECT files driven through an io_uring
+//!   ring owned by the calling thread: no locks, no helper thread; the owning shard calls
+//!   [`Io::start`] and [`Io::poll`] from its loop.
+//!
+//! [`open_backend`] picks one: io_uring with O_DIRECT when asked for and available, else
+//! the threaded backend.
+
+pub mod fault;
+pub mod raw;
+pub mod threaded;
+#[cfg(all(target_os = "linux", feature = "uring"))]
+pub mod uring;
+
+use std::io;
+use std::path::Path;
+
+/// A file opened through a backend.
+pub type FileNo = u32;
+
+/// One step of a batch; a batch runs its steps in order and stops at the first failure.
+#[derive(Debug)]
+pub enum Op {
+    /// Write `data` at `off` (aligned for direct backends).
+    Write { file: FileNo, off: u64, data: Vec<u8> },
+    /// fdatasync the file.
+    Sync { file: FileNo },
+    /// fsync the directory the files live in (new or removed files).
+    SyncDir,
+}
+
+/// Work handed to the backend; `token` comes back with its completion.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub token: u64,
+    pub ops: Vec<Op>,
+}
+
+/// A finished batch.
+#[derive(Debug)]
+pub struct Done {
+    pub token: u64,
+    pub result: io::Result<()>,
+}
+
+/// What a backend does for the file store.
+pub trait Io {
+    /// Offsets and lengths of writes must be multiples of this (1: anything goes).
+    fn alignment(&self) -> usize;
+    /// A short name for logs and reports (`uring+direct`, `threaded`).
+    fn name(&self) -> &'static str;
+    /// Open (or with `create`, create anew) a file of the store's directory; returns it
+    /// with its current length.
+    fn open(&mut self, name: &str, create: bool) -> io::Result<(FileNo, u64)>;
+    fn close(&mut self, file: FileNo);
+    /// Remove a file of the directory (closing it first if open).
+    fn remove(&mut self, name: &str) -> io::Result<()>;
+    /// Rename a file of the directory (atomic replace).
+    fn rename(&mut self, from: &str, to: &str) -> io::Result<()>;
+    /// Read exactly `len` bytes at `off` (fewer at the end of the file).
+    fn read_at(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<Vec<u8>>;
+    /// Start a batch.
+    fn start(&mut self, batch: Batch) -> io::Result<()>;
+    /// A finished batch, if any (never blocks).
+    fn poll(&mut self) -> Option<Done>;
+    /// Wait for the next finished batch; `None` when nothing is in flight.
+    fn wait(&mut self) -> Option<Done>;
+    /// Batches started and not yet returned by poll/wait.
+    fn in_flight(&self) -> usize;
+}
+
+/// Which backend a store asks for.
+#[derive(Clone, Debug, Default)]
+pub enum IoChoice {
+    /// io_uring + O_DIRECT where the kernel and file system allow it, else threaded.
+    #[default]
+    Auto,
+    /// Always the threaded buffered backend.
+    Buffered,
+    /// The threaded backend over a fault-injecting file layer (tests).
+    Faulty(fault::Faults),
+}
+
+/// Open the backend for directory `dir`.
+pub fn open_backend(dir: &Path, choice: &IoChoice) -> io::Result<Box<dyn Io>> {
+    match choice {
+        IoChoice::Auto => {
+            #[cfg(all(target_os = "linux", feature = "uring"))]
+            {
+                match uring::Uring::open(dir) {
+                    Ok(u) => return Ok(Box::new(u)),
+                    Err(e) => {
+                        tracing::debug!(dir = %dir.display(), error = %e, "storage: io_uring/O_DIRECT unavailable, buffered I/O")
+                    }
+                }
+            }
+            Ok(Box::new(threaded::Threaded::new(
+                dir,
+                std::sync::Arc::new(raw::StdOpener),
+            )?))
+        }
+        IoChoice::Buffered => Ok(Box::new(threaded::Threaded::new(
+            dir,
+            std::sync::Arc::new(raw::StdOpener),
+        )?)),
+        IoChoice::Faulty(f) => Ok(Box::new(threaded::Threaded::new(
+            dir,
+            std::sync::Arc::new(fault::FaultOpener::new(f.clone())),
+        )?)),
+    }
+}
