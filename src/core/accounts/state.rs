@@ -59,6 +59,10 @@ pub struct ShardAccount {
     pub stream_out: Sublist<u32>,
     /// `def.service_imports` by their local subject (value: index).
     pub service_in: Sublist<u32>,
+    /// First tokens of the import and export patterns: most publishes match none, and
+    /// are told so without a sublist lookup (every account imports `$SYS.REQ.USER.INFO`).
+    pub service_gate: FirstTokens,
+    pub stream_gate: FirstTokens,
     /// Response mappings this shard owns, by `_R_.` subject.
     pub responses: FastMap<Box<[u8]>, ResponseMap>,
     /// Local connections of this account on this shard.
@@ -75,6 +79,8 @@ impl ShardAccount {
             remote: RemoteInterest::default(),
             stream_out: Sublist::new(cache),
             service_in: Sublist::new(cache),
+            service_gate: FirstTokens::default(),
+            stream_gate: FirstTokens::default(),
             responses: FastMap::default(),
             conns: 0,
             has_mappings: false,
@@ -85,12 +91,16 @@ impl ShardAccount {
     pub fn set_def(&mut self, def: Option<Arc<AccountDef>>, cache: bool) {
         self.stream_out = Sublist::new(cache);
         self.service_in = Sublist::new(cache);
+        self.service_gate = FirstTokens::default();
+        self.stream_gate = FirstTokens::default();
         if let Some(d) = &def {
             for (i, l) in d.stream_links.iter().enumerate() {
                 let _ = self.stream_out.insert(&l.from, None, i as u32);
+                self.stream_gate.add(&l.from);
             }
             for (i, s) in d.service_imports.iter().enumerate() {
                 let _ = self.service_in.insert(&s.local, None, i as u32);
+                self.service_gate.add(&s.local);
             }
         }
         self.has_mappings = def.as_ref().is_some_and(|d| !d.mappings.is_empty());
@@ -105,5 +115,66 @@ impl ShardAccount {
     /// This account imports services.
     pub fn has_service_imports(&self) -> bool {
         self.service_in.count() > 0
+    }
+}
+
+/// The distinct first tokens of a set of subject patterns, to rule subjects out cheaply.
+#[derive(Debug, Default, Clone)]
+pub struct FirstTokens {
+    /// Some pattern starts with a wildcard: anything may match.
+    any: bool,
+    firsts: Vec<Box<[u8]>>,
+}
+
+fn first_token(s: &[u8]) -> &[u8] {
+    match s.iter().position(|&b| b == b'.') {
+        Some(i) => s.get(..i).unwrap_or(s),
+        None => s,
+    }
+}
+
+impl FirstTokens {
+    pub fn add(&mut self, pattern: &[u8]) {
+        let t = first_token(pattern);
+        if t == b"*" || t == b">" {
+            self.any = true;
+        } else if !self.firsts.iter().any(|f| &f[..] == t) {
+            self.firsts.push(t.into());
+        }
+    }
+
+    /// False when no pattern can match `subject`.
+    #[inline]
+    pub fn may_match(&self, subject: &[u8]) -> bool {
+        if self.any {
+            return true;
+        }
+        let t = first_token(subject);
+        self.firsts.iter().any(|f| &f[..] == t)
+    }
+}
+
+#[cfg(test)]
+mod gate_tests {
+    use super::FirstTokens;
+
+    #[test]
+    fn first_tokens_rule_out_only_what_cannot_match() {
+        let mut g = FirstTokens::default();
+        assert!(!g.may_match(b"foo"));
+        g.add(b"$SYS.REQ.USER.INFO");
+        g.add(b"svc.>");
+        g.add(b"svc.x");
+        assert!(g.may_match(b"$SYS.REQ.USER.INFO"));
+        assert!(g.may_match(b"svc.a.b"));
+        assert!(g.may_match(b"svc"));
+        assert!(!g.may_match(b"foo.bar"));
+        assert!(!g.may_match(b"$SYSX.REQ"));
+        assert!(!g.may_match(b"sv"));
+        g.add(b"*.x");
+        assert!(g.may_match(b"foo.bar"));
+        let mut all = FirstTokens::default();
+        all.add(b">");
+        assert!(all.may_match(b"anything.at.all"));
     }
 }

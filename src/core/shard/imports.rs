@@ -145,7 +145,8 @@ impl ShardCore {
             return delivered;
         }
         let st = self.acct(acc);
-        let (services, streams) = (st.has_service_imports(), st.has_stream_links());
+        let services = st.has_service_imports() && st.service_gate.may_match(m.subject);
+        let streams = st.has_stream_links() && st.stream_gate.may_match(m.subject);
         if is_service_reply(m.subject) {
             delivered |= self.route_response(acc, publisher, m, now, depth);
         }
@@ -169,6 +170,9 @@ impl ShardCore {
     ) -> bool {
         let st = self.acct(acc);
         let found = st.stream_out.matches(m.subject);
+        if found.psubs.is_empty() {
+            return false;
+        }
         let Some(def) = st.def.clone() else { return false };
         let mut delivered = false;
         let mut buf = Vec::new();
@@ -206,6 +210,9 @@ impl ShardCore {
     ) -> bool {
         let st = self.acct(acc);
         let found = st.service_in.matches(m.subject);
+        if found.psubs.is_empty() {
+            return false;
+        }
         let Some(def) = st.def.clone() else { return false };
         let mut delivered = false;
         for &i in &found.psubs {

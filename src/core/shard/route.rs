@@ -103,6 +103,8 @@ impl ShardCore {
 
     /// A client's publish. `dest_denied`: its trace destination, which its permissions
     /// do not allow (a publish violation, after the subject's).
+    // Inlined into `on_msg` as before tracing split it (the publish path's cost).
+    #[inline(always)]
     pub(super) fn on_msg_checked(&mut self, key: ConnKey, m: &Msg<'_>, dest_denied: Option<&[u8]>, now: Instant) {
         let account = self.client(key).map_or(crate::core::accounts::GLOBAL, |c| c.account);
         // Subject mappings come first: permissions and routing see the mapped subject.
@@ -186,6 +188,8 @@ impl ShardCore {
     }
 
     /// Deliver to the subscribers of `acc` on every shard (no imports).
+    // Inlined into `route_at` (its hot caller), as before tracing added a second caller.
+    #[inline(always)]
     pub(super) fn deliver_in(&mut self, acc: AccountId, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
         // Response subjects of service imports are unique per request: not cached.
         let once = super::imports::is_service_reply(m.subject);

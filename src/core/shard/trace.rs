@@ -178,6 +178,7 @@ fn lossy(b: &[u8]) -> String {
 impl ShardCore {
     /// A client published a message whose header block may ask for a trace: decide, then
     /// handle the publish with the trace recording.
+    #[cold]
     pub(super) fn on_msg_maybe_traced(&mut self, key: ConnKey, m: &Msg<'_>, hdr: &[u8], now: Instant) {
         let Some(account) = self.client(key).map(|c| c.account) else {
             return;
@@ -307,6 +308,7 @@ impl ShardCore {
     /// ends at `pos`): when the part of its header block this read holds names a trace
     /// destination the client may use, the event says so (an `in` step with the error,
     /// nothing else), as the reference does.
+    #[cold]
     pub(super) fn trace_payload_violation(&mut self, key: ConnKey, data: &[u8], pos: usize) {
         let Some(account) = self.client(key).map(|c| c.account) else {
             return;
@@ -373,6 +375,7 @@ impl ShardCore {
     }
 
     /// The publish was refused: the ingress step says why.
+    #[cold]
     pub(super) fn trace_ingress_error(&mut self, text: &str) {
         if let Some(h) = self.tracing.as_deref_mut().and_then(|a| a.head.as_deref_mut()) {
             h.ingress.error = text.to_string();
@@ -380,11 +383,13 @@ impl ShardCore {
     }
 
     /// The subject was mapped (`sm`).
+    #[cold]
     pub(super) fn trace_mapped(&mut self, to: &[u8]) {
         self.trace_push(&Step::Mapping { to: &lossy(to) });
     }
 
     /// A service import takes the request to `exporter` (`si`).
+    #[cold]
     pub(super) fn trace_service_import(&mut self, exporter: AccountId, from: &[u8], to: &[u8]) {
         let acc = self.table.name(exporter).to_string();
         self.trace_push(&Step::ServiceImport {
@@ -396,12 +401,14 @@ impl ShardCore {
 
     /// Deliveries until [`Self::trace_link_end`] go through stream link `index` of
     /// `exporter`.
+    #[cold]
     pub(super) fn trace_link_begin(&mut self, exporter: AccountId, index: u32, allow: bool) {
         if let Some(a) = self.tracing.as_deref_mut() {
             a.link = Some(Link { exporter, index, allow });
         }
     }
 
+    #[cold]
     pub(super) fn trace_link_end(&mut self) {
         if let Some(a) = self.tracing.as_deref_mut() {
             a.link = None;
@@ -410,10 +417,12 @@ impl ShardCore {
 
     /// Stop recording (a service import that does not allow tracing); the returned
     /// state goes back with [`Self::trace_resume`].
+    #[cold]
     pub(super) fn trace_suspend(&mut self) -> Option<Box<Active>> {
         self.tracing.take()
     }
 
+    #[cold]
     pub(super) fn trace_resume(&mut self, a: Option<Box<Active>>) {
         if a.is_some() {
             self.tracing = a;
@@ -422,6 +431,7 @@ impl ShardCore {
 
     /// Before delivering to subscription `id` while tracing: the stream export step, and
     /// the attempts that fail or stop here (echo off, denied, closed, trace only).
+    #[cold]
     pub(super) fn trace_pre_deliver(&mut self, id: SubId, publisher: Option<ConnKey>, m: &Msg<'_>) -> Pre {
         let Some((only, link)) = self.tracing.as_deref().map(|a| (a.only, a.link)) else {
             return Pre::Deliver { record: false };
@@ -482,6 +492,7 @@ impl ShardCore {
 
     /// A delivery attempt to subscription `id` (`eg`), with the reason it failed, if it
     /// did.
+    #[cold]
     pub(super) fn trace_egress(&mut self, id: SubId, error: &str) {
         let Some(a) = self.tracing.as_deref() else { return };
         let Some(sub) = self.subs.get(id as usize) else { return };
@@ -514,6 +525,7 @@ impl ShardCore {
     /// Stage a message record for shard `dst`, with a trace tag when the message is
     /// traced (a new leg of its trace).
     #[allow(clippy::too_many_arguments)]
+    #[cold]
     pub(super) fn stage_msg(
         &mut self,
         dst: usize,
@@ -546,6 +558,7 @@ impl ShardCore {
     }
 
     /// A traced copy arrived from another shard: record this shard's steps of it.
+    #[cold]
     pub(super) fn trace_enter(&mut self, tag: &TraceTag) {
         let link = tag.link.and_then(|(exporter, index)| {
             let l = self.table.get(exporter)?.stream_links.get(index as usize)?;
@@ -568,6 +581,7 @@ impl ShardCore {
     }
 
     /// Done with a traced copy from another shard: report to the owner.
+    #[cold]
     pub(super) fn trace_leave(&mut self) {
         let Some(a) = self.tracing.take() else { return };
         let owner = (a.id >> ID_BITS) as usize;
