@@ -29,18 +29,8 @@
 //!   place (16 bytes longer) with a nonce made of the pair, and whose
 //!   [`RecordSealer::open_at`] reverses it (falling back to `prev_key`). This is the shape
 //!   of the file store's `BlockCipher` hook (a block's unique file id and the record's
-//!   offset, never repeated for different bytes), so the adapter after the merge is:
-//!
-//!   ```ignore
-//!   impl BlockCipher for RecordSealer {
-//!       fn seal(&self, file_id: u64, offset: u64, buf: &mut Vec<u8>) -> Result<()> {
-//!           self.seal_at(file_id, offset, buf)
-//!       }
-//!       fn open(&self, file_id: u64, offset: u64, buf: &mut Vec<u8>) -> Result<()> {
-//!           self.open_at(file_id, offset, buf)
-//!       }
-//!   }
-//!   ```
+//!   offset, never repeated for different bytes): `RecordSealer` implements it
+//!   (`storage::filestore::cipher`), so `FileStoreConfig::cipher` takes it as it is.
 //!
 //! - [`StreamKeys::block_cipher`]`(n)`: a [`BlockCrypter`] for block `n` whose
 //!   [`BlockCrypter::seal`] turns plaintext into `nonce ‖ ciphertext ‖ tag` (random nonce)

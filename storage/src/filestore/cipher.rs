@@ -28,3 +28,14 @@ impl BlockCipher for NoCipher {
         Ok(())
     }
 }
+
+/// The stream's record sealer (`jetstream { key, cipher, prev_key }`, keys derived as in
+/// [`crate::crypto`]) is the file store's cipher.
+impl BlockCipher for crate::crypto::RecordSealer {
+    fn seal(&self, file_id: u64, offset: u64, buf: &mut Vec<u8>) -> Result<()> {
+        self.seal_at(file_id, offset, buf)
+    }
+    fn open(&self, file_id: u64, offset: u64, buf: &mut Vec<u8>) -> Result<()> {
+        self.open_at(file_id, offset, buf)
+    }
+}
