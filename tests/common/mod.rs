@@ -357,10 +357,14 @@ impl Raw {
                 Ok(0) => break,
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
                     panic!("connection still open; have {:?}", String::from_utf8_lossy(&self.buf))
                 }
-                Err(_) => break,
+                Err(e) => {
+                    eprintln!("until_closed: read failed ({e}); treated as closed");
+                    break;
+                }
             }
         }
         let out = String::from_utf8_lossy(&self.buf).into_owned();
