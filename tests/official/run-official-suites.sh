@@ -18,7 +18,8 @@
 #           (nats/tests/conf/tls_handshake_first.conf, ws_tls.conf) name their certificates
 #           relative to it. The harness finds the server as nats/tests/nats-server there;
 #           NATS_SERVER_VERSION is v2.14.0 unless set (the handshake-first tests need it).
-#   rstls   async-nats's tls_tests and websocket_test, with the harness of `rs`, from
+#   rstls   async-nats's tls_tests and websocket_test (and client_tests'
+#           client::connect_invalid_tls_over_ip), with the harness of `rs`, from
 #           async-nats/ (tests/configs/tls*.conf, ws*.conf name tests/configs/certs/...).
 #           tls_tests' custom_tls_client and tls_with_native_certs dial demo.nats.io: they fail
 #           without Internet access whatever the server.
@@ -275,14 +276,16 @@ run_rstls() {
   ports_free 4443 4545 9090 8444 8445
   local src=$work/src/nats.rs
   export CARGO_TARGET_DIR=$natsrs_target
-  echo "== rstls: tls_tests, websocket_test"
+  echo "== rstls: tls_tests, websocket_test, client_tests client::connect_invalid_tls_over_ip"
   (
     cd "$src/async-nats"
-    cargo test --no-run --test tls_tests --test websocket_test
+    cargo test --no-run --test tls_tests --test websocket_test --test client_tests
     export PATH=$work/bin:$PATH
-    # A test whose server does not start retries its connect for ever: bound each binary.
-    timeout 300 cargo test --test tls_tests || true
-    timeout 300 cargo test --test websocket_test || true
+    # A test whose server does not start retries its connect for ever: bound each binary (past
+    # the 60 s after which cargo names it as still running).
+    timeout 120 cargo test --test tls_tests || true
+    timeout 120 cargo test --test websocket_test || true
+    timeout 120 cargo test --test client_tests -- --exact client::connect_invalid_tls_over_ip || true
   ) > "$logs/rstls.log" 2>&1 || echo "rstls: build failed, see $logs/rstls.log"
   record rstls
 }
