@@ -697,3 +697,29 @@ both_reactors!(tls_handshake_start_and_end_are_logged_at_debug, |r| {
         );
     }
 });
+
+// The reference serves a client whose first choice is AES-256-GCM (OpenSSL's default
+// order, the Python client's) with AES-128-GCM, in TLS 1.3 and 1.2 alike.
+both_reactors!(aes_128_gcm_is_preferred_like_the_reference, |r| {
+    use rustls::crypto::ring;
+    let pki = Pki::new(&scratch_dir());
+    let srv = start_with(r, &pki, &pki.tls_block("timeout: 1"));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(pki.ca.der().clone()).unwrap();
+    for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        let mut provider = ring::default_provider();
+        // AES-256 first, as OpenSSL clients offer them.
+        provider
+            .cipher_suites
+            .sort_by_key(|s| !format!("{:?}", s.suite()).contains("AES_256"));
+        let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(provider))
+            .with_protocol_versions(&[version])
+            .unwrap()
+            .with_root_certificates(roots.clone())
+            .with_no_client_auth();
+        let mut c = TlsClient::connect(srv.port, std::sync::Arc::new(cfg)).unwrap();
+        c.handshake_nats("{\"verbose\":false}").unwrap();
+        let suite = format!("{:?}", c.s.conn.negotiated_cipher_suite().unwrap().suite());
+        assert!(suite.contains("AES_128_GCM"), "{version:?}: {suite}");
+    }
+});
