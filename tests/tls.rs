@@ -659,3 +659,67 @@ fn check_config_matches_the_reference() {
         assert_eq!(got, want, "{text}");
     }
 }
+
+// The reference logs, at debug, "Starting TLS client connection handshake" once when a
+// client's handshake begins (at accept, or when allow_non_tls / the handshake_first
+// fallback sees the handshake arrive) and "TLS handshake complete" after it.
+both_reactors!(tls_handshake_start_and_end_are_logged_at_debug, |r| {
+    let pki = Pki::new(&scratch_dir());
+    let cases = [
+        ("after INFO", pki.tls_block("timeout: 1"), false),
+        ("handshake_first", pki.tls_block("handshake_first: true"), true),
+        ("handshake_first fallback", pki.tls_block("handshake_first: 50ms"), true),
+        (
+            "allow_non_tls",
+            format!("{}allow_non_tls: true\n", pki.tls_block("timeout: 1")),
+            false,
+        ),
+    ];
+    for (case, conf, first) in cases {
+        let path = pki.dir.join(format!("server-{}.conf", rand_suffix()));
+        std::fs::write(&path, conf).unwrap();
+        let srv = Server::start(r, &["-c", path.to_str().unwrap(), "-D"]);
+        let mut c = if first {
+            TlsClient::connect_first(srv.port, pki.client_config(None)).unwrap()
+        } else {
+            TlsClient::connect(srv.port, pki.client_config(None)).unwrap()
+        };
+        c.handshake_nats("{\"verbose\":false}").unwrap();
+        srv.wait_for_log("- TLS handshake complete", Duration::from_secs(5))
+            .unwrap_or_else(|log| panic!("{case}: {log}"));
+        let lines = srv.log_lines();
+        let at = |needle: &str| lines.iter().position(|l| l.contains(needle));
+        assert_eq!(srv.count_log("- Starting TLS client connection handshake"), 1, "{case}");
+        assert!(
+            at("- Client connection created") < at("- Starting TLS client connection handshake")
+                && at("- Starting TLS client connection handshake") < at("- TLS handshake complete"),
+            "{case}: {lines:#?}"
+        );
+    }
+});
+
+// The reference serves a client whose first choice is AES-256-GCM (OpenSSL's default
+// order, the Python client's) with AES-128-GCM, in TLS 1.3 and 1.2 alike.
+both_reactors!(aes_128_gcm_is_preferred_like_the_reference, |r| {
+    use rustls::crypto::ring;
+    let pki = Pki::new(&scratch_dir());
+    let srv = start_with(r, &pki, &pki.tls_block("timeout: 1"));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(pki.ca.der().clone()).unwrap();
+    for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        let mut provider = ring::default_provider();
+        // AES-256 first, as OpenSSL clients offer them.
+        provider
+            .cipher_suites
+            .sort_by_key(|s| !format!("{:?}", s.suite()).contains("AES_256"));
+        let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(provider))
+            .with_protocol_versions(&[version])
+            .unwrap()
+            .with_root_certificates(roots.clone())
+            .with_no_client_auth();
+        let mut c = TlsClient::connect(srv.port, std::sync::Arc::new(cfg)).unwrap();
+        c.handshake_nats("{\"verbose\":false}").unwrap();
+        let suite = format!("{:?}", c.s.conn.negotiated_cipher_suite().unwrap().suite());
+        assert!(suite.contains("AES_128_GCM"), "{version:?}: {suite}");
+    }
+});

@@ -396,3 +396,31 @@ impl Hint for Server {
         (cid - 1) as usize
     }
 }
+
+// The reference's WebSocket TLS goes through its HTTP server: no client-handshake debug
+// lines ("Starting TLS client connection handshake", "TLS handshake complete") for it.
+both_reactors!(websocket_tls_logs_no_client_handshake_lines, |r| {
+    let pki = Pki::new(&scratch_dir());
+    let conf = conf_file(&format!(
+        "websocket {{\n listen: \"127.0.0.1:-1\"\n tls {{ cert_file: {:?}, key_file: {:?} }}\n}}\n",
+        pki.path("server-cert.pem"),
+        pki.path("server-key.pem")
+    ));
+    let srv = Server::start(r, &["-c", &conf, "-D"]);
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", ws_port(&srv))).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let conn = rustls::ClientConnection::new(pki.client_config(None), "localhost".try_into().unwrap()).unwrap();
+    let mut ws = WsClient::upgrade(rustls::StreamOwned::new(conn, tcp), "").unwrap();
+    ws.handshake_nats("{\"verbose\":false}").unwrap();
+    ws.send("PING\r\n");
+    assert_eq!(ws.line().unwrap(), "PONG");
+    srv.wait_for_log("- Client connection created", Duration::from_secs(5))
+        .unwrap();
+    for needle in [
+        "TLS handshake complete",
+        "TLS version",
+        "Starting TLS client connection handshake",
+    ] {
+        assert_eq!(srv.count_log(needle), 0, "{needle}: {:#?}", srv.log_lines());
+    }
+});

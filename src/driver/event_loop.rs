@@ -316,6 +316,9 @@ impl<P: Poller> EventLoop<P> {
                     };
                     self.core.written(key, n, now);
                 }
+                if tr.in_tls_handshake() {
+                    super::transport::log_tls_start(&self.core, key);
+                }
                 Some(key)
             }
         };

@@ -7,12 +7,19 @@
 use super::event_loop::{EventLoop, Poller, FLUSH_GRACE};
 use crate::core::auth::{ConnType, TransportInfo, WsCookies};
 use crate::core::client::{ClosedState, ConnKey};
-use crate::core::shard::ConnSetup;
+use crate::core::shard::{ConnSetup, ShardCore};
 use crate::transport::websocket::upgrade::{Kind, Upgraded};
 use crate::transport::{Expired, Transport, TransportError};
 use std::cmp::Reverse;
 use std::io;
 use std::time::Instant;
+
+/// A client's server-side TLS handshake begins (logged at debug, as the reference does).
+pub(super) fn log_tls_start(core: &ShardCore, key: ConnKey) {
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        tracing::debug!("{} - Starting TLS client connection handshake", core.conn_label(key));
+    }
+}
 
 impl<P: Poller> EventLoop<P> {
     /// Put the transport's deadline in the heap if it changed.
@@ -68,11 +75,14 @@ impl<P: Poller> EventLoop<P> {
                 return;
             }
             Ok(ev) => {
+                if let (true, Some(k)) = (ev.tls_started, key) {
+                    log_tls_start(&self.core, k);
+                }
                 if let Some(peer) = ev.tls_done {
-                    if tracing::enabled!(tracing::Level::DEBUG) {
-                        let label = key
-                            .map(|k| self.core.conn_label(k))
-                            .unwrap_or_else(|| c.peer.to_string());
+                    // A client's handshake is logged; a WebSocket's (no client yet, the
+                    // reference's HTTP server does it) is not.
+                    if let (true, Some(k)) = (tracing::enabled!(tracing::Level::DEBUG), key) {
+                        let label = self.core.conn_label(k);
                         tracing::debug!("{label} - TLS handshake complete");
                         tracing::debug!("{label} - TLS version {}, cipher suite {}", peer.version, peer.cipher);
                     }

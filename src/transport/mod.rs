@@ -121,6 +121,10 @@ pub enum TransportError {
 /// What one batch of input did, besides protocol bytes.
 #[derive(Debug, Default)]
 pub struct Events {
+    /// The TLS handshake started with this batch (`allow_non_tls` saw a TLS record, or
+    /// the `handshake_first` fallback wait got data); see [`Transport::in_tls_handshake`]
+    /// for one that starts when the connection is accepted.
+    pub tls_started: bool,
     /// The TLS handshake completed: the client's certificate (if it sent one).
     pub tls_done: Option<Arc<TlsPeer>>,
     /// The WebSocket upgrade was accepted: the connection becomes a NATS client now.
@@ -369,6 +373,7 @@ impl Transport {
                 let timeout = self.tls_mode.as_ref().map_or(Duration::from_secs(2), |m| m.timeout);
                 self.deadline = Some(now + timeout);
                 self.start_tls();
+                ev.tls_started = true;
             } else {
                 self.phase = Phase::Done;
                 self.deadline = None;
@@ -383,6 +388,7 @@ impl Transport {
             let timeout = self.tls_mode.as_ref().map_or(Duration::from_secs(2), |m| m.timeout);
             self.deadline = Some(now + timeout);
             self.start_tls();
+            ev.tls_started = true;
         }
         // TLS first, if any: `plain` is what it decrypted.
         let mut plain = std::mem::take(&mut self.scratch);

@@ -397,6 +397,10 @@ pub(crate) fn provider(o: &TlsOptions) -> CryptoProvider {
         suites.extend(tls12.into_iter().filter(|s| s.version() == &rustls::version::TLS12));
         p.cipher_suites = suites;
     }
+    // The reference's order for a client whose first choice is AES-GCM (whatever order
+    // `cipher_suites` lists): AES-128-GCM, AES-256-GCM, then the rest; rustls lists
+    // AES-256 first.
+    p.cipher_suites.sort_by_key(|s| preference(s.suite()));
     if let Some(names) = &o.curve_preferences {
         let groups: Vec<&'static dyn SupportedKxGroup> = names.iter().filter_map(|n| rustls_group(n)).collect();
         if !groups.is_empty() {
@@ -404,6 +408,20 @@ pub(crate) fn provider(o: &TlsOptions) -> CryptoProvider {
         }
     }
     p
+}
+
+/// Where a suite comes in the server's order (lower first).
+fn preference(s: rustls::CipherSuite) -> u8 {
+    use rustls::CipherSuite as C;
+    match s {
+        C::TLS13_AES_128_GCM_SHA256
+        | C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+        | C::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => 0,
+        C::TLS13_AES_256_GCM_SHA384
+        | C::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+        | C::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => 1,
+        _ => 2,
+    }
 }
 
 /// The certificate served by default (the first), as loaded for `o`.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the official NATS clients' own authentication tests against a server binary, each
-# suite starting the server exactly as that client's test harness starts `nats-server`:
+# Runs the official NATS clients' own authentication and transport (TLS, WebSocket) tests
+# against a server binary, each suite starting the server exactly as that client's test harness
+# starts `nats-server`:
 #
 #   py      nats.py, package `nats` (nats/tests): nkeys, JWT/creds, user/pass, token,
 #           no_auth_user. Its harness (tests/utils.py, NATSD.start) runs a file named
@@ -11,13 +12,25 @@
 #   rs      async-nats from nats.rs: nkey_tests, jwt_tests and the auth tests of client_tests.
 #           Its harness (the `nats-server` crate, nats-server/src/lib.rs) runs `nats-server`
 #           from PATH with --store_dir -p -1 -l LOG -P PID -c CFG and greps the log file.
+#   pytls   nats.py's TLS tests (test_client.py: ClientTLSTest, ClientTLSHandshakeFirstTest,
+#           ClientTLSReconnectTest) and WebSocket tests (test_client_websocket.py, with aiohttp),
+#           run from the repository's root as its CI does: the configs they pass
+#           (nats/tests/conf/tls_handshake_first.conf, ws_tls.conf) name their certificates
+#           relative to it. The harness finds the server as nats/tests/nats-server there;
+#           NATS_SERVER_VERSION is v2.14.0 unless set (the handshake-first tests need it).
+#   rstls   async-nats's tls_tests and websocket_test (and client_tests'
+#           client::connect_invalid_tls_over_ip), with the harness of `rs`, from
+#           async-nats/ (tests/configs/tls*.conf, ws*.conf name tests/configs/certs/...).
+#           tls_tests' custom_tls_client and tls_with_native_certs dial demo.nats.io: they fail
+#           without Internet access whatever the server.
 #
 # A MANUAL TOOL, NOT RUN BY CI: it needs the client repositories' sources (CI has no copy of
 # them and cannot reach where they are hosted), PyPI (pytest, pytest-asyncio, nkeys and the
-# clients' build backends) and crates.io (async-nats's dependencies). The nats.py tests use
-# fixed ports (4222-4225, 4555, 8222-8225, 6223-6225): nothing else may listen there.
+# clients' build backends, aiohttp) and crates.io (async-nats's dependencies). The nats.py tests
+# use fixed ports (4222-4225, 4555, 8222-8225, 6223-6225, 8080-8081), async-nats's transport
+# tests 4222, 4443, 4545, 9090 and 8444-8445: nothing else may listen there.
 #
-# Usage: tests/official/run-auth-suites.sh [options] SERVER
+# Usage: tests/official/run-official-suites.sh [options] SERVER
 #   SERVER           the binary to test: a path; `rnats` (builds this checkout with
 #                    `cargo build -p rnats` and uses $CARGO_TARGET_DIR/debug/rnats);
 #                    `rnats-release` (the same with --release); or `reference` (the Go
@@ -27,29 +40,33 @@
 #                    a work tree or a git directory (exported with `git archive HEAD`).
 #                    Default: /work/.mirror (the read-only mirrors of the dev machines)
 #   --work DIR       scratch directory: exported trees, venvs, logs (default
-#                    ${TMPDIR:-/tmp}/rnats-auth-suites). async-nats builds in
+#                    ${TMPDIR:-/tmp}/rnats-official-suites). async-nats builds in
 #                    $CARGO_TARGET_DIR/official-natsrs if CARGO_TARGET_DIR is set, else DIR/target
-#   --suites LIST    comma-separated subset of py,pycore,rs (default: all three)
-#   --unsupported    also run nats.py's auth tests that need TLS or clustering (rnats refuses
-#                    --tls and --cluster_listen/--routes today, so they fail there)
+#   --suites LIST    comma-separated subset of py,pycore,rs,pytls,rstls (default: all five)
+#   --unsupported    also run nats.py's auth test that needs clustering (rnats refuses
+#                    --cluster_listen/--routes today, so it fails there)
+#   --reactor NAME   pass `--reactor NAME` (uring or mio) to every server started: rnats only;
+#                    the default label gets `-NAME` appended
 #   --label NAME     name of this run's result directory under WORK/logs (default: the
 #                    server's file name, `reference` or `rnats`)
 #
 # Results: WORK/logs/LABEL/<suite>.log (full output) and <suite>.results (one `PASS name` /
-# `FAIL name` / `SKIP name` line per test, sorted), so two runs can be compared with
+# `FAIL name` / `SKIP name` line per test, sorted; a cargo test still running when its
+# binary's time runs out counts as FAIL), so two runs can be compared with
 #   diff WORK/logs/reference/py.results WORK/logs/rnats/py.results
 # Exit status: 0 when every selected test passed (or was skipped by the suite itself).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 clients=/work/.mirror
-work=${TMPDIR:-/tmp}/rnats-auth-suites
-suites=py,pycore,rs
+work=${TMPDIR:-/tmp}/rnats-official-suites
+suites=py,pycore,rs,pytls,rstls
 unsupported=0
+reactor=
 label=
 server=
 
-die() { echo "run-auth-suites: $*" >&2; exit 2; }
+die() { echo "run-official-suites: $*" >&2; exit 2; }
 
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -57,6 +74,7 @@ while [[ $# -gt 0 ]]; do
     --work) work=${2:?}; shift 2 ;;
     --suites) suites=${2:?}; shift 2 ;;
     --unsupported) unsupported=1; shift ;;
+    --reactor) reactor=${2:?}; shift 2 ;;
     --label) label=${2:?}; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     --) shift; server=${1:-}; break ;;
@@ -68,23 +86,24 @@ done
 
 case $server in
   reference)
+    [[ -z $reactor ]] || die "--reactor is for rnats"
     label=${label:-reference}
     server=$("$repo/tools/reference-server")
     ;;
   rnats)
-    label=${label:-rnats}
+    label=${label:-rnats${reactor:+-$reactor}}
     (cd "$repo" && cargo build -p rnats)
     server=${CARGO_TARGET_DIR:-$repo/target}/debug/rnats
     ;;
   rnats-release)
-    label=${label:-rnats-release}
+    label=${label:-rnats-release${reactor:+-$reactor}}
     (cd "$repo" && cargo build --release -p rnats)
     server=${CARGO_TARGET_DIR:-$repo/target}/release/rnats
     ;;
 esac
 [[ -x $server ]] || die "server binary $server is not executable"
 server=$(cd "$(dirname "$server")" && pwd)/$(basename "$server")
-label=${label:-$(basename "$server")}
+label=${label:-$(basename "$server")${reactor:+-$reactor}}
 echo "server under test: $server (label $label)"
 
 mkdir -p "$work"
@@ -93,7 +112,7 @@ logs=$work/logs/$label
 mkdir -p "$logs" "$work/bin" "$work/run-py"
 
 # The wrapper every harness finds: on PATH for pycore and rs, in the current directory for py.
-printf '#!/bin/sh\nexec %q "$@"\n' "$server" > "$work/bin/nats-server"
+printf '#!/bin/sh\nexec %q %s"$@"\n' "$server" "${reactor:+--reactor $reactor }" > "$work/bin/nats-server"
 chmod +x "$work/bin/nats-server"
 cp "$work/bin/nats-server" "$work/run-py/nats-server"
 
@@ -117,9 +136,9 @@ export_client() {
   die "no $name sources under $clients"
 }
 
-ports_free() {
+ports_free() { # [EXTRA PORTS...]
   local p busy=
-  for p in 4222 4223 4224 4225 4555 8222 8223 8224 8225 6223 6224 6225; do
+  for p in 4222 4223 4224 4225 4555 8222 8223 8224 8225 6223 6224 6225 "$@"; do
     if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then busy="$busy $p"; fi
   done
   [[ -z $busy ]] || die "ports in use:$busy (the nats.py tests need them free)"
@@ -131,10 +150,18 @@ results_of() {
   {
     sed -nE 's/^(\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED).*/\2 \1/p' "$log"
     sed -nE 's/^test (\S+) \.\.\. (ok|FAILED|ignored)$/\2 \1/p' "$log"
+    sed -nE 's/^test (\S+) has been running for over 60 seconds$/HANG \1/p' "$log"
   } | sed -E 's/^(PASSED|ok) /PASS /; s/^(FAILED|ERROR) /FAIL /; s/^(SKIPPED|ignored) /SKIP /' \
     | sed -E 's#^(\S+) \S*/(nats/tests/)#\1 \2#' \
+    | awk '$1 == "HANG" { if (!($2 in seen)) hung[$2] = 1; next }
+           { seen[$2] = 1; delete hung[$2]; print }
+           END { for (t in hung) print "FAIL " t }' \
     | sort -u -k2 > "$out"
 }
+
+# Where async-nats and its tests build (rs and rstls share it).
+natsrs_target=${CARGO_TARGET_DIR:+$CARGO_TARGET_DIR/official-natsrs}
+natsrs_target=${natsrs_target:-$work/target}
 
 status=0
 summary=()
@@ -173,7 +200,7 @@ run_py() {
     "$t/test_client.py::ClientLameDuckModeTest"
   )
   if [[ $unsupported == 1 ]]; then
-    tests+=("$t/test_client.py::ClientTLSReconnectTest" "$t/test_client.py::ClusterDiscoveryReconnectTest")
+    tests+=("$t/test_client.py::ClusterDiscoveryReconnectTest")
   fi
   echo "== py: ${#tests[@]} test files/classes"
   # The harness takes ./nats-server first: run from the directory holding the wrapper.
@@ -206,8 +233,7 @@ run_pycore() {
 
 run_rs() {
   local src=$work/src/nats.rs
-  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:+$CARGO_TARGET_DIR/official-natsrs}
-  export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$work/target}
+  export CARGO_TARGET_DIR=$natsrs_target
   local client_tests=(
     client::token_auth client::user_pass_auth client::required_auth_not_provided
     client::user_pass_auth_wrong_pass client::multiple_auth_methods client::custom_auth_callback
@@ -224,13 +250,55 @@ run_rs() {
   record rs
 }
 
+run_pytls() {
+  ports_free 8080 8081 4443 4545 9090 8444 8445
+  local src=$work/src/nats.py
+  venv "$work/venv-py" python3 "pytest pytest-asyncio nkeys aiohttp" "$src/nats"
+  # The root holds a `nats-server` directory (a Python package), so the harness passes over
+  # ./nats-server and takes the copy next to its utils.py.
+  cp "$work/bin/nats-server" "$src/nats/tests/nats-server"
+  local t=nats/tests
+  local tests=(
+    "$t/test_client.py::ClientTLSTest"
+    "$t/test_client.py::ClientTLSHandshakeFirstTest"
+    "$t/test_client.py::ClientTLSReconnectTest"
+    "$t/test_client_websocket.py"
+  )
+  echo "== pytls: ${#tests[@]} test files/classes"
+  # ClientTLSHandshakeFirstTest skips itself unless told the server is v2.10.0 or newer, as
+  # nats.py's CI tells it: both servers under test speak for 2.14.0.
+  (cd "$src" && NATS_SERVER_VERSION=${NATS_SERVER_VERSION:-v2.14.0} timeout 1800 "$work/venv-py/bin/python" -m pytest -p no:cacheprovider -v \
+    --durations=0 "${tests[@]}") > "$logs/pytls.log" 2>&1 || true
+  record pytls
+}
+
+run_rstls() {
+  ports_free 4443 4545 9090 8444 8445
+  local src=$work/src/nats.rs
+  export CARGO_TARGET_DIR=$natsrs_target
+  echo "== rstls: tls_tests, websocket_test, client_tests client::connect_invalid_tls_over_ip"
+  (
+    cd "$src/async-nats"
+    cargo test --no-run --test tls_tests --test websocket_test --test client_tests
+    export PATH=$work/bin:$PATH
+    # A test whose server does not start retries its connect for ever: bound each binary (past
+    # the 60 s after which cargo names it as still running).
+    timeout 120 cargo test --test tls_tests || true
+    timeout 120 cargo test --test websocket_test || true
+    timeout 120 cargo test --test client_tests -- --exact client::connect_invalid_tls_over_ip || true
+  ) > "$logs/rstls.log" 2>&1 || echo "rstls: build failed, see $logs/rstls.log"
+  record rstls
+}
+
 IFS=, read -r -a chosen <<< "$suites"
 for suite in "${chosen[@]}"; do
   case $suite in
     py) export_client nats.py; run_py ;;
     pycore) [[ -d $work/src/nats.py/nats-core ]] || export_client nats.py; run_pycore ;;
     rs) export_client nats.rs; run_rs ;;
-    *) die "unknown suite $suite (py, pycore, rs)" ;;
+    pytls) [[ -d $work/src/nats.py/nats/tests ]] || export_client nats.py; run_pytls ;;
+    rstls) [[ -d $work/src/nats.rs/async-nats ]] || export_client nats.rs; run_rstls ;;
+    *) die "unknown suite $suite (py, pycore, rs, pytls, rstls)" ;;
   esac
 done
 
