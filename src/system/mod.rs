@@ -134,6 +134,8 @@ fn on_every_shard(post: &dyn Post, job: impl Fn(&mut ShardCore, Instant) + Send 
         let tx = tx.clone();
         let j: Job = Box::new(move |core: &mut ShardCore, now: Instant| {
             job(core, now);
+            // The answer comes before the step ends: what the job changed is counted first.
+            core.publish_counters();
             let _ = tx.send(());
         });
         if !post.post(shard, j) {
@@ -170,10 +172,6 @@ pub fn install(post: Arc<dyn Post>, sys: Arc<System>) {
     if !ok {
         tracing::warn!("system services not installed on every shard");
     }
-    // A job's answer comes before the shard publishes its statistics (after the job):
-    // one more round makes the new subscriptions visible to monitoring before the
-    // server reports ready.
-    on_every_shard(post.as_ref(), |_: &mut ShardCore, _: Instant| {});
     if sys.monitor.system_account().is_some() {
         timer::start(sys, post);
     }

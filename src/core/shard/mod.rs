@@ -506,6 +506,12 @@ impl ShardCore {
         if self.nshards > 1 {
             self.flush_mesh(now);
         }
+        self.publish_counters();
+    }
+
+    /// Make this shard's counters visible to monitoring now (the end of every step
+    /// does; a job that answers before its step ends calls it first).
+    pub fn publish_counters(&mut self) {
         self.counters.subscriptions = self.subs.len() as u64;
         if let Some(s) = self.shared.shards.get(self.idx) {
             s.publish(&self.counters);
