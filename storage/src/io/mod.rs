@@ -9,11 +9,14 @@
 //!   ring owned by the calling thread: no locks, no helper thread; the owning shard calls
 //!   [`Io::start`] and [`Io::poll`] from its loop.
 //!
+//! Both keep their open files in a `table::FileTable`.
+//!
 //! [`open_backend`] picks one: io_uring with O_DIRECT when asked for and available, else
 //! the threaded backend.
 
 pub mod fault;
 pub mod raw;
+mod table;
 pub mod threaded;
 #[cfg(all(target_os = "linux", feature = "uring"))]
 pub mod uring;

@@ -3,6 +3,7 @@
 //! Reads run on the calling thread (pread, usually from the page cache).
 
 use super::raw::{read_full, Opener, RawFile};
+use super::table::FileTable;
 use super::{Batch, Done, FileNo, Io, Op};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -25,8 +26,7 @@ struct Job {
 pub struct Threaded {
     dir: PathBuf,
     opener: Arc<dyn Opener>,
-    files: Vec<Option<Arc<dyn RawFile>>>,
-    names: Vec<String>,
+    files: FileTable<Arc<dyn RawFile>>,
     jobs: Option<Sender<Job>>,
     done: Receiver<Done>,
     in_flight: usize,
@@ -45,8 +45,7 @@ impl Threaded {
         Ok(Threaded {
             dir: dir.to_path_buf(),
             opener,
-            files: Vec::new(),
-            names: Vec::new(),
+            files: FileTable::default(),
             jobs: Some(jtx),
             done: drx,
             in_flight: 0,
@@ -55,10 +54,7 @@ impl Threaded {
     }
 
     fn file(&self, f: FileNo) -> io::Result<Arc<dyn RawFile>> {
-        self.files
-            .get(f as usize)
-            .and_then(|x| x.clone())
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "file not open"))
+        self.files.get(f).cloned()
     }
 }
 
@@ -100,33 +96,15 @@ impl Io for Threaded {
     fn open(&mut self, name: &str, create: bool) -> io::Result<(FileNo, u64)> {
         let f = self.opener.open(&self.dir.join(name), create)?;
         let len = f.file_len()?;
-        let no = match self.files.iter().position(|x| x.is_none()) {
-            Some(i) => i,
-            None => {
-                self.files.push(None);
-                self.names.push(String::new());
-                self.files.len() - 1
-            }
-        };
-        if let (Some(slot), Some(n)) = (self.files.get_mut(no), self.names.get_mut(no)) {
-            *slot = Some(f);
-            *n = name.to_string();
-        }
-        Ok((no as FileNo, len))
+        Ok((self.files.insert(name, f), len))
     }
 
     fn close(&mut self, file: FileNo) {
-        if let Some(slot) = self.files.get_mut(file as usize) {
-            *slot = None;
-        }
+        self.files.close(file);
     }
 
     fn remove(&mut self, name: &str) -> io::Result<()> {
-        for (slot, n) in self.files.iter_mut().zip(&self.names) {
-            if n == name {
-                *slot = None;
-            }
-        }
+        self.files.close_name(name);
         std::fs::remove_file(self.dir.join(name))
     }
 

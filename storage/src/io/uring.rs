@@ -18,6 +18,7 @@
 //! the batch's entry in `batches` until all of its completions are reaped, and dropping the
 //! backend waits for everything in flight first.
 
+use super::table::FileTable;
 use super::{Batch, Done, FileNo, Io, Op};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::collections::{HashMap, VecDeque};
@@ -72,8 +73,7 @@ pub struct Uring {
     dir: PathBuf,
     dir_file: File,
     /// Per file: the O_DIRECT descriptor (writes, syncs) and a buffered one (reads).
-    files: Vec<Option<(File, File)>>,
-    names: Vec<String>,
+    files: FileTable<(File, File)>,
     batches: HashMap<u64, InBatch>,
     next_batch: u64,
     finished: VecDeque<Done>,
@@ -123,8 +123,7 @@ impl Uring {
             ring,
             dir: dir.to_path_buf(),
             dir_file: File::open(dir)?,
-            files: Vec::new(),
-            names: Vec::new(),
+            files: FileTable::default(),
             batches: HashMap::new(),
             next_batch: 0,
             finished: VecDeque::new(),
@@ -132,19 +131,11 @@ impl Uring {
     }
 
     fn file(&self, f: FileNo) -> io::Result<&File> {
-        self.files
-            .get(f as usize)
-            .and_then(|x| x.as_ref())
-            .map(|(d, _)| d)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "file not open"))
+        self.files.get(f).map(|(d, _)| d)
     }
 
     fn reader(&self, f: FileNo) -> io::Result<&File> {
-        self.files
-            .get(f as usize)
-            .and_then(|x| x.as_ref())
-            .map(|(_, r)| r)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "file not open"))
+        self.files.get(f).map(|(_, r)| r)
     }
 
     fn reap(&mut self) {
@@ -215,33 +206,15 @@ impl Io for Uring {
         let f = o.open(self.dir.join(name))?;
         let r = File::open(self.dir.join(name))?;
         let len = f.metadata()?.len();
-        let no = match self.files.iter().position(|x| x.is_none()) {
-            Some(i) => i,
-            None => {
-                self.files.push(None);
-                self.names.push(String::new());
-                self.files.len() - 1
-            }
-        };
-        if let (Some(slot), Some(n)) = (self.files.get_mut(no), self.names.get_mut(no)) {
-            *slot = Some((f, r));
-            *n = name.to_string();
-        }
-        Ok((no as FileNo, len))
+        Ok((self.files.insert(name, (f, r)), len))
     }
 
     fn close(&mut self, file: FileNo) {
-        if let Some(slot) = self.files.get_mut(file as usize) {
-            *slot = None;
-        }
+        self.files.close(file);
     }
 
     fn remove(&mut self, name: &str) -> io::Result<()> {
-        for (slot, n) in self.files.iter_mut().zip(&self.names) {
-            if n == name {
-                *slot = None;
-            }
-        }
+        self.files.close_name(name);
         std::fs::remove_file(self.dir.join(name))
     }
 
