@@ -456,3 +456,58 @@ pub fn header_value<'a>(headers: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
     }
     None
 }
+
+/// The `Store` queries both stores answer from the engine alone (their field `eng`),
+/// written once: expanded inside each `impl Store`.
+macro_rules! engine_queries {
+    () => {
+        fn seq_from_time(&mut self, ts: i64) -> u64 {
+            self.eng.seq_from_time(ts)
+        }
+
+        fn filtered_state(&mut self, start: u64, subject: &str) -> $crate::types::SimpleState {
+            self.eng
+                .filtered_state(start, &$crate::subject::Filter::new(subject))
+        }
+
+        fn subjects_state(&mut self, filter: &str) -> std::collections::BTreeMap<String, $crate::types::SimpleState> {
+            self.eng.subjects_state(filter)
+        }
+
+        fn subjects_totals(&mut self, filter: &str) -> std::collections::BTreeMap<String, u64> {
+            self.eng.subjects_totals(filter)
+        }
+
+        fn num_pending(&mut self, start: u64, filter: &$crate::subject::Filter, last_per_subject: bool) -> u64 {
+            self.eng.num_pending(start, filter, last_per_subject)
+        }
+
+        fn all_last_seqs(&mut self) -> Vec<u64> {
+            self.eng.all_last_seqs()
+        }
+
+        fn multi_last_seqs(
+            &mut self,
+            filter: &$crate::subject::Filter,
+            max_seq: u64,
+            max_allowed: usize,
+        ) -> $crate::error::Result<Vec<u64>> {
+            self.eng.multi_last_seqs(filter, max_seq, max_allowed)
+        }
+
+        fn state(&mut self) -> $crate::types::StreamState {
+            let mut st = self.eng.fast_state();
+            st.deleted = self.eng.deleted_list(usize::MAX);
+            st
+        }
+
+        fn fast_state(&self) -> $crate::types::StreamState {
+            self.eng.fast_state()
+        }
+
+        fn deleted_ranges(&self) -> Vec<$crate::types::DeleteRange> {
+            self.eng.deleted_ranges()
+        }
+    };
+}
+pub(crate) use engine_queries;

@@ -8,9 +8,8 @@ use super::{FileStore, Loc, SyncMode};
 use crate::error::{Result, StoreError};
 use crate::store::{SnapshotMeta, Store};
 use crate::subject::Filter;
-use crate::types::{DeleteRange, SimpleState, StorageKind, StoreConfig, StoredMsg, StreamState};
+use crate::types::{StorageKind, StoreConfig, StoredMsg};
 use bytes::Bytes;
-use std::collections::BTreeMap;
 use std::io::Write;
 
 impl FileStore {
@@ -223,47 +222,7 @@ impl Store for FileStore {
         self.with_sink(true, |eng, sink| eng.truncate(seq, now, sink))?
     }
 
-    fn seq_from_time(&mut self, ts: i64) -> u64 {
-        self.eng.seq_from_time(ts)
-    }
-
-    fn filtered_state(&mut self, start: u64, subject: &str) -> SimpleState {
-        self.eng.filtered_state(start, &Filter::new(subject))
-    }
-
-    fn subjects_state(&mut self, filter: &str) -> BTreeMap<String, SimpleState> {
-        self.eng.subjects_state(filter)
-    }
-
-    fn subjects_totals(&mut self, filter: &str) -> BTreeMap<String, u64> {
-        self.eng.subjects_totals(filter)
-    }
-
-    fn num_pending(&mut self, start: u64, filter: &Filter, last_per_subject: bool) -> u64 {
-        self.eng.num_pending(start, filter, last_per_subject)
-    }
-
-    fn all_last_seqs(&mut self) -> Vec<u64> {
-        self.eng.all_last_seqs()
-    }
-
-    fn multi_last_seqs(&mut self, filter: &Filter, max_seq: u64, max_allowed: usize) -> Result<Vec<u64>> {
-        self.eng.multi_last_seqs(filter, max_seq, max_allowed)
-    }
-
-    fn state(&mut self) -> StreamState {
-        let mut st = self.eng.fast_state();
-        st.deleted = self.eng.deleted_list(usize::MAX);
-        st
-    }
-
-    fn fast_state(&self) -> StreamState {
-        self.eng.fast_state()
-    }
-
-    fn deleted_ranges(&self) -> Vec<DeleteRange> {
-        self.eng.deleted_ranges()
-    }
+    crate::engine::engine_queries!();
 
     fn update_config(&mut self, cfg: StoreConfig) -> Result<()> {
         self.with_sink(false, |eng, sink| eng.update_config(cfg, sink))
