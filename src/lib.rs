@@ -12,6 +12,7 @@
 //! - [`transport`]: TLS (rustls) and WebSocket, sans-IO state machines between the
 //!   socket's bytes and the plaintext protocol the core sees; the driver runs them.
 //! - [`auth`]: authentication and authorization: users, nkeys, JWT claims, permissions.
+//! - [`jetstream`]: streams, consumers and the `$JS.API` services on the storage crate.
 //! - [`system`]: the system account's services and events (internal clients).
 //! - [`monitor`]: HTTP monitoring (nats-server's endpoints, `/shardz`, `/metrics`) and
 //!   the answers the system account's services reuse.
@@ -22,6 +23,7 @@
 pub mod auth;
 pub mod core;
 pub mod driver;
+pub mod jetstream;
 pub mod monitor;
 pub mod proto;
 pub mod server;

@@ -16,12 +16,14 @@
 //!   buffered std I/O on a helper thread, and a fault-injection layer for tests.
 //! - [`reference`]: nats-server 2.14's formats: records, blocks (s2, encrypted),
 //!   `index.db`, snapshots, store dirs, and their import into any store.
+//! - [`consumer_state`]: a consumer's durable state and its `o.dat` encoding.
 //! - [`crypto`]: encryption at rest with the reference's configuration and key derivation.
 //!
 //! Ownership: a store belongs to the shard that owns its stream. Only that shard calls
 //! it; other shards reach it by posting a job to that shard. A store holds no locks.
 
 pub mod clock;
+pub mod consumer_state;
 pub mod crypto;
 pub(crate) mod engine;
 pub mod error;
@@ -34,6 +36,7 @@ pub mod subject;
 pub mod types;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use consumer_state::{ConsumerState, Pending, SeqPair};
 pub use error::{Result, StoreError};
 pub use filestore::{FileStore, FileStoreConfig, SyncMode};
 pub use memstore::MemStore;

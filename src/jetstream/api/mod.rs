@@ -1,0 +1,16 @@
+//! The JetStream API's wire shapes: configurations, requests, responses, errors and
+//! Go's time formats. Pure data and decoding; nothing here touches a shard.
+//!
+//! - [`config`]: `StreamConfig`, `ConsumerConfig` and their enums.
+//! - [`errors`] and [`errors_table`] (generated from errors.json): API errors.
+//! - [`time`]: Go's `time.Time` in JSON.
+
+pub mod config;
+pub mod errors;
+#[rustfmt::skip]
+#[allow(clippy::all)]
+pub mod errors_table;
+pub mod time;
+
+pub use errors::{ApiError, ErrDef};
+pub use time::GoTime;
