@@ -34,6 +34,11 @@ pub fn get<'a>(hdr: &'a [u8], key: &str) -> Option<&'a [u8]> {
     rest.get(..end)
 }
 
+/// `hdr` without its `key` lines.
+pub fn without_key(hdr: &[u8], key: &str) -> Vec<u8> {
+    without(hdr, key.as_bytes())
+}
+
 /// Remove every `key: ...\r\n` line of `hdr` (a block ending in the blank line).
 fn without(hdr: &[u8], key: &[u8]) -> Vec<u8> {
     let mut out = hdr.to_vec();

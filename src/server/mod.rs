@@ -336,6 +336,7 @@ impl Server {
             auth_required: core.authenticator.advertised(),
             max_payload: opts.max_payload.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
             api_lvl: API_LEVEL,
+            jetstream: jetstream_settings(&opts).is_some(),
             xkey,
             rnats_version: RNATS_VERSION.into(),
             ..Default::default()
@@ -459,6 +460,11 @@ impl Server {
         }
         let system = crate::system::System::new(system, mon_ctx.clone(), operator_accounts.is_some());
         crate::system::install(Arc::new(running.controls.clone()), system.clone());
+        if let Some(settings) = jetstream_settings(&opts) {
+            let js =
+                crate::jetstream::JetStream::new(settings, nshards, info.server_name.clone(), info.server_id.clone());
+            crate::jetstream::service::install(Arc::new(running.controls.clone()), js);
+        }
 
         let pid_file = if opts.pid_file.is_empty() {
             None
@@ -773,4 +779,39 @@ fn go_errno_text(e: &io::Error) -> String {
         io::ErrorKind::AddrNotAvailable => "cannot assign requested address".into(),
         _ => e.to_string(),
     }
+}
+
+/// JetStream's settings when it is enabled.
+fn jetstream_settings(opts: &Options) -> Option<crate::jetstream::JsSettings> {
+    if !opts.flags_not_yet.jetstream {
+        return None;
+    }
+    let base = if opts.store_dir.is_empty() {
+        std::env::temp_dir().join("nats")
+    } else {
+        std::path::PathBuf::from(&opts.store_dir)
+    };
+    let accounts = if opts.security.accounts.is_empty() {
+        None
+    } else {
+        Some(
+            opts.security
+                .accounts
+                .iter()
+                .map(|a| (a.name.clone(), a.jetstream.clone()))
+                .collect(),
+        )
+    };
+    Some(crate::jetstream::JsSettings {
+        root: base.join("jetstream"),
+        max_memory: -1,
+        max_store: -1,
+        domain: String::new(),
+        strict: true,
+        store: Default::default(),
+        accounts,
+        max_ack_pending: -1,
+        max_duplicate_window: 0,
+        max_request_batch: 0,
+    })
 }

@@ -95,9 +95,6 @@ impl FlagsNotYet {
     /// cluster's tuning flags (`--cluster_name`, `--cluster_advertise`, `--no_advertise`,
     /// `--connect_retries`) turn nothing on by themselves.
     pub fn feature(&self) -> Option<&'static str> {
-        if self.jetstream {
-            return Some("JetStream (-js/--jetstream)");
-        }
         if !self.cluster_listen.is_empty() || !self.routes.is_empty() {
             return Some("clustering (--cluster, --cluster_listen, --routes)");
         }

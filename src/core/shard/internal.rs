@@ -197,6 +197,35 @@ impl ShardCore {
         payload: &[u8],
         now: Instant,
     ) -> bool {
+        self.publish_from_internal(acc, subject, reply, header, payload, true, now)
+    }
+
+    /// Publish into `acc` as JetStream does: its messages are framed like a client's
+    /// (`MSG <subject> <sid> <size>`, where the system's own have a double space when they
+    /// carry no reply).
+    pub fn publish_jetstream(
+        &mut self,
+        acc: AccountId,
+        subject: &[u8],
+        reply: &[u8],
+        header: Option<&[u8]>,
+        payload: &[u8],
+        now: Instant,
+    ) -> bool {
+        self.publish_from_internal(acc, subject, reply, header, payload, false, now)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn publish_from_internal(
+        &mut self,
+        acc: AccountId,
+        subject: &[u8],
+        reply: &[u8],
+        header: Option<&[u8]>,
+        payload: &[u8],
+        system_framing: bool,
+        now: Instant,
+    ) -> bool {
         let key = self.internal_client(acc, now);
         let mut data = header.map(<[u8]>::to_vec).unwrap_or_default();
         data.extend_from_slice(payload);
@@ -209,7 +238,7 @@ impl ShardCore {
             data: &data,
             size_text: size.as_bytes(),
             hdr_text: hdr.as_bytes(),
-            internal: true,
+            internal: system_framing,
         };
         // nats-server counts only what its clients sent in `in_msgs`: the server's own
         // publishes (events, service replies) are not.

@@ -17,10 +17,12 @@
 //! (the shard's view of the account table), `timers`, `transport` (what TLS and WebSocket
 //! connections need of the core: deferred INFO, their INFO template and authenticator,
 //! the client certificate), `hooks` (the server's observer of connections, for the system
-//! account's events, and kick / lame duck notice of one client).
+//! account's events, and kick / lame duck notice of one client), `ext` (a subsystem that
+//! keeps state on the shard and runs after each step and at its deadlines: JetStream).
 
 mod accounts;
 mod connect;
+pub mod ext;
 mod hooks;
 mod imports;
 mod interest;
@@ -48,6 +50,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+pub use ext::ShardExt;
 pub use hooks::{ConnEvents, LdmRefused};
 pub use transport::ConnSetup;
 
@@ -155,6 +158,8 @@ pub struct ShardCore {
     events: Option<Box<dyn ConnEvents>>,
     /// The traced message being routed, if any (module `trace`).
     tracing: Option<Box<trace::Active>>,
+    /// Subsystems living on this shard (JetStream), module `ext`.
+    ext: Option<Box<dyn ext::ShardExt>>,
     /// Traces this shard owns, waiting for other shards' parts.
     traces: trace::Traces,
 }
@@ -192,6 +197,7 @@ impl ShardCore {
             events: None,
             tracing: None,
             traces: trace::Traces::default(),
+            ext: None,
         };
         core.apply_table();
         core
@@ -503,6 +509,7 @@ impl ShardCore {
             self.run_internal(now);
             self.internals.running = false;
         }
+        self.ext_after_step(now);
         if self.nshards > 1 {
             self.flush_mesh(now);
         }

@@ -37,6 +37,7 @@ impl ShardCore {
             self.resp_sweep_at,
             self.internals.next_deadline(),
             self.traces.next_deadline(),
+            self.ext_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -62,6 +63,7 @@ impl ShardCore {
         self.sweep_responses(now);
         self.expire_requests(now);
         self.expire_traces(now);
+        self.ext_tick(now);
         self.finish(now);
     }
 

@@ -3,13 +3,17 @@
 //!
 //! - [`config`]: `StreamConfig`, `ConsumerConfig` and their enums.
 //! - [`errors`] and [`errors_table`] (generated from errors.json): API errors.
-//! - [`time`]: Go's `time.Time` in JSON.
+//! - [`prepare`]: what the handlers call to turn request bodies into checked configs and
+//!   queries.
+//! - [`time`]: Go's `time.Time` in JSON; [`duration`]: Go's duration text.
 
 pub mod config;
+pub mod duration;
 pub mod errors;
 #[rustfmt::skip]
 #[allow(clippy::all)]
 pub mod errors_table;
+pub mod prepare;
 pub mod time;
 
 pub use errors::{ApiError, ErrDef};

@@ -1,0 +1,188 @@
+//! The `$JS.API.>` services: every account's API subscription on shard 0, request
+//! dispatch by subject, and the answers (the JSON envelope with its `type`).
+//!
+//! - [`streams`]: `STREAM.*` (create, update, info, names, list, delete, purge, message
+//!   get and delete) and `INFO`.
+//!
+//! Stream-scoped requests run as jobs on the stream's shard ([`on_stream_shard`]), which
+//! answers the requester itself.
+
+pub mod consumers;
+pub mod streams;
+
+use super::shard::{with_js, ShardJs};
+use super::JetStream;
+use crate::core::accounts::AccountId;
+use crate::core::post::Job;
+use crate::core::shard::internal::{Handler, InternalMsg};
+use crate::core::shard::ShardCore;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Type prefix of every API response.
+pub const TYPE_PREFIX: &str = "io.nats.jetstream.api.v1.";
+
+/// One API request, owned (it may travel to another shard).
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub account: AccountId,
+    /// The subject after `$JS.API.` (domain prefix removed).
+    pub api: String,
+    pub reply: Vec<u8>,
+    pub header: Option<Vec<u8>>,
+    pub body: Vec<u8>,
+}
+
+/// Serialize `fields` (a JSON object) after `"type":"io.nats.jetstream.api.v1.<suffix>"`.
+pub fn envelope(suffix: &str, fields: serde_json::Value) -> Vec<u8> {
+    let mut m = serde_json::Map::new();
+    m.insert(
+        "type".into(),
+        serde_json::Value::String(format!("{TYPE_PREFIX}{suffix}")),
+    );
+    if let serde_json::Value::Object(o) = fields {
+        for (k, v) in o {
+            m.insert(k, v);
+        }
+    }
+    crate::proto::gojson::to_vec(&serde_json::Value::Object(m))
+}
+
+/// An error response: `{"type":...,"error":{...}}` plus `extra` fields (paged responses
+/// keep `total/offset/limit`).
+pub fn error_envelope(suffix: &str, err: &super::api::ApiError, extra: serde_json::Value) -> Vec<u8> {
+    let mut m = serde_json::Map::new();
+    m.insert("error".into(), serde_json::to_value(err).unwrap_or_default());
+    if let serde_json::Value::Object(o) = extra {
+        for (k, v) in o {
+            m.insert(k, v);
+        }
+    }
+    envelope(suffix, serde_json::Value::Object(m))
+}
+
+/// Publish a response to the requester.
+pub fn respond(core: &mut ShardCore, req: &Request, body: &[u8], now: Instant) {
+    if req.reply.is_empty() {
+        return;
+    }
+    core.publish_jetstream(req.account, &req.reply, b"", None, body, now);
+}
+
+/// Run `f` with JetStream's state on `shard` (posting a job there unless it is this one).
+pub fn on_stream_shard(
+    core: &mut ShardCore,
+    shard: usize,
+    f: impl FnOnce(&mut ShardJs, &mut ShardCore, Instant) + Send + 'static,
+    now: Instant,
+) {
+    if shard == core.index() || core.shards() <= 1 {
+        with_js(core, |js, core| f(js, core, now));
+        return;
+    }
+    let Some(post) = core.post().cloned() else { return };
+    let job: Job = Box::new(move |core: &mut ShardCore, now: Instant| {
+        with_js(core, |js, core| f(js, core, now));
+    });
+    post.post(shard, job);
+}
+
+/// Subscribe `$JS.API.>` in every account of the table on this shard (shard 0).
+pub fn subscribe_accounts(core: &mut ShardCore, js: &Arc<JetStream>, now: Instant) {
+    let sys = core.account_table().system();
+    let accounts: Vec<(AccountId, String)> = core.account_table().iter().map(|a| (a.id, a.name.clone())).collect();
+    for (acc, name) in accounts {
+        if Some(acc) == sys {
+            continue;
+        }
+        let enabled = js.enabled_for(&name, false);
+        let mut subjects = vec!["$JS.API.>".to_string()];
+        if !js.settings.domain.is_empty() {
+            subjects.push(format!("$JS.{}.API.>", js.settings.domain));
+        }
+        for subject in subjects {
+            let js = js.clone();
+            let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+                dispatch(core, &js, enabled, m, now);
+            });
+            core.subscribe_internal(acc, &subject, None, false, h, now);
+        }
+    }
+}
+
+/// The part of `subject` after `$JS.API.` or `$JS.<domain>.API.`.
+fn api_part<'a>(subject: &'a str, domain: &str) -> Option<&'a str> {
+    if let Some(rest) = subject.strip_prefix("$JS.API.") {
+        return Some(rest);
+    }
+    if domain.is_empty() {
+        return None;
+    }
+    subject
+        .strip_prefix("$JS.")?
+        .strip_prefix(domain)?
+        .strip_prefix(".API.")
+}
+
+fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: InternalMsg, now: Instant) {
+    let Ok(subject) = std::str::from_utf8(&m.subject) else {
+        return;
+    };
+    let Some(api) = api_part(subject, &js.settings.domain) else {
+        return;
+    };
+    // Served by the streams' and consumers' own subscriptions.
+    if api.starts_with("DIRECT.") || api.starts_with("CONSUMER.MSG.NEXT.") {
+        return;
+    }
+    let req = Request {
+        account: m.account,
+        api: api.to_string(),
+        reply: m.reply,
+        header: m.header,
+        body: m.payload,
+    };
+    if !enabled {
+        let suffix = streams::type_suffix(api);
+        let Some(suffix) = suffix else { return };
+        js.count_request(true);
+        let body = error_envelope(
+            suffix,
+            &super::api::errors_table::JS_NOT_ENABLED_FOR_ACCOUNT_ERR.err(),
+            serde_json::json!({}),
+        );
+        respond(core, &req, &body, now);
+        return;
+    }
+    if req.reply.is_empty() {
+        return;
+    }
+    streams::handle(core, js, req, now);
+}
+
+/// Install JetStream on every shard (its extension) and the API services on shard 0,
+/// then recover the streams found on disk. Waits until every shard has it.
+pub fn install(post: Arc<dyn crate::core::post::Post>, js: Arc<JetStream>) {
+    let n = post.shards();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    for shard in 0..n {
+        let js = js.clone();
+        let tx = tx.clone();
+        let job: Job = Box::new(move |core: &mut ShardCore, now: Instant| {
+            core.set_ext(Some(Box::new(ShardJs::new(js.clone()))));
+            if core.index() == 0 {
+                subscribe_accounts(core, &js, now);
+            }
+            let _ = tx.send(());
+        });
+        post.post(shard, job);
+    }
+    drop(tx);
+    for _ in 0..n {
+        if rx.recv_timeout(std::time::Duration::from_secs(10)).is_err() {
+            tracing::warn!("JetStream not installed on every shard");
+            return;
+        }
+    }
+    streams::recover_all(post.as_ref(), &js);
+}

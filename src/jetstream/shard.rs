@@ -1,0 +1,274 @@
+//! The JetStream part of one shard ([`ShardJs`], installed as the shard's extension):
+//! the streams this shard owns, their ingest subscriptions, the PubAcks released after
+//! each group commit, and the timers of their stores and consumers.
+//!
+//! Ownership: everything here belongs to the shard's thread. Subscription handlers and
+//! jobs reach it with [`with_js`].
+
+use super::api::config::StreamConfig;
+use super::api::{ApiError, GoTime};
+use super::stream::ingest::Ingested;
+use super::stream::{self, Stream};
+use super::JetStream;
+use crate::core::accounts::AccountId;
+use crate::core::shard::internal::{Handler, InternalMsg};
+use crate::core::shard::{ShardCore, ShardExt};
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// How soon a shard looks again at writes in flight (the store's completions are polled,
+/// not signalled).
+const DURABILITY_POLL: Duration = Duration::from_micros(50);
+
+/// Streams are keyed by account and name.
+pub type StreamKey = (AccountId, String);
+
+/// JetStream's state on one shard.
+pub struct ShardJs {
+    pub js: Arc<JetStream>,
+    pub streams: BTreeMap<StreamKey, Stream>,
+    /// Some stream has writes or acknowledgements in flight.
+    attention: bool,
+    poll_at: Option<Instant>,
+    /// When store expiry (max age, TTLs) next has work.
+    expire_at: Option<Instant>,
+}
+
+/// Wall clock, Unix nanoseconds.
+pub fn wall_ns() -> i64 {
+    GoTime::from_system(SystemTime::now()).0
+}
+
+/// Run `f` with this shard's JetStream part (if JetStream runs and it is not already
+/// borrowed further up the stack).
+pub fn with_js<R>(core: &mut ShardCore, f: impl FnOnce(&mut ShardJs, &mut ShardCore) -> R) -> Option<R> {
+    core.with_ext(|e, core| e.as_any_mut().downcast_mut::<ShardJs>().map(|js| f(js, core)))
+        .flatten()
+}
+
+impl ShardJs {
+    pub fn new(js: Arc<JetStream>) -> ShardJs {
+        ShardJs {
+            js,
+            streams: BTreeMap::new(),
+            attention: false,
+            poll_at: None,
+            expire_at: None,
+        }
+    }
+
+    /// Open a stream on this shard (new, or recovered from its directory) and subscribe
+    /// its subjects. `dir` is its directory for file storage.
+    pub fn open_stream(
+        &mut self,
+        core: &mut ShardCore,
+        acc: AccountId,
+        cfg: StreamConfig,
+        created: GoTime,
+        now: Instant,
+    ) -> Result<(), ApiError> {
+        let account = core.account_table().name(acc).to_string();
+        let dir = match cfg.storage {
+            super::api::config::StorageType::File => Some(self.js.streams_dir(&account).join(&cfg.name)),
+            super::api::config::StorageType::Memory => None,
+        };
+        let store = stream::open_store(&cfg, dir.as_ref(), &self.js.settings.store)
+            .map_err(|e| super::api::errors_table::JS_STREAM_CREATE_ERR_F.err_with(e))?;
+        if let Some(d) = &dir {
+            stream::persist::write_stream_meta(d, &cfg, created)
+                .map_err(|e| super::api::errors_table::JS_STREAM_CREATE_ERR_F.err_with(e))?;
+        }
+        let mut st = Stream::new(acc, cfg, created, store, dir);
+        st.subs = subscribe_stream(core, acc, &st.cfg, now);
+        self.streams.insert((acc, st.name.clone()), st);
+        self.schedule_expiry(now);
+        Ok(())
+    }
+
+    /// Remove a stream from this shard: unsubscribe, stop its store, and with `delete`
+    /// remove its directory.
+    pub fn close_stream(&mut self, core: &mut ShardCore, acc: AccountId, name: &str, delete: bool) -> Option<Stream> {
+        let mut st = self.streams.remove(&(acc, name.to_string()))?;
+        for id in st.subs.drain(..) {
+            core.unsubscribe_internal(id);
+        }
+        let _ = st.store.stop();
+        if delete {
+            if let Some(d) = &st.dir {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        }
+        Some(st)
+    }
+
+    /// Resubscribe a stream after its subjects changed.
+    pub fn resubscribe(&mut self, core: &mut ShardCore, acc: AccountId, name: &str, now: Instant) {
+        let Some(st) = self.streams.get_mut(&(acc, name.to_string())) else {
+            return;
+        };
+        for id in st.subs.drain(..) {
+            core.unsubscribe_internal(id);
+        }
+        let cfg = st.cfg.clone();
+        let subs = subscribe_stream(core, acc, &cfg, now);
+        if let Some(st) = self.streams.get_mut(&(acc, name.to_string())) {
+            st.subs = subs;
+        }
+    }
+
+    /// Consumers of a stream on this shard.
+    pub fn consumer_count(&self, _acc: AccountId, _name: &str) -> usize {
+        0
+    }
+
+    /// Stop and delete every consumer of a stream (the stream is being deleted).
+    pub fn delete_consumers(&mut self, _core: &mut ShardCore, _acc: AccountId, _name: &str, _now: Instant) {}
+
+    /// Messages were removed from a stream (purge, delete): its consumers adjust.
+    pub fn after_removal(&mut self, _core: &mut ShardCore, _acc: AccountId, _name: &str, _now: Instant) {
+        self.attention = true;
+    }
+
+    /// Recover the durable consumers of a stream from its directory.
+    pub fn recover_consumers(&mut self, _core: &mut ShardCore, _acc: AccountId, _name: &str, _now: Instant) {}
+
+    /// An account's usage on this shard: memory bytes, store bytes, streams, consumers.
+    pub fn usage(&self, acc: AccountId) -> (u64, u64, usize, usize) {
+        let mut u = (0, 0, 0, 0);
+        for ((a, name), st) in &self.streams {
+            if *a != acc {
+                continue;
+            }
+            let bytes = st.store.fast_state().bytes;
+            match st.cfg.storage {
+                super::api::config::StorageType::Memory => u.0 += bytes,
+                super::api::config::StorageType::File => u.1 += bytes,
+            }
+            u.2 += 1;
+            u.3 += self.consumer_count(acc, name);
+        }
+        u
+    }
+
+    /// A publish on one of a stream's subjects.
+    fn on_publish(&mut self, core: &mut ShardCore, acc: AccountId, name: &str, m: InternalMsg, now: Instant) {
+        let domain = self.js.settings.domain.clone();
+        let max_payload = core.config().max_payload;
+        let Some(st) = self.streams.get_mut(&(acc, name.to_string())) else {
+            return;
+        };
+        let Ok(subject) = std::str::from_utf8(&m.subject) else {
+            return;
+        };
+        let outcome = st.ingest(
+            subject,
+            &m.reply,
+            m.header.as_deref(),
+            &m.payload,
+            wall_ns(),
+            true,
+            &domain,
+            max_payload,
+        );
+        match outcome {
+            Ingested::Stored { .. } => {
+                self.attention = true;
+            }
+            Ingested::Reply(body) => {
+                core.publish_jetstream(acc, &m.reply, b"", None, &body, now);
+            }
+            Ingested::Quiet => {}
+        }
+    }
+
+    /// Release PubAcks whose writes are durable; remember to look again while writes are
+    /// in flight.
+    fn release_acks(&mut self, core: &mut ShardCore, now: Instant) {
+        if !self.attention {
+            return;
+        }
+        let mut waiting = false;
+        let mut out = Vec::new();
+        for st in self.streams.values_mut() {
+            for a in st.durable_acks() {
+                out.push((st.account, a));
+            }
+            waiting |= st.waiting();
+        }
+        for (acc, a) in out {
+            core.publish_jetstream(acc, &a.reply, b"", None, &a.body, now);
+        }
+        self.attention = waiting;
+        self.poll_at = waiting.then(|| now + DURABILITY_POLL);
+    }
+
+    fn schedule_expiry(&mut self, now: Instant) {
+        let wall = wall_ns();
+        self.expire_at = self
+            .streams
+            .values()
+            .filter_map(|s| s.store.next_expiry())
+            .min()
+            .map(|at| now + Duration::from_nanos(at.saturating_sub(wall).max(0) as u64));
+    }
+
+    fn expire(&mut self, now: Instant) {
+        for st in self.streams.values_mut() {
+            if st.store.next_expiry().is_some_and(|at| at <= wall_ns()) {
+                if let Err(e) = st.store.expire() {
+                    tracing::warn!("JetStream stream '{}' expiry failed: {e}", st.name);
+                }
+                st.dirty = true;
+                self.attention = true;
+            }
+        }
+        self.schedule_expiry(now);
+    }
+}
+
+impl ShardExt for ShardJs {
+    fn after_step(&mut self, core: &mut ShardCore, now: Instant) {
+        self.release_acks(core, now);
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        [self.poll_at, self.expire_at].into_iter().flatten().min()
+    }
+
+    fn tick(&mut self, core: &mut ShardCore, now: Instant) {
+        if self.expire_at.is_some_and(|t| t <= now) {
+            self.expire(now);
+        }
+        if self.poll_at.is_some_and(|t| t <= now) {
+            self.poll_at = None;
+            self.attention = true;
+        }
+        self.release_acks(core, now);
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Subscribe the stream's subjects (its ingest) on this shard.
+fn subscribe_stream(
+    core: &mut ShardCore,
+    acc: AccountId,
+    cfg: &StreamConfig,
+    now: Instant,
+) -> Vec<crate::core::client::SubId> {
+    let mut subs = Vec::new();
+    for subject in &cfg.subjects {
+        let name = cfg.name.clone();
+        let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+            with_js(core, |js, core| js.on_publish(core, acc, &name, m, now));
+        });
+        if let Some(id) = core.subscribe_internal(acc, subject, None, false, h, now) {
+            subs.push(id);
+        }
+    }
+    subs
+}

@@ -1,0 +1,301 @@
+//! A publish into a stream, as the reference's `processJetStreamMsg` handles it on a
+//! standalone server: sealed streams refuse it; the `Nats-Expected-*` headers, the
+//! duplicate window, rollups, per-message TTLs and the size limits are checked in the
+//! reference's order; the store assigns the sequence; the PubAck waits for durability.
+//! Counters, schedules and batches come with the data-flow issue: their headers are
+//! refused with the reference's "disabled" errors until then.
+
+use super::{PendingAck, Stream};
+use crate::jetstream::api::config::Retention;
+use crate::jetstream::api::errors_table as e;
+use crate::jetstream::api::ApiError;
+use crate::proto::headers;
+
+/// What became of a publish.
+pub enum Ingested {
+    /// Stored at `seq`; the PubAck (if the publish wants one) waits in the stream's
+    /// queue. `purged` is set when a rollup removed messages.
+    Stored { seq: u64, purged: bool },
+    /// Answered at once (an error or a duplicate), with this body.
+    Reply(Vec<u8>),
+    /// Nothing to say (no reply subject, or `no_ack`).
+    Quiet,
+}
+
+/// The PubAck `{"stream":"S",["domain":"D",]"seq":N}` (the reference writes it by hand in
+/// this order).
+pub fn pub_ack(stream: &str, domain: &str, seq: u64, duplicate: bool) -> Vec<u8> {
+    let mut out = String::with_capacity(48);
+    out.push_str("{\"stream\":");
+    out.push_str(&json_str(stream));
+    if !domain.is_empty() {
+        out.push_str(",\"domain\":");
+        out.push_str(&json_str(domain));
+    }
+    out.push_str(",\"seq\":");
+    out.push_str(&seq.to_string());
+    if duplicate {
+        out.push_str(",\"duplicate\": true");
+    }
+    out.push('}');
+    out.into_bytes()
+}
+
+/// The failed PubAck `{"error":{...},"stream":"S","seq":0}`.
+pub fn pub_ack_error(stream: &str, err: &ApiError) -> Vec<u8> {
+    let e = crate::proto::gojson::to_vec(err);
+    let mut out = b"{\"error\":".to_vec();
+    out.extend_from_slice(&e);
+    out.extend_from_slice(b",\"stream\":");
+    out.extend_from_slice(json_str(stream).as_bytes());
+    out.extend_from_slice(b",\"seq\":0}");
+    out
+}
+
+fn json_str(s: &str) -> String {
+    String::from_utf8(crate::proto::gojson::to_vec(&s)).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// Parse `Nats-TTL` as the reference does: seconds > 0, -1 for `never`, 0 for none.
+pub fn parse_ttl(v: &str) -> Result<i64, ApiError> {
+    if v.eq_ignore_ascii_case("never") {
+        return Ok(-1);
+    }
+    if let Some(ns) = crate::jetstream::api::duration::parse_go_duration(v) {
+        if ns < 1_000_000_000 {
+            return Err(e::JS_MESSAGE_TTL_INVALID_ERR.err());
+        }
+        return Ok(ns / 1_000_000_000);
+    }
+    match v.parse::<i64>() {
+        Ok(t) if t >= 0 => Ok(t),
+        _ => Err(e::JS_MESSAGE_TTL_INVALID_ERR.err()),
+    }
+}
+
+fn hdr_str<'a>(hdr: Option<&'a [u8]>, key: &str) -> Option<&'a str> {
+    hdr.and_then(|h| headers::get(h, key))
+        .and_then(|v| std::str::from_utf8(v).ok())
+}
+
+fn hdr_u64(hdr: Option<&[u8]>, key: &str) -> Option<u64> {
+    // The reference parses with its own parseInt64: a bad number reads as "absent".
+    hdr_str(hdr, key).and_then(|v| v.trim().parse::<u64>().ok())
+}
+
+impl Stream {
+    /// Take a publish on `subject`. `now` is the wall clock in Unix ns; `interest` tells
+    /// (interest retention) whether any consumer wants this subject; `max_payload` is the
+    /// server's limit.
+    pub fn ingest(
+        &mut self,
+        subject: &str,
+        reply: &[u8],
+        hdr: Option<&[u8]>,
+        payload: &[u8],
+        now: i64,
+        interest: bool,
+        domain: &str,
+        max_payload: i64,
+    ) -> Ingested {
+        let respond = !self.cfg.no_ack && !reply.is_empty();
+        let fail = |s: &Stream, err: ApiError| {
+            if respond {
+                Ingested::Reply(pub_ack_error(&s.name, &err))
+            } else {
+                Ingested::Quiet
+            }
+        };
+        if self.cfg.sealed {
+            return fail(self, e::JS_STREAM_SEALED_ERR.err());
+        }
+        // Not stored: the client info the server itself adds to requests.
+        let cleaned;
+        let mut hdr = hdr;
+        if let Some(h) = hdr {
+            if headers::get(h, "Nats-Request-Info").is_some() {
+                cleaned = headers::without_key(h, "Nats-Request-Info");
+                hdr = Some(&cleaned);
+            }
+        }
+        let mut msg_id = "";
+        let mut rollup_sub = false;
+        let mut rollup_all = false;
+        let mut ttl = 0i64;
+        if hdr.is_some() {
+            if hdr_str(hdr, "Nats-Incr").is_some() && !self.cfg.allow_msg_counter {
+                return fail(self, e::JS_MESSAGE_INCR_DISABLED_ERR.err());
+            }
+            if let Some(name) = hdr_str(hdr, "Nats-Expected-Stream") {
+                if !name.is_empty() && name != self.name {
+                    return fail(self, e::JS_STREAM_NOT_MATCH_ERR.err());
+                }
+            }
+            if let Some(v) = hdr_str(hdr, "Nats-TTL") {
+                let parsed = parse_ttl(v).unwrap_or(0);
+                if parsed != 0 && !self.cfg.allow_msg_ttl {
+                    return fail(self, e::JS_MESSAGE_TTL_DISABLED_ERR.err());
+                }
+            }
+            let opt_subj = hdr_str(hdr, "Nats-Expected-Last-Subject-Sequence-Subject").filter(|s| !s.is_empty());
+            if let Some(want) = hdr_u64(hdr, "Nats-Expected-Last-Subject-Sequence") {
+                let on = opt_subj.unwrap_or(subject);
+                let have = match self.store.load_last_msg(on) {
+                    Ok(m) => m.seq,
+                    Err(_) => 0,
+                };
+                if have != want {
+                    return fail(
+                        self,
+                        e::JS_STREAM_WRONG_LAST_SEQUENCE_ERR_F.with(&[("seq", &have.to_string())]),
+                    );
+                }
+            } else if opt_subj.is_some() {
+                return fail(self, e::JS_STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID.err());
+            }
+            if let Some(want) = hdr_u64(hdr, "Nats-Expected-Last-Sequence") {
+                let last = self.store.fast_state().last_seq;
+                if want != last {
+                    return fail(
+                        self,
+                        e::JS_STREAM_WRONG_LAST_SEQUENCE_ERR_F.with(&[("seq", &last.to_string())]),
+                    );
+                }
+            }
+            if hdr_str(hdr, "Nats-Schedule").is_some() && !self.cfg.allow_msg_schedules {
+                return fail(self, e::JS_MESSAGE_SCHEDULES_DISABLED_ERR.err());
+            }
+            if hdr_str(hdr, "Nats-Batch-Id").is_some() && !self.cfg.allow_atomic {
+                return fail(self, e::JS_ATOMIC_PUBLISH_DISABLED_ERR.err());
+            }
+            msg_id = hdr_str(hdr, "Nats-Msg-Id").unwrap_or("");
+            if !msg_id.is_empty() && self.cfg.mirror.is_none() {
+                if let Some(seq) = self.dedupe.check(msg_id, now, self.cfg.duplicate_window) {
+                    return if respond {
+                        Ingested::Reply(pub_ack(&self.name, domain, seq, true))
+                    } else {
+                        Ingested::Quiet
+                    };
+                }
+            }
+            if let Some(want) = hdr_str(hdr, "Nats-Expected-Last-Msg-Id") {
+                if !want.is_empty() && want != self.last_msg_id {
+                    let last = self.last_msg_id.clone();
+                    return fail(self, e::JS_STREAM_WRONG_LAST_MSG_ID_ERR_F.with(&[("id", &last)]));
+                }
+            }
+            if let Some(r) = hdr_str(hdr, "Nats-Rollup").filter(|r| !r.is_empty()) {
+                if !self.cfg.allow_rollup_hdrs || self.cfg.deny_purge {
+                    return fail(self, e::JS_STREAM_ROLLUP_FAILED_F.err_with("rollup not permitted"));
+                }
+                match r {
+                    "sub" => rollup_sub = true,
+                    "all" => rollup_all = true,
+                    other => {
+                        return fail(
+                            self,
+                            e::JS_STREAM_ROLLUP_FAILED_F.err_with(format!("rollup value invalid: {other:?}")),
+                        )
+                    }
+                }
+            }
+        }
+        let hlen = hdr.map_or(0, <[u8]>::len) as i64;
+        let plen = payload.len() as i64;
+        if hlen > max_payload || plen > max_payload - hlen {
+            return fail(self, e::JS_STREAM_MESSAGE_EXCEEDS_MAXIMUM_ERR.err());
+        }
+        let max_size = i64::from(self.cfg.max_msg_size);
+        if max_size >= 0 && (hlen > max_size || plen > max_size - hlen) {
+            return fail(self, e::JS_STREAM_MESSAGE_EXCEEDS_MAXIMUM_ERR.err());
+        }
+        if hlen > i64::from(u16::MAX) {
+            return fail(self, e::JS_STREAM_HEADER_EXCEEDS_MAXIMUM_ERR.err());
+        }
+        if self.cfg.retention == Retention::Interest && !interest {
+            // Nobody would consume it: the sequence is taken without a message.
+            let seq = match self.store.skip_msg(0) {
+                Ok(s) => s,
+                Err(err) => return fail(self, e::JS_STREAM_STORE_FAILED_F.err_with(err)),
+            };
+            self.last_msg_id = msg_id.to_string();
+            if !msg_id.is_empty() {
+                self.dedupe.insert(msg_id, seq, now);
+            }
+            self.dirty = true;
+            return self.stored(seq, reply, respond, domain, false);
+        }
+        if let Some(v) = hdr_str(hdr, "Nats-TTL") {
+            match parse_ttl(v) {
+                Ok(t) => ttl = t,
+                Err(err) => return fail(self, err),
+            }
+        }
+        let (seq, _ts) = match self.store.store_msg(subject, hdr.unwrap_or(&[]), payload, ttl) {
+            Ok(r) => r,
+            Err(err) => {
+                if !err.is_limit() {
+                    tracing::error!("JetStream failed to store a msg on stream '{}': {err}", self.name);
+                }
+                return fail(self, e::JS_STREAM_STORE_FAILED_F.err_with(err));
+            }
+        };
+        self.dirty = true;
+        self.last_msg_id = msg_id.to_string();
+        if !msg_id.is_empty() {
+            self.dedupe.insert(msg_id, seq, now);
+        }
+        let mut purged = false;
+        if rollup_sub {
+            purged = self.store.purge_ex(subject, seq, 0).unwrap_or(0) > 0;
+        } else if rollup_all {
+            purged = self.store.purge_ex("", seq, 0).unwrap_or(0) > 0;
+        }
+        self.stored(seq, reply, respond, domain, purged)
+    }
+
+    fn stored(&mut self, seq: u64, reply: &[u8], respond: bool, domain: &str, purged: bool) -> Ingested {
+        if respond {
+            self.acks.push_back(PendingAck {
+                seq,
+                reply: reply.to_vec(),
+                body: pub_ack(&self.name, domain, seq, false),
+            });
+        }
+        Ingested::Stored { seq, purged }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pub_ack_shapes() {
+        assert_eq!(pub_ack("S", "", 3, false), br#"{"stream":"S","seq":3}"#.to_vec());
+        assert_eq!(
+            pub_ack("S", "hub", 3, false),
+            br#"{"stream":"S","domain":"hub","seq":3}"#.to_vec()
+        );
+        assert_eq!(
+            pub_ack("S", "", 3, true),
+            br#"{"stream":"S","seq":3,"duplicate": true}"#.to_vec()
+        );
+        let err = pub_ack_error("S", &e::JS_STREAM_SEALED_ERR.err());
+        assert_eq!(
+            String::from_utf8(err).unwrap(),
+            r#"{"error":{"code":400,"err_code":10109,"description":"invalid operation on sealed stream"},"stream":"S","seq":0}"#
+        );
+    }
+
+    #[test]
+    fn ttl_values() {
+        assert_eq!(parse_ttl("never").unwrap(), -1);
+        assert_eq!(parse_ttl("10s").unwrap(), 10);
+        assert_eq!(parse_ttl("1m").unwrap(), 60);
+        assert_eq!(parse_ttl("30").unwrap(), 30);
+        assert!(parse_ttl("500ms").is_err());
+        assert!(parse_ttl("-1").is_err());
+        assert!(parse_ttl("soon").is_err());
+    }
+}

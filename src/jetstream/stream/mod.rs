@@ -1,0 +1,164 @@
+//! One stream on its owning shard: its configuration, its store, the duplicate window,
+//! the acknowledgements waiting for durability, and its consumers.
+//!
+//! - [`ingest`]: a publish into the stream (the reference's header checks, dedupe,
+//!   rollups, TTLs, limits) and its PubAck.
+//! - [`dedupe`]: the `Nats-Msg-Id` window.
+//! - [`persist`]: the stream's directory (`meta.inf`, `meta.sum`, `msgs/`, `obs/`).
+//!
+//! Ownership: a `Stream` lives in its shard's `ShardJs` and is only touched there.
+
+pub mod dedupe;
+pub mod ingest;
+pub mod persist;
+
+use super::api::config::{Compression, DiscardPolicy, StorageType, StreamConfig};
+use super::api::GoTime;
+use crate::core::accounts::AccountId;
+use crate::core::client::SubId;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::Duration;
+use storage::{FileStore, FileStoreConfig, MemStore, Store, StoreConfig, SyncMode};
+
+/// A PubAck that is sent once its sequence is durable.
+pub struct PendingAck {
+    pub seq: u64,
+    pub reply: Vec<u8>,
+    pub body: Vec<u8>,
+}
+
+/// A stream owned by this shard.
+pub struct Stream {
+    pub account: AccountId,
+    pub name: String,
+    pub cfg: StreamConfig,
+    pub created: GoTime,
+    pub store: Box<dyn Store>,
+    /// The stream's directory (file storage).
+    pub dir: Option<PathBuf>,
+    /// The ingest subscriptions (one per subject) and the service ones (direct get, ...).
+    pub subs: Vec<SubId>,
+    pub dedupe: dedupe::Dedupe,
+    /// The last `Nats-Msg-Id` stored (for `Nats-Expected-Last-Msg-Id`).
+    pub last_msg_id: String,
+    /// PubAcks waiting for their write to be durable, in sequence order.
+    pub acks: VecDeque<PendingAck>,
+    /// The store has buffered writes to submit.
+    pub dirty: bool,
+}
+
+/// What the store of a stream enforces, from its configuration.
+pub fn store_config(cfg: &StreamConfig) -> StoreConfig {
+    let mut s = StoreConfig::new(&cfg.name);
+    s.max_msgs = cfg.max_msgs;
+    s.max_bytes = cfg.max_bytes;
+    s.max_age = Duration::from_nanos(cfg.max_age.max(0) as u64);
+    s.max_msgs_per_subject = cfg.max_msgs_per_subject;
+    s.max_msg_size = i64::from(cfg.max_msg_size);
+    s.discard = match cfg.discard {
+        DiscardPolicy::Old => storage::Discard::Old,
+        DiscardPolicy::New => storage::Discard::New,
+    };
+    s.discard_new_per_subject = cfg.discard_new_per_subject;
+    s.allow_msg_ttl = cfg.allow_msg_ttl;
+    s.first_seq = cfg.first_seq;
+    s
+}
+
+/// How file stores are opened on this server.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    pub sync: SyncMode,
+    pub block_size: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            sync: SyncMode::GroupCommit,
+            block_size: 8 * 1024 * 1024,
+        }
+    }
+}
+
+/// Open (or create) the store of a stream: in memory, or under `dir/msgs`.
+pub fn open_store(cfg: &StreamConfig, dir: Option<&PathBuf>, opts: &StoreOptions) -> Result<Box<dyn Store>, String> {
+    let scfg = store_config(cfg);
+    match (cfg.storage, dir) {
+        (StorageType::Memory, _) | (StorageType::File, None) => Ok(Box::new(MemStore::new(scfg))),
+        (StorageType::File, Some(dir)) => {
+            let mut f = FileStoreConfig::new(dir.join("msgs"));
+            f.sync = opts.sync;
+            f.block_size = opts.block_size;
+            f.compression = match cfg.compression {
+                Compression::None => storage::filestore::Compression::None,
+                Compression::S2 => storage::filestore::Compression::S2,
+            };
+            FileStore::open(f, scfg)
+                .map(|s| Box::new(s) as Box<dyn Store>)
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+impl Stream {
+    pub fn new(
+        account: AccountId,
+        cfg: StreamConfig,
+        created: GoTime,
+        store: Box<dyn Store>,
+        dir: Option<PathBuf>,
+    ) -> Stream {
+        Stream {
+            account,
+            name: cfg.name.clone(),
+            cfg,
+            created,
+            store,
+            dir,
+            subs: Vec::new(),
+            dedupe: dedupe::Dedupe::default(),
+            last_msg_id: String::new(),
+            acks: VecDeque::new(),
+            dirty: false,
+        }
+    }
+
+    /// The duplicate window in nanoseconds.
+    pub fn duplicate_window(&self) -> i64 {
+        self.cfg.duplicate_window
+    }
+
+    /// Submit buffered writes and collect the PubAcks whose writes are durable now.
+    pub fn durable_acks(&mut self) -> Vec<PendingAck> {
+        if self.dirty {
+            self.dirty = false;
+            if let Err(e) = self.store.submit() {
+                tracing::error!("JetStream stream '{}' write failed: {e}", self.name);
+            }
+        }
+        if self.acks.is_empty() {
+            return Vec::new();
+        }
+        let durable = match self.store.poll_completions() {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::error!("JetStream stream '{}' sync failed: {e}", self.name);
+                self.store.durable_seq()
+            }
+        };
+        let mut out = Vec::new();
+        while self.acks.front().is_some_and(|a| a.seq <= durable) {
+            if let Some(a) = self.acks.pop_front() {
+                out.push(a);
+            }
+        }
+        out
+    }
+
+    /// Acknowledgements still wait for the disk.
+    pub fn waiting(&self) -> bool {
+        !self.acks.is_empty() || self.dirty
+    }
+}

@@ -1,0 +1,140 @@
+//! A stream's directory, laid out as the reference lays it out:
+//! `<store_dir>/jetstream/<account>/streams/<stream>/` with `meta.inf` (the stream config
+//! with its `created` time, JSON), `meta.sum` (its HighwayHash checksum keyed by the
+//! stream name), the store under `msgs/`, and each durable consumer under
+//! `obs/<consumer>/` (`meta.inf` with `created`, `name` and the config; `o.dat` its state).
+//! Files are replaced atomically (write, fsync, rename).
+
+use crate::jetstream::api::config::{ConsumerConfig, StreamConfig};
+use crate::jetstream::api::GoTime;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// `<root>/<account>/streams`.
+pub fn streams_dir(root: &Path, account: &str) -> PathBuf {
+    root.join(account).join("streams")
+}
+
+/// Write `bytes` to `path` atomically.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_data()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
+
+fn with_front(front: Vec<(&str, serde_json::Value)>, body: serde_json::Value) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    for (k, v) in front {
+        m.insert(k.to_string(), v);
+    }
+    if let serde_json::Value::Object(o) = body {
+        for (k, v) in o {
+            if !m.contains_key(&k) {
+                m.insert(k, v);
+            }
+        }
+    }
+    serde_json::Value::Object(m)
+}
+
+/// Write the stream's `meta.inf` and `meta.sum`.
+pub fn write_stream_meta(dir: &Path, cfg: &StreamConfig, created: GoTime) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let body = serde_json::to_value(cfg).map_err(std::io::Error::other)?;
+    let v = with_front(vec![("created", serde_json::Value::String(created.format()))], body);
+    let bytes = crate::proto::gojson::to_vec(&v);
+    write_atomic(&dir.join("meta.inf"), &bytes)?;
+    let sum = storage::reference::meta_sum(&cfg.name, &bytes);
+    write_atomic(&dir.join("meta.sum"), sum.as_bytes())
+}
+
+/// Read a stream's `meta.inf`: its config and creation time.
+pub fn read_stream_meta(dir: &Path) -> Result<(StreamConfig, GoTime), String> {
+    let bytes = std::fs::read(dir.join("meta.inf")).map_err(|e| e.to_string())?;
+    let mut v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    let created = v
+        .as_object_mut()
+        .and_then(|o| o.remove("created"))
+        .and_then(|c| c.as_str().and_then(GoTime::parse))
+        .unwrap_or_else(GoTime::now);
+    // Fields a newer server wrote are not fatal when reading back.
+    let cfg: StreamConfig = serde_json::from_value(v).map_err(|e| e.to_string())?;
+    Ok((cfg, created))
+}
+
+/// `<stream dir>/obs/<consumer>`.
+pub fn consumer_dir(stream_dir: &Path, name: &str) -> PathBuf {
+    stream_dir.join("obs").join(name)
+}
+
+/// Write a consumer's `meta.inf` (and `meta.sum`, keyed by the consumer name).
+pub fn write_consumer_meta(dir: &Path, name: &str, cfg: &ConsumerConfig, created: GoTime) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let body = serde_json::to_value(cfg).map_err(std::io::Error::other)?;
+    let v = with_front(
+        vec![
+            ("created", serde_json::Value::String(created.format())),
+            ("name", serde_json::Value::String(name.to_string())),
+        ],
+        body,
+    );
+    let bytes = crate::proto::gojson::to_vec(&v);
+    write_atomic(&dir.join("meta.inf"), &bytes)?;
+    let sum = storage::reference::meta_sum(name, &bytes);
+    write_atomic(&dir.join("meta.sum"), sum.as_bytes())
+}
+
+/// Read a consumer's `meta.inf`: name, config, creation time.
+pub fn read_consumer_meta(dir: &Path) -> Result<(String, ConsumerConfig, GoTime), String> {
+    let bytes = std::fs::read(dir.join("meta.inf")).map_err(|e| e.to_string())?;
+    let mut v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    let o = v.as_object_mut().ok_or("meta.inf is not an object")?;
+    let created = o
+        .remove("created")
+        .and_then(|c| c.as_str().and_then(GoTime::parse))
+        .unwrap_or_else(GoTime::now);
+    let name = o.get("name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+    let cfg: ConsumerConfig = serde_json::from_value(v).map_err(|e| e.to_string())?;
+    let name = if name.is_empty() {
+        cfg.durable_name.clone()
+    } else {
+        name
+    };
+    Ok((name, cfg, created))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_meta_round_trips() {
+        let dir = std::env::temp_dir().join(format!("rnats-meta-{}", std::process::id()));
+        let cfg = StreamConfig {
+            name: "ORDERS".into(),
+            subjects: vec!["orders.>".into()],
+            max_msgs: -1,
+            ..Default::default()
+        };
+        let created = GoTime::parse("2026-11-29T18:07:58.021170178Z").unwrap();
+        write_stream_meta(&dir, &cfg, created).unwrap();
+        let text = std::fs::read_to_string(dir.join("meta.inf")).unwrap();
+        assert!(
+            text.starts_with(r#"{"created":"2026-11-29T18:07:58.021170178Z","name":"ORDERS""#),
+            "{text}"
+        );
+        let (back, t) = read_stream_meta(&dir).unwrap();
+        assert_eq!((back, t), (cfg, created));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
