@@ -8,7 +8,7 @@
 //!
 //! | tag | record | fields (little endian) |
 //! |---|---|---|
-//! | 1 | message | flags u8, hops u8, account u32, subject, reply, header length u32 (`u32::MAX` = none), data, [size text, header size text if `RAW_SIZES`], queue count u8 + queue names |
+//! | 1 | message | flags u8, hops u8, account u32, subject, reply, header length u32 (`u32::MAX` = none), data, [size text, header size text if `RAW_SIZES`], [shown subject if `SHOWN`], queue count u8 + queue names |
 //! | 2 | interest | account u32, subject, queue (empty = none), delta i32 |
 //! | 3 | barrier | id u64 |
 //! | 4 | barrier ack | id u64 |
@@ -35,6 +35,9 @@ pub mod flags {
     pub const INTERNAL: u8 = 8;
     /// A traced message: a trace tag follows the queue names.
     pub const TRACE: u8 = 16;
+    /// The subject subscribers see differs from the routed one (JetStream's deliveries to
+    /// a pull request's reply subject keep the stored subject); it follows the sizes.
+    pub const SHOWN: u8 = 32;
 }
 
 const TAG_MSG: u8 = 1;
@@ -101,6 +104,8 @@ pub struct MsgRecord<'a> {
     pub data: &'a [u8],
     /// The publisher's size texts, when not plain decimals.
     pub raw_sizes: Option<(&'a [u8], &'a [u8])>,
+    /// The subject subscribers see (empty: the routed one).
+    pub shown: &'a [u8],
     queues: &'a [u8],
     nqueues: u8,
     /// The trace tag of a traced message.
@@ -148,6 +153,8 @@ pub struct MsgParts<'a> {
     pub reply: &'a [u8],
     pub header_len: Option<usize>,
     pub data: &'a [u8],
+    /// The subject subscribers see (empty: `subject`).
+    pub shown: &'a [u8],
 }
 
 /// Append a message record.
@@ -165,6 +172,11 @@ pub fn put_msg(
     } else {
         flags & !flags::RAW_SIZES
     };
+    let flags = if m.shown.is_empty() {
+        flags & !flags::SHOWN
+    } else {
+        flags | flags::SHOWN
+    };
     out.reserve(32 + m.subject.len() + m.reply.len() + m.data.len());
     out.push(TAG_MSG);
     out.push(flags);
@@ -178,6 +190,9 @@ pub fn put_msg(
     if let Some((size, hdr)) = raw_sizes {
         put_bytes(out, size);
         put_bytes(out, hdr);
+    }
+    if !m.shown.is_empty() {
+        put_bytes(out, m.shown);
     }
     out.push(queues.len().min(255) as u8);
     for q in queues.iter().take(255) {
@@ -284,6 +299,7 @@ impl<'a> Iterator for Records<'a> {
                 } else {
                     None
                 };
+                let shown = if flags & flags::SHOWN != 0 { r.bytes()? } else { &[] };
                 let nqueues = r.u8()?;
                 let start = r.0;
                 for _ in 0..nqueues {
@@ -313,6 +329,7 @@ impl<'a> Iterator for Records<'a> {
                     header_len: (h != NO_HEADER).then_some(h),
                     data,
                     raw_sizes,
+                    shown,
                     queues: start.get(..used)?,
                     nqueues,
                     trace,
@@ -370,6 +387,7 @@ mod tests {
             reply,
             header_len,
             data,
+            shown: b"",
         }
     }
 

@@ -113,6 +113,7 @@ impl Rewritten {
             size_text: self.size_text.as_bytes(),
             hdr_text: self.hdr_text.as_bytes(),
             internal: false,
+            shown: b"",
         }
     }
 }
@@ -570,6 +571,7 @@ impl ShardCore {
                 size_text: size.format(m.data.len()).as_bytes(),
                 hdr_text: m.header_len.map(|h| hdr.format(h).as_bytes()).unwrap_or_default(),
                 internal: false,
+                shown: b"",
             };
             self.route_at(map.requester, publisher, &out, now, depth.saturating_add(1))
         };

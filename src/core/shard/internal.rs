@@ -197,7 +197,7 @@ impl ShardCore {
         payload: &[u8],
         now: Instant,
     ) -> bool {
-        self.publish_from_internal(acc, subject, reply, header, payload, true, now)
+        self.publish_from_internal(acc, subject, b"", reply, header, payload, true, now)
     }
 
     /// Publish into `acc` as JetStream does: its messages are framed like a client's
@@ -212,7 +212,24 @@ impl ShardCore {
         payload: &[u8],
         now: Instant,
     ) -> bool {
-        self.publish_from_internal(acc, subject, reply, header, payload, false, now)
+        self.publish_from_internal(acc, subject, b"", reply, header, payload, false, now)
+    }
+
+    /// Publish on `to` as JetStream delivers a stored message: subscribers of `to` see it
+    /// under its own `subject`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn deliver_jetstream(
+        &mut self,
+        acc: AccountId,
+        to: &[u8],
+        subject: &[u8],
+        reply: &[u8],
+        header: Option<&[u8]>,
+        payload: &[u8],
+        now: Instant,
+    ) -> bool {
+        let shown = if to == subject { &b""[..] } else { subject };
+        self.publish_from_internal(acc, to, shown, reply, header, payload, false, now)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -220,6 +237,7 @@ impl ShardCore {
         &mut self,
         acc: AccountId,
         subject: &[u8],
+        shown: &[u8],
         reply: &[u8],
         header: Option<&[u8]>,
         payload: &[u8],
@@ -239,6 +257,7 @@ impl ShardCore {
             size_text: size.as_bytes(),
             hdr_text: hdr.as_bytes(),
             internal: system_framing,
+            shown,
         };
         // nats-server counts only what its clients sent in `in_msgs`: the server's own
         // publishes (events, service replies) are not.

@@ -212,6 +212,7 @@ impl ShardCore {
                     size_text,
                     hdr_text: hdr_text.unwrap_or_default(),
                     internal: false,
+                    shown: b"",
                 };
                 self.on_msg(key, &m, now);
             }

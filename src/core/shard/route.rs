@@ -29,12 +29,25 @@ pub(super) struct Msg<'a> {
     /// Published by the server itself: nats-server delivers such a message without a
     /// reply as `MSG <subject> <sid>  <size>` (two spaces), and so does rnats.
     pub internal: bool,
+    /// The subject subscribers see when it differs from the routed one (empty: none):
+    /// JetStream delivers a stored message to a pull request's reply subject under the
+    /// message's own subject.
+    pub shown: &'a [u8],
 }
 
 impl<'a> Msg<'a> {
     /// The header block, if the message has one.
     pub fn header(&self) -> Option<&'a [u8]> {
         self.header_len.and_then(|h| self.data.get(..h))
+    }
+
+    /// The subject subscribers see.
+    pub fn shown_subject(&self) -> &'a [u8] {
+        if self.shown.is_empty() {
+            self.subject
+        } else {
+            self.shown
+        }
     }
 
     /// The payload without headers.
@@ -48,6 +61,7 @@ impl<'a> Msg<'a> {
             reply: self.reply,
             header_len: self.header_len,
             data: self.data,
+            shown: self.shown,
         }
     }
 
@@ -383,6 +397,7 @@ impl ShardCore {
             size_text,
             hdr_text,
             internal: rec.flags & flags::INTERNAL != 0,
+            shown: rec.shown,
         };
         let acc = rec.account;
         if rec.flags & flags::RESPONSE != 0 {
@@ -496,19 +511,19 @@ impl ShardCore {
             match hdr {
                 Some(_) => {
                     w.extend_from_slice(b"HMSG ");
-                    write_head(&mut w, m.subject, &sub.sid, m.reply, m.internal);
+                    write_head(&mut w, m.shown_subject(), &sub.sid, m.reply, m.internal);
                     w.extend_from_slice(m.hdr_text);
                     w.push(b' ');
                     w.extend_from_slice(m.size_text);
                 }
                 None if stripped => {
                     w.extend_from_slice(b"MSG ");
-                    write_head(&mut w, m.subject, &sub.sid, m.reply, m.internal);
+                    write_head(&mut w, m.shown_subject(), &sub.sid, m.reply, m.internal);
                     w.extend_from_slice(itoa::Buffer::new().format(data.len()).as_bytes());
                 }
                 None => {
                     w.extend_from_slice(b"MSG ");
-                    write_head(&mut w, m.subject, &sub.sid, m.reply, m.internal);
+                    write_head(&mut w, m.shown_subject(), &sub.sid, m.reply, m.internal);
                     w.extend_from_slice(m.size_text);
                 }
             }
