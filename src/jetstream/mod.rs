@@ -2,6 +2,8 @@
 //! store support (FEATURES.md §14.1-14.3).
 //!
 //! - [`api`]: the API's wire shapes (configs, requests, responses, the error table).
+//! - [`consumer`]: the sans-IO consumer engine a stream's shard drives (deliveries, acks,
+//!   pull requests, redelivery, push heartbeats and flow control).
 //! - [`registry`]: which streams exist and where they live (server-wide, locked only by
 //!   API requests).
 //! - [`stream`]: a stream on its shard: store, ingest, dedupe, its directory.
@@ -16,6 +18,7 @@
 //! jobs; the owning shard answers the requester itself.
 
 pub mod api;
+pub mod consumer;
 pub mod registry;
 pub mod service;
 pub mod shard;

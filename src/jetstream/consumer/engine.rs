@@ -1,0 +1,701 @@
+//! The [`Consumer`]: its state, creation (the start position of each deliver policy, or a
+//! restored [`ConsumerState`]), configuration updates, the persisted state, stats, pause,
+//! reset, stop, and the queries the stream asks (inactivity, interest retention).
+
+use super::pull::PullReq;
+use super::ConsumerEnv;
+use crate::jetstream::api::config::{AckPolicy, ConsumerConfig, DeliverPolicy, PriorityPolicy, ReplayPolicy};
+use crate::jetstream::api::errors_table as errs;
+use crate::jetstream::api::{ApiError, GoTime};
+use crate::system::nuid::Nuid;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+use storage::{ConsumerState, Filter, Pending, SeqPair, StoredMsg};
+
+/// Flow control: bytes allowed in flight at most (the reference's 32 MiB).
+pub(super) const FC_MAX_PENDING: u64 = 32 * 1024 * 1024;
+/// Slack added to ack wait timers (the reference's 1 ms).
+pub(super) const ACK_WAIT_DELAY: Duration = Duration::from_millis(1);
+/// Burst of the rate limiter (the server's default max payload).
+pub(super) const RATE_BURST: f64 = 1024.0 * 1024.0;
+
+/// A sequence pair with its last activity, as ConsumerInfo shows `delivered`/`ack_floor`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SequenceInfo {
+    pub consumer_seq: u64,
+    pub stream_seq: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_active: Option<GoTime>,
+}
+
+/// One priority group's state in ConsumerInfo.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PriorityGroupState {
+    pub group: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub pinned_client_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned_ts: Option<GoTime>,
+}
+
+/// The dynamic part of ConsumerInfo.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConsumerStats {
+    pub delivered: SequenceInfo,
+    pub ack_floor: SequenceInfo,
+    pub num_ack_pending: usize,
+    pub num_redelivered: usize,
+    pub num_waiting: usize,
+    pub num_pending: u64,
+    pub push_bound: bool,
+    pub paused: bool,
+    /// Nanoseconds (0 when not paused).
+    pub pause_remaining: i64,
+    pub priority_groups: Vec<PriorityGroupState>,
+}
+
+/// The last-per-subject start: the sequences still to deliver, then where to resume.
+pub(super) struct SkipList {
+    pub seqs: VecDeque<u64>,
+    pub resume: u64,
+}
+
+/// A delivery held back by replay timing or the rate limit, ready to send.
+pub(super) struct Held {
+    pub to: String,
+    pub msg: StoredMsg,
+    pub reply: String,
+    pub hdr: Vec<u8>,
+    pub payload: bytes::Bytes,
+    pub not_before: Instant,
+    /// The pull request's remaining (batch, bytes) after this delivery.
+    pub req_left: Option<(i64, i64)>,
+}
+
+/// A token bucket in bytes (`rate_limit_bps` / 8 per second).
+pub(super) struct RateLimit {
+    pub rate: f64,
+    pub tokens: f64,
+    pub last: Instant,
+}
+
+impl RateLimit {
+    /// Take `n` bytes; how long the send must wait.
+    pub fn reserve(&mut self, now: Instant, n: usize) -> Duration {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + dt * self.rate).min(RATE_BURST);
+        self.tokens -= (n as f64).min(RATE_BURST);
+        if self.tokens >= 0.0 || self.rate <= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-self.tokens / self.rate)
+        }
+    }
+}
+
+/// One consumer of a stream.
+pub struct Consumer {
+    pub(super) stream: String,
+    pub(super) name: String,
+    pub(super) cfg: ConsumerConfig,
+    pub(super) created: GoTime,
+    pub(super) filter: Filter,
+    /// Next stream sequence to look at.
+    pub(super) sseq: u64,
+    /// Next consumer (delivery) sequence.
+    pub(super) dseq: u64,
+    pub(super) adflr: u64,
+    pub(super) asflr: u64,
+    pub(super) pending: BTreeMap<u64, Pending>,
+    /// Redeliveries per stream sequence (delivery count - 1).
+    pub(super) rdc: BTreeMap<u64, u64>,
+    /// Due for redelivery, lowest stream sequence first.
+    pub(super) rdq: BTreeSet<u64>,
+    pub(super) lss: Option<SkipList>,
+    /// Max ack pending (0: unlimited).
+    pub(super) maxp: usize,
+    /// Max deliveries (0: unlimited).
+    pub(super) maxdc: u64,
+    /// When the pending (redelivery) check runs next.
+    pub(super) ptmr: Option<Instant>,
+    pub(super) waiting: VecDeque<PullReq>,
+    pub(super) max_waiting: usize,
+    /// Last pull request (or delivery to one): pull inactivity.
+    pub(super) waiting_last: Instant,
+    pub(super) last_wait_check: Option<Instant>,
+    /// Push: interest on the deliver subject.
+    pub(super) active: bool,
+    /// Push: last time interest was seen (push inactivity).
+    pub(super) last_interest: Instant,
+    pub(super) hb_next: Option<Instant>,
+    pub(super) pbytes: u64,
+    pub(super) maxpb: u64,
+    pub(super) pblimit: u64,
+    pub(super) fcid: String,
+    pub(super) fcsz: u64,
+    /// Last delivery / last ack, Unix ns (0: none).
+    pub(super) ldt: i64,
+    pub(super) lat: i64,
+    pub(super) pause_end: Option<Instant>,
+    pub(super) pin_id: String,
+    pub(super) pinned_ts: i64,
+    pub(super) pin_deadline: Option<Instant>,
+    pub(super) replay: bool,
+    pub(super) replay_last_seq: u64,
+    pub(super) lts: i64,
+    pub(super) held: Option<Held>,
+    pub(super) rate: Option<RateLimit>,
+    pub(super) sfreq: i64,
+    pub(super) wake: bool,
+    pub(super) dirty: bool,
+    pub(super) closed: bool,
+    pub(super) nuid: Nuid,
+    pub(super) domain: String,
+    pub(super) account: String,
+    pub(super) retention_acks: bool,
+    pub(super) acked_out: Vec<u64>,
+    /// The latest `now` a caller passed (for calls that take none).
+    pub(super) last_now: Instant,
+}
+
+fn sample_freq(s: &str) -> i64 {
+    s.trim_end_matches('%').parse().unwrap_or(0)
+}
+
+fn dur_ns(ns: i64) -> Duration {
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(0))
+}
+
+impl Consumer {
+    /// `cfg` is already defaulted and validated by the API layer.
+    pub fn new(
+        stream: &str,
+        name: &str,
+        cfg: ConsumerConfig,
+        created: GoTime,
+        state: Option<ConsumerState>,
+        env: &mut dyn ConsumerEnv,
+        now: Instant,
+    ) -> Consumer {
+        let mut c = Consumer {
+            stream: stream.to_string(),
+            name: name.to_string(),
+            filter: Filter::many(cfg.filters()),
+            sseq: 1,
+            dseq: 1,
+            adflr: 0,
+            asflr: 0,
+            pending: BTreeMap::new(),
+            rdc: BTreeMap::new(),
+            rdq: BTreeSet::new(),
+            lss: None,
+            maxp: 0,
+            maxdc: 0,
+            ptmr: None,
+            waiting: VecDeque::new(),
+            max_waiting: 0,
+            waiting_last: now,
+            last_wait_check: None,
+            active: false,
+            last_interest: now,
+            hb_next: None,
+            pbytes: 0,
+            maxpb: 0,
+            pblimit: 0,
+            fcid: String::new(),
+            fcsz: 0,
+            ldt: 0,
+            lat: 0,
+            pause_end: None,
+            pin_id: String::new(),
+            pinned_ts: 0,
+            pin_deadline: None,
+            replay: cfg.replay_policy != ReplayPolicy::Instant,
+            replay_last_seq: 0,
+            lts: 0,
+            held: None,
+            rate: None,
+            sfreq: sample_freq(&cfg.sample_freq),
+            wake: true,
+            dirty: false,
+            closed: false,
+            nuid: Nuid::new(),
+            domain: String::new(),
+            account: String::new(),
+            retention_acks: false,
+            acked_out: Vec::new(),
+            last_now: now,
+            created,
+            cfg,
+        };
+        c.apply_limits(now);
+        if c.cfg.flow_control {
+            c.pblimit = FC_MAX_PENDING;
+            c.maxpb = (FC_MAX_PENDING / 16).max(1);
+        }
+        if c.replay {
+            c.replay_last_seq = env.store().fast_state().last_seq;
+        }
+        match state {
+            Some(st) => c.apply_state(st, env, now),
+            None => {
+                c.select_start(env);
+                c.dirty = true;
+            }
+        }
+        if c.cfg.is_push() {
+            c.active = env.has_interest(&c.cfg.deliver_subject);
+            if c.cfg.idle_heartbeat > 0 {
+                c.hb_next = Some(now + dur_ns(c.cfg.idle_heartbeat));
+            }
+        }
+        c.set_pause(env, now);
+        c
+    }
+
+    /// The limits derived from the configuration.
+    fn apply_limits(&mut self, now: Instant) {
+        let ack = self.cfg.ack_policy != AckPolicy::None;
+        self.maxp = if ack { usize::try_from(self.cfg.max_ack_pending.max(0)).unwrap_or(usize::MAX) } else { 0 };
+        self.maxdc = u64::try_from(self.cfg.max_deliver.max(0)).unwrap_or(0);
+        self.max_waiting = usize::try_from(self.cfg.max_waiting.max(0)).unwrap_or(0);
+        self.sfreq = sample_freq(&self.cfg.sample_freq);
+        self.rate = (self.cfg.rate_limit_bps > 0).then(|| RateLimit {
+            rate: (self.cfg.rate_limit_bps / 8) as f64,
+            tokens: RATE_BURST,
+            last: now,
+        });
+    }
+
+    /// Where a new consumer starts, per its deliver policy.
+    fn select_start(&mut self, env: &mut dyn ConsumerEnv) {
+        let store = env.store();
+        let st = store.fast_state();
+        let mut sseq = if self.cfg.opt_start_seq != 0 {
+            self.cfg.opt_start_seq
+        } else {
+            match self.cfg.deliver_policy {
+                DeliverPolicy::All | DeliverPolicy::ByStartSequence => st.first_seq,
+                DeliverPolicy::Last => {
+                    if self.filter.is_all() {
+                        st.last_seq
+                    } else {
+                        self.filter
+                            .subjects()
+                            .iter()
+                            .map(|f| store.filtered_state(1, f).last)
+                            .max()
+                            .unwrap_or(0)
+                    }
+                }
+                DeliverPolicy::LastPerSubject => {
+                    let mut seqs = store.multi_last_seqs(&self.filter, 0, 0).unwrap_or_default();
+                    seqs.sort_unstable();
+                    let first = seqs.first().copied();
+                    self.lss = Some(SkipList {
+                        seqs: seqs.into(),
+                        resume: st.last_seq,
+                    });
+                    first.unwrap_or(st.last_seq)
+                }
+                DeliverPolicy::ByStartTime => {
+                    let ts = self.cfg.opt_start_time.map_or(0, |t| t.nanos());
+                    let mut seq = store.seq_from_time(ts);
+                    if !self.filter.is_all() {
+                        let mut nseq = st.last_seq;
+                        for f in self.filter.subjects() {
+                            let ss = store.filtered_state(st.first_seq, f);
+                            if ss.first >= seq && ss.first < nseq {
+                                nseq = ss.first;
+                            }
+                        }
+                        if nseq > seq && nseq < st.last_seq {
+                            seq = nseq;
+                        }
+                    }
+                    seq
+                }
+                DeliverPolicy::New => st.last_seq + 1,
+            }
+        };
+        let unset = self.cfg.opt_start_seq == 0 || self.cfg.direct;
+        if st.first_seq == 0 && unset {
+            sseq = 1;
+        } else if sseq > st.last_seq && unset {
+            sseq = st.last_seq + 1;
+        } else if sseq < st.first_seq {
+            sseq = st.first_seq;
+        }
+        if self.lss.as_ref().is_some_and(|l| l.seqs.is_empty()) {
+            self.lss = None;
+        }
+        self.sseq = sseq.max(1);
+        self.dseq = 1;
+        self.adflr = 0;
+        self.asflr = self.sseq - 1;
+    }
+
+    /// Resume from persisted state.
+    fn apply_state(&mut self, st: ConsumerState, env: &mut dyn ConsumerEnv, now: Instant) {
+        self.sseq = st.delivered.stream + 1;
+        self.dseq = st.delivered.consumer + 1;
+        self.adflr = st.ack_floor.consumer;
+        self.asflr = st.ack_floor.stream;
+        self.pending = st.pending;
+        self.rdc = st.redelivered;
+        let last = env.store().fast_state().last_seq;
+        if self.asflr > last {
+            self.asflr = last;
+            self.adflr = self.dseq.saturating_sub(1);
+            self.pending.clear();
+            self.rdc.clear();
+        }
+        self.pending.retain(|s, _| *s <= last);
+        self.rdc.retain(|s, _| *s <= last);
+        if self.pending.is_empty() {
+            self.sseq = self.sseq.max(self.asflr + 1);
+        }
+        if !self.pending.is_empty() {
+            // Check restored pending soon, as the reference does after a restart.
+            let soon = Duration::from_millis(500).min(self.ack_wait(Duration::ZERO));
+            self.ptmr = Some(now + soon);
+        }
+    }
+
+    pub fn config(&self) -> &ConsumerConfig {
+        &self.cfg
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn created(&self) -> GoTime {
+        self.created
+    }
+
+    /// The domain and account names the advisories carry (empty: omitted).
+    pub fn set_identity(&mut self, account: &str, domain: &str) {
+        self.account = account.to_string();
+        self.domain = domain.to_string();
+    }
+
+    /// On interest / work-queue streams: collect the stream sequences acknowledged outside
+    /// [`Consumer::on_ack`] (ack-none deliveries, flow-control acks, terminations of
+    /// removed messages) for [`Consumer::take_acked`].
+    pub fn set_retention_acks(&mut self, on: bool) {
+        self.retention_acks = on;
+        if !on {
+            self.acked_out.clear();
+        }
+    }
+
+    /// Stream sequences acknowledged since the last call (see [`Consumer::set_retention_acks`]).
+    pub fn take_acked(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.acked_out)
+    }
+
+    pub(super) fn note_acked(&mut self, seqs: impl IntoIterator<Item = u64>) {
+        if self.retention_acks {
+            self.acked_out.extend(seqs);
+        }
+    }
+
+    /// Does an event want [`Consumer::poll`] to run?
+    pub fn wants_poll(&self) -> bool {
+        self.wake && !self.closed
+    }
+
+    /// Apply an update (only fields the API allows to change).
+    pub fn update_config(&mut self, cfg: ConsumerConfig, env: &mut dyn ConsumerEnv, now: Instant) {
+        let old = std::mem::replace(&mut self.cfg, cfg);
+        if old.ack_wait != self.cfg.ack_wait && self.ptmr.is_some() {
+            self.ptmr = Some(now + Duration::from_millis(100));
+        }
+        if old.rate_limit_bps != self.cfg.rate_limit_bps || old.max_ack_pending != self.cfg.max_ack_pending {
+            self.wake = true;
+        }
+        let rate = self.rate.take();
+        self.apply_limits(now);
+        if old.rate_limit_bps == self.cfg.rate_limit_bps {
+            self.rate = rate;
+        }
+        if old.deliver_subject != self.cfg.deliver_subject && self.cfg.is_push() {
+            self.active = env.has_interest(&self.cfg.deliver_subject);
+            self.wake = true;
+        }
+        if old.idle_heartbeat != self.cfg.idle_heartbeat {
+            self.hb_next = (self.cfg.is_push() && self.cfg.idle_heartbeat > 0)
+                .then(|| now + dur_ns(self.cfg.idle_heartbeat));
+        }
+        if old.filters() != self.cfg.filters() {
+            self.filter = Filter::many(self.cfg.filters());
+            self.wake = true;
+        }
+        if old.pause_until != self.cfg.pause_until {
+            self.set_pause(env, now);
+            self.pause_advisory(env);
+        }
+    }
+
+    /// Pause until `until` (None or zero: resume); sends the pause advisory.
+    pub fn pause(&mut self, until: Option<GoTime>, env: &mut dyn ConsumerEnv, now: Instant) {
+        self.cfg.pause_until = until.filter(|t| !t.is_zero());
+        self.set_pause(env, now);
+        self.pause_advisory(env);
+        self.wake = true;
+    }
+
+    fn set_pause(&mut self, env: &mut dyn ConsumerEnv, now: Instant) {
+        let wall = env.now_ns();
+        self.pause_end = match self.cfg.pause_until {
+            Some(t) if !t.is_zero() && t.0 > wall => Some(now + dur_ns(t.0 - wall)),
+            _ => None,
+        };
+    }
+
+    pub(super) fn paused(&self, now: Instant) -> bool {
+        self.pause_end.is_some_and(|end| now < end)
+    }
+
+    /// Reset delivery to the ack floor (`None`) or to `seq` (2.14 `CONSUMER.RESET`);
+    /// returns the sequence delivery restarts at.
+    pub fn reset(&mut self, seq: Option<u64>, env: &mut dyn ConsumerEnv, now: Instant) -> Result<u64, ApiError> {
+        let bad = |why: &str| errs::JS_CONSUMER_INVALID_RESET_ERR.err_with(why);
+        let seq = match seq.unwrap_or(0) {
+            0 => self.asflr + 1,
+            s => match self.cfg.deliver_policy {
+                DeliverPolicy::All => s,
+                DeliverPolicy::ByStartSequence if s < self.cfg.opt_start_seq => return Err(bad("below start seq")),
+                DeliverPolicy::ByStartSequence => s,
+                DeliverPolicy::ByStartTime => {
+                    let ts = self.cfg.opt_start_time.map_or(0, |t| t.nanos());
+                    if s < env.store().seq_from_time(ts) {
+                        return Err(bad("below start time"));
+                    }
+                    s
+                }
+                _ => return Err(bad("not allowed")),
+            },
+        }
+        .max(1);
+        self.pending.clear();
+        self.rdc.clear();
+        self.rdq.clear();
+        self.lss = None;
+        self.held = None;
+        self.ptmr = None;
+        self.sseq = seq;
+        self.dseq = 1;
+        self.adflr = 0;
+        self.asflr = seq - 1;
+        self.ldt = 0;
+        self.lat = 0;
+        self.dirty = true;
+        self.wake = true;
+        let _ = now;
+        Ok(seq)
+    }
+
+    /// A message was stored in the stream: wake deliveries when it is ours.
+    pub fn on_stored(&mut self, _seq: u64, subject: &str) {
+        if self.filter.matches(subject) {
+            self.wake = true;
+        }
+    }
+
+    /// Messages below `first_seq_now` were removed (purge, limits): drop their pending
+    /// entries and move the ack floor.
+    pub fn on_removed(&mut self, first_seq_now: u64) {
+        let first = first_seq_now.max(1);
+        if self.sseq < first {
+            self.sseq = first;
+        }
+        if self.asflr < first {
+            self.asflr = first - 1;
+            let gone: Vec<u64> = self.pending.range(..first).map(|(s, _)| *s).collect();
+            for s in gone {
+                if let Some(p) = self.pending.remove(&s) {
+                    if p.sequence > self.adflr {
+                        self.adflr = p.sequence;
+                        self.dseq = self.dseq.max(self.adflr);
+                    }
+                }
+                self.rdc.remove(&s);
+            }
+            self.rdc.retain(|s, _| *s >= first);
+        }
+        if self.pending.is_empty() {
+            self.adflr = self.dseq - 1;
+            self.asflr = self.sseq - 1;
+        }
+        let sseq = self.sseq;
+        self.rdq.retain(|s| *s >= sseq && *s >= first);
+        if self.held.as_ref().is_some_and(|h| h.msg.seq < first) {
+            self.held = None;
+        }
+        if let Some(l) = &mut self.lss {
+            l.seqs.retain(|s| *s >= first);
+        }
+        self.dirty = true;
+        self.wake = true;
+    }
+
+    /// Does this consumer still need `seq` (interest retention)?
+    pub fn needs(&self, seq: u64, subject: &str) -> bool {
+        if !self.filter.matches(subject) {
+            return false;
+        }
+        let need = match self.cfg.ack_policy {
+            AckPolicy::None | AckPolicy::All | AckPolicy::FlowControl => seq > self.asflr,
+            AckPolicy::Explicit => seq > self.asflr && (seq >= self.sseq || self.pending.contains_key(&seq)),
+        };
+        need || self.rdc.contains_key(&seq)
+    }
+
+    /// The state to persist.
+    pub fn state(&self) -> ConsumerState {
+        ConsumerState {
+            delivered: SeqPair {
+                consumer: self.dseq.saturating_sub(1),
+                stream: self.sseq.saturating_sub(1),
+            },
+            ack_floor: SeqPair {
+                consumer: self.adflr,
+                stream: self.asflr,
+            },
+            pending: self.pending.clone(),
+            redelivered: self.rdc.clone(),
+        }
+    }
+
+    /// Whether the state changed since the last call.
+    pub fn take_dirty(&mut self) -> bool {
+        std::mem::take(&mut self.dirty)
+    }
+
+    /// Messages left to deliver (matching the filter).
+    pub(super) fn num_pending(&self, env: &mut dyn ConsumerEnv) -> u64 {
+        let store = env.store();
+        let lps = self.lss.is_some();
+        let np = store.num_pending(self.sseq, &self.filter, lps);
+        np.min(store.fast_state().msgs)
+    }
+
+    /// What ConsumerInfo shows.
+    pub fn stats(&mut self, env: &mut dyn ConsumerEnv) -> ConsumerStats {
+        let now = self.last_now;
+        if !self.cfg.is_push() {
+            self.process_waiting(false, env, now);
+        }
+        let wall = env.now_ns();
+        let (paused, pause_remaining) = match self.cfg.pause_until {
+            Some(t) if !t.is_zero() && t.0 > wall => (true, t.0 - wall),
+            _ => (false, 0),
+        };
+        let priority_groups = self
+            .cfg
+            .priority_groups
+            .first()
+            .map(|g| PriorityGroupState {
+                group: g.clone(),
+                pinned_client_id: self.pin_id.clone(),
+                pinned_ts: (self.pinned_ts != 0).then_some(GoTime(self.pinned_ts)),
+            })
+            .into_iter()
+            .collect();
+        ConsumerStats {
+            delivered: SequenceInfo {
+                consumer_seq: self.dseq.saturating_sub(1),
+                stream_seq: self.sseq.saturating_sub(1),
+                last_active: (self.ldt != 0).then_some(GoTime(self.ldt)),
+            },
+            ack_floor: SequenceInfo {
+                consumer_seq: self.adflr,
+                stream_seq: self.asflr,
+                last_active: (self.lat != 0).then_some(GoTime(self.lat)),
+            },
+            num_ack_pending: self.pending.len(),
+            num_redelivered: if self.cfg.max_deliver == 1 { 0 } else { self.rdc.len() },
+            num_waiting: self.waiting.len(),
+            num_pending: self.num_pending(env),
+            push_bound: self.cfg.is_push() && self.active,
+            paused,
+            pause_remaining,
+            priority_groups,
+        }
+    }
+
+    /// Stop: pending pull requests get `status` (e.g. `409 Consumer Deleted`).
+    pub fn stop(&mut self, env: &mut dyn ConsumerEnv, status: &str) {
+        let hdr = format!("NATS/1.0 {status}\r\n\r\n");
+        for wr in std::mem::take(&mut self.waiting) {
+            env.publish(&wr.reply, "", Some(hdr.as_bytes()), b"");
+        }
+        self.closed = true;
+        self.held = None;
+        self.ptmr = None;
+    }
+
+    /// Unpin the pinned client of `group` (`$JS.API.CONSUMER.UNPIN`).
+    pub fn unpin(&mut self, group: &str, env: &mut dyn ConsumerEnv) -> Result<(), ApiError> {
+        if !self.cfg.priority_groups.iter().any(|g| g == group) {
+            return Err(errs::JS_CONSUMER_INVALID_PRIORITY_GROUP_ERR.err());
+        }
+        self.unassign_pin();
+        self.unpinned_advisory(env, group, "admin");
+        self.wake = true;
+        Ok(())
+    }
+
+    pub(super) fn unassign_pin(&mut self) {
+        self.pin_id.clear();
+        self.pinned_ts = 0;
+        self.pin_deadline = None;
+    }
+
+    pub(super) fn is_pinned_policy(&self) -> bool {
+        self.cfg.priority_policy == PriorityPolicy::PinnedClient
+    }
+
+    /// Ephemerals and `inactive_threshold`: should the consumer be deleted now? Push
+    /// consumers count as active while their deliver subject has interest, pull consumers
+    /// while they receive pull requests (or hold ones whose requester still listens).
+    pub fn inactive(&self, env: &mut dyn ConsumerEnv, now: Instant) -> bool {
+        let Some(th) = self.inactive_threshold() else {
+            return false;
+        };
+        if self.closed {
+            return false;
+        }
+        if self.cfg.is_push() {
+            if env.has_interest(&self.cfg.deliver_subject) {
+                return false;
+            }
+            return now.saturating_duration_since(self.last_interest) >= th;
+        }
+        if now.saturating_duration_since(self.waiting_last) < th {
+            return false;
+        }
+        !self.waiting.iter().any(|w| env.has_interest(&w.reply))
+    }
+
+    pub(super) fn inactive_threshold(&self) -> Option<Duration> {
+        (self.cfg.inactive_threshold > 0).then(|| dur_ns(self.cfg.inactive_threshold))
+    }
+
+    /// Ack wait for a delay (`ZERO`: the configured ack wait), with the timer slack.
+    pub(super) fn ack_wait(&self, next: Duration) -> Duration {
+        if next > Duration::ZERO {
+            next + ACK_WAIT_DELAY
+        } else {
+            dur_ns(self.cfg.ack_wait) + ACK_WAIT_DELAY
+        }
+    }
+
+    pub(super) fn dur(ns: i64) -> Duration {
+        dur_ns(ns)
+    }
+}

@@ -1,0 +1,63 @@
+//! The consumer engine: one JetStream consumer as a sans-IO state machine, driven by the
+//! shard that owns its stream (FEATURES.md §14.3, jetstream-api.md §6.2-6.5, §7). It reads
+//! the stream through [`ConsumerEnv::store`], learns the time from the caller (`Instant`
+//! for its timers, [`ConsumerEnv::now_ns`] for wall-clock stamps) and sends everything it
+//! produces through [`ConsumerEnv`]; it never does I/O itself.
+//!
+//! Module map:
+//! - [`engine`]: the [`Consumer`] itself: creation (start position per deliver policy,
+//!   restored state), configuration updates, persisted state, stats, pause, reset, stop,
+//!   inactivity and interest-retention queries.
+//! - `deliver`: [`Consumer::poll`]: picking the next message (redeliveries first, lowest
+//!   stream sequence first, then the last-per-subject skip list, then new messages),
+//!   max ack pending, replay timing, rate limiting, headers only, the ack reply subject.
+//! - `pull`: pull requests: parsing limits, the waiting queue (max waiting, priority
+//!   groups: overflow, pinned client, prioritized), expiry, heartbeats and statuses.
+//! - `ack`: the ack protocol (`+ACK`, `-NAK [delay]`, `+WPI`, `+NXT`, `+TERM`), ack floors,
+//!   double acks, sampled ack metrics.
+//! - `timers`: [`Consumer::tick`] and [`Consumer::next_deadline`]: redelivery after
+//!   ack wait / backoff and max deliver, push heartbeats and flow control, pause end,
+//!   pinned TTL.
+//! - [`wire`]: the byte formats: ack subjects and payloads, pull request bodies, status
+//!   headers (private parsers until `api::consumer_msgs` is unified with them).
+//! - `advisory`: the consumer advisories and the ack metric (`$JS.EVENT...`).
+//!
+//! The caller's contract: call [`Consumer::poll`] after [`Consumer::on_stored`],
+//! [`Consumer::on_pull`], acks and interest changes (and again while it returns true),
+//! and [`Consumer::tick`] when [`Consumer::next_deadline`] passes.
+
+mod ack;
+mod advisory;
+mod deliver;
+pub mod engine;
+mod pull;
+mod timers;
+pub mod wire;
+
+#[cfg(test)]
+mod tests_ack;
+#[cfg(test)]
+mod tests_deliver;
+#[cfg(test)]
+mod tests_pull;
+#[cfg(test)]
+mod tests_push;
+#[cfg(test)]
+mod tests_support;
+
+pub use engine::{Consumer, ConsumerStats, PriorityGroupState, SequenceInfo};
+
+/// What a consumer needs from the shard that owns its stream.
+pub trait ConsumerEnv {
+    fn store(&mut self) -> &mut dyn storage::Store;
+    /// Wall clock, Unix ns (timestamps in ack subjects, last_active, pause_until).
+    fn now_ns(&self) -> i64;
+    /// Would a publish on `subject` reach anyone (push deliver subject, pull reply subjects)?
+    fn has_interest(&mut self, subject: &str) -> bool;
+    /// Publish into the consumer's account (deliveries, status messages, advisories).
+    fn publish(&mut self, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]);
+    /// Deliver a stream message: routed on `to` (the deliver subject, or a pull request's
+    /// reply subject) while the receiver sees the message's own `subject`, as a
+    /// consumer's deliveries keep the stored subject.
+    fn deliver(&mut self, to: &str, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]);
+}
