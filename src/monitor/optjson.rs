@@ -12,6 +12,8 @@ use serde_json::Value;
 pub enum Kind {
     Bool,
     Int,
+    /// `int64`.
+    Int64,
     Uint,
     Str,
     Strs,
@@ -26,6 +28,7 @@ impl Kind {
         match self {
             Kind::Bool => "bool",
             Kind::Int => "int",
+            Kind::Int64 => "int64",
             Kind::Uint => "uint64",
             Kind::Str => "string",
             Kind::Strs => "[]string",
@@ -201,18 +204,22 @@ pub fn decode(body: &[u8], outer: &str, fields: &[Field]) -> Result<Vec<(&'stati
         if val.is_null() {
             continue;
         }
+        // A field of the outer struct itself has an empty group.
+        let path = if field.group.is_empty() {
+            field.name.to_string()
+        } else {
+            format!("{}.{}", field.group, field.name)
+        };
         let mismatch = |what: String| {
             format!(
-                "json: cannot unmarshal {what} into Go struct field {outer}.{}.{} of type {}",
-                field.group,
-                field.name,
+                "json: cannot unmarshal {what} into Go struct field {outer}.{path} of type {}",
                 field.kind.go_name()
             )
         };
         let got = match (field.kind, val) {
             (Kind::Bool, Value::Bool(b)) => Ok(Val::Bool(*b)),
             (Kind::Str, Value::String(s)) => Ok(Val::Str(s.clone())),
-            (Kind::Int | Kind::State | Kind::Duration, Value::Number(n)) => {
+            (Kind::Int | Kind::Int64 | Kind::State | Kind::Duration, Value::Number(n)) => {
                 n.as_i64().map(Val::Int).ok_or_else(|| mismatch(format!("number {n}")))
             }
             (Kind::Uint, Value::Number(n)) => n.as_u64().map(Val::Uint).ok_or_else(|| mismatch(format!("number {n}"))),
@@ -225,10 +232,8 @@ pub fn decode(body: &[u8], outer: &str, fields: &[Field]) -> Result<Vec<(&'stati
                         Value::Null => v.push(String::new()),
                         other => {
                             bad = Some(format!(
-                                "json: cannot unmarshal {} into Go struct field {outer}.{}.{} of type string",
+                                "json: cannot unmarshal {} into Go struct field {outer}.{path} of type string",
                                 kind_of(other),
-                                field.group,
-                                field.name
                             ));
                             break;
                         }

@@ -32,6 +32,8 @@ mod users;
 mod validate;
 mod websocket;
 
+/// Subject subset matching, also used by JetStream's consumer checks.
+pub(crate) use subjects::is_subset_match;
 pub use validate::validate_security;
 
 use super::options::Options;
