@@ -4,6 +4,7 @@
 //! - [`api`]: the API's wire shapes (configs, requests, responses, the error table).
 //! - [`consumer`]: the sans-IO consumer engine a stream's shard drives (deliveries, acks,
 //!   pull requests, redelivery, push heartbeats and flow control).
+//! - [`consumers`]: a stream's consumers on its shard (engine, subscriptions, state).
 //! - [`registry`]: which streams exist and where they live (server-wide, locked only by
 //!   API requests).
 //! - [`stream`]: a stream on its shard: store, ingest, dedupe, its directory.
@@ -19,6 +20,7 @@
 
 pub mod api;
 pub mod consumer;
+pub mod consumers;
 pub mod registry;
 pub mod service;
 pub mod shard;

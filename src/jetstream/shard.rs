@@ -34,6 +34,8 @@ pub struct ShardJs {
     poll_at: Option<Instant>,
     /// When store expiry (max age, TTLs) next has work.
     expire_at: Option<Instant>,
+    /// The earliest consumer timer.
+    consumer_at: Option<Instant>,
 }
 
 /// Wall clock, Unix nanoseconds.
@@ -56,6 +58,7 @@ impl ShardJs {
             attention: false,
             poll_at: None,
             expire_at: None,
+            consumer_at: None,
         }
     }
 
@@ -118,21 +121,39 @@ impl ShardJs {
         }
     }
 
-    /// Consumers of a stream on this shard.
-    pub fn consumer_count(&self, _acc: AccountId, _name: &str) -> usize {
-        0
-    }
-
-    /// Stop and delete every consumer of a stream (the stream is being deleted).
-    pub fn delete_consumers(&mut self, _core: &mut ShardCore, _acc: AccountId, _name: &str, _now: Instant) {}
-
-    /// Messages were removed from a stream (purge, delete): its consumers adjust.
-    pub fn after_removal(&mut self, _core: &mut ShardCore, _acc: AccountId, _name: &str, _now: Instant) {
+    /// Something happened that the next step end must look at.
+    pub fn touch(&mut self) {
         self.attention = true;
     }
 
-    /// Recover the durable consumers of a stream from its directory.
-    pub fn recover_consumers(&mut self, _core: &mut ShardCore, _acc: AccountId, _name: &str, _now: Instant) {}
+    /// Consumers of a stream on this shard.
+    pub fn consumer_count(&self, acc: AccountId, name: &str) -> usize {
+        self.streams.get(&(acc, name.to_string())).map_or(0, |s| s.consumers.len())
+    }
+
+    /// Stop and delete every consumer of a stream (the stream is being deleted).
+    pub fn delete_consumers(&mut self, core: &mut ShardCore, acc: AccountId, name: &str, now: Instant) {
+        let key = (acc, name.to_string());
+        let names: Vec<String> = self
+            .streams
+            .get(&key)
+            .map(|s| s.consumers.keys().cloned().collect())
+            .unwrap_or_default();
+        for c in names {
+            self.remove_consumer(core, &key, &c, true, now);
+        }
+    }
+
+    /// Messages were removed from a stream (purge, delete): its consumers adjust.
+    pub fn after_removal(&mut self, _core: &mut ShardCore, acc: AccountId, name: &str, _now: Instant) {
+        if let Some(st) = self.streams.get_mut(&(acc, name.to_string())) {
+            let first = st.store.fast_state().first_seq;
+            for slot in st.consumers.values_mut() {
+                slot.c.on_removed(first);
+            }
+        }
+        self.attention = true;
+    }
 
     /// An account's usage on this shard: memory bytes, store bytes, streams, consumers.
     pub fn usage(&self, acc: AccountId) -> (u64, u64, usize, usize) {
@@ -162,18 +183,29 @@ impl ShardJs {
         let Ok(subject) = std::str::from_utf8(&m.subject) else {
             return;
         };
+        let interest = st.cfg.retention != super::api::config::Retention::Interest || {
+            let next = st.store.fast_state().last_seq + 1;
+            st.consumers.values().any(|s| s.c.needs(next, subject))
+        };
         let outcome = st.ingest(
             subject,
             &m.reply,
             m.header.as_deref(),
             &m.payload,
             wall_ns(),
-            true,
+            interest,
             &domain,
             max_payload,
         );
         match outcome {
-            Ingested::Stored { .. } => {
+            Ingested::Stored { seq, purged } => {
+                let first = purged.then(|| st.store.fast_state().first_seq);
+                for slot in st.consumers.values_mut() {
+                    if let Some(first) = first {
+                        slot.c.on_removed(first);
+                    }
+                    slot.c.on_stored(seq, subject);
+                }
                 self.attention = true;
             }
             Ingested::Reply(body) => {
@@ -189,7 +221,9 @@ impl ShardJs {
         if !self.attention {
             return;
         }
-        let mut waiting = false;
+        self.attention = false;
+        let more = self.poll_consumers(core, now);
+        let mut waiting = more;
         let mut out = Vec::new();
         for st in self.streams.values_mut() {
             for a in st.durable_acks() {
@@ -200,8 +234,9 @@ impl ShardJs {
         for (acc, a) in out {
             core.publish_jetstream(acc, &a.reply, b"", None, &a.body, now);
         }
-        self.attention = waiting;
-        self.poll_at = waiting.then(|| now + DURABILITY_POLL);
+        self.attention |= waiting;
+        self.poll_at = waiting.then(|| if more { now } else { now + DURABILITY_POLL });
+        self.consumer_at = self.consumer_deadline();
     }
 
     fn schedule_expiry(&mut self, now: Instant) {
@@ -234,7 +269,7 @@ impl ShardExt for ShardJs {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        [self.poll_at, self.expire_at].into_iter().flatten().min()
+        [self.poll_at, self.expire_at, self.consumer_at].into_iter().flatten().min()
     }
 
     fn tick(&mut self, core: &mut ShardCore, now: Instant) {
@@ -244,6 +279,10 @@ impl ShardExt for ShardJs {
         if self.poll_at.is_some_and(|t| t <= now) {
             self.poll_at = None;
             self.attention = true;
+        }
+        if self.consumer_at.is_some_and(|t| t <= now) {
+            self.consumer_at = None;
+            self.tick_consumers(core, now);
         }
         self.release_acks(core, now);
     }

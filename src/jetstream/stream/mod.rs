@@ -46,6 +46,11 @@ pub struct Stream {
     pub acks: VecDeque<PendingAck>,
     /// The store has buffered writes to submit.
     pub dirty: bool,
+    /// The consumers, by name.
+    pub consumers: std::collections::BTreeMap<String, crate::jetstream::consumers::Slot>,
+    /// Stream sequences acknowledged since the last poll (interest and work-queue
+    /// retention remove them once no consumer needs them).
+    pub acked: Vec<u64>,
 }
 
 /// What the store of a stream enforces, from its configuration.
@@ -122,6 +127,8 @@ impl Stream {
             last_msg_id: String::new(),
             acks: VecDeque::new(),
             dirty: false,
+            consumers: Default::default(),
+            acked: Vec::new(),
         }
     }
 

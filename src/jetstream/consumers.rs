@@ -1,0 +1,348 @@
+//! A stream's consumers on the stream's shard: each [`Slot`] holds the sans-IO engine
+//! ([`super::consumer::Consumer`]), its subscriptions (acks, pull requests, flow control
+//! replies) and, for durable consumers of file streams, its directory (`obs/<name>`:
+//! `meta.inf` and the `o.dat` state, rewritten after each step that changed it).
+//!
+//! The shard drives them: new messages wake them, [`ShardJs::poll_consumers`] delivers
+//! after each step, timers come through the shard extension's deadline, and acks on
+//! interest and work-queue streams remove what no consumer needs any more.
+
+use super::api::config::{ConsumerConfig, Retention};
+use super::api::{ApiError, GoTime};
+use super::consumer::{Consumer, ConsumerEnv};
+use super::shard::{wall_ns, with_js, ShardJs, StreamKey};
+use crate::core::accounts::AccountId;
+use crate::core::client::SubId;
+use crate::core::shard::internal::{Handler, InternalMsg};
+use crate::core::shard::ShardCore;
+use std::path::PathBuf;
+use std::time::Instant;
+use storage::Store;
+
+/// One consumer and what the shard keeps for it.
+pub struct Slot {
+    pub c: Consumer,
+    pub subs: Vec<SubId>,
+    /// `obs/<name>` of a durable consumer on file storage.
+    pub dir: Option<PathBuf>,
+}
+
+/// What a consumer sees of its shard.
+pub struct Env<'a> {
+    pub core: &'a mut ShardCore,
+    pub store: &'a mut dyn Store,
+    pub acc: AccountId,
+    pub now: Instant,
+}
+
+impl ConsumerEnv for Env<'_> {
+    fn store(&mut self) -> &mut dyn Store {
+        self.store
+    }
+
+    fn now_ns(&self) -> i64 {
+        wall_ns()
+    }
+
+    fn has_interest(&mut self, subject: &str) -> bool {
+        self.core.has_interest(self.acc, subject.as_bytes())
+    }
+
+    fn publish(&mut self, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]) {
+        self.core
+            .publish_jetstream(self.acc, subject.as_bytes(), reply.as_bytes(), header, payload, self.now);
+    }
+
+    fn deliver(&mut self, to: &str, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]) {
+        self.core.deliver_jetstream(
+            self.acc,
+            to.as_bytes(),
+            subject.as_bytes(),
+            reply.as_bytes(),
+            header,
+            payload,
+            self.now,
+        );
+    }
+}
+
+/// Run `f` on one consumer with its environment.
+fn with_consumer<R>(
+    sjs: &mut ShardJs,
+    core: &mut ShardCore,
+    key: &StreamKey,
+    name: &str,
+    now: Instant,
+    f: impl FnOnce(&mut Consumer, &mut Env<'_>) -> R,
+) -> Option<R> {
+    let st = sjs.streams.get_mut(key)?;
+    let slot = st.consumers.get_mut(name)?;
+    let mut env = Env {
+        core,
+        store: st.store.as_mut(),
+        acc: key.0,
+        now,
+    };
+    Some(f(&mut slot.c, &mut env))
+}
+
+impl ShardJs {
+    /// Create (or recover) a consumer of a stream on this shard and subscribe its
+    /// subjects. `durable`: it keeps a directory on file streams.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_consumer(
+        &mut self,
+        core: &mut ShardCore,
+        acc: AccountId,
+        stream: &str,
+        name: &str,
+        cfg: ConsumerConfig,
+        created: GoTime,
+        state: Option<storage::ConsumerState>,
+        now: Instant,
+    ) -> Result<(), ApiError> {
+        let key = (acc, stream.to_string());
+        let domain = self.js.settings.domain.clone();
+        let account = core.account_table().name(acc).to_string();
+        let Some(st) = self.streams.get_mut(&key) else {
+            return Err(super::api::errors_table::JS_STREAM_NOT_FOUND_ERR.err());
+        };
+        let durable = !cfg.durable_name.is_empty();
+        let dir = match (&st.dir, durable && !cfg.mem_storage) {
+            (Some(d), true) => Some(super::stream::persist::consumer_dir(d, name)),
+            _ => None,
+        };
+        if let Some(d) = &dir {
+            super::stream::persist::write_consumer_meta(d, name, &cfg, created)
+                .map_err(|e| super::api::errors_table::JS_CONSUMER_STORE_FAILED_ERR_F.err_with(e))?;
+        }
+        let retention = st.cfg.retention != Retention::Limits;
+        let mut env = Env {
+            core,
+            store: st.store.as_mut(),
+            acc,
+            now,
+        };
+        let mut c = Consumer::new(stream, name, cfg, created, state, &mut env, now);
+        c.set_identity(&account, &domain);
+        c.set_retention_acks(retention);
+        let subs = subscribe_consumer(core, acc, stream, name, &domain, now);
+        if let Some(st) = self.streams.get_mut(&key) {
+            st.consumers.insert(name.to_string(), Slot { c, subs, dir });
+        }
+        self.touch();
+        Ok(())
+    }
+
+    /// Stop a consumer, unsubscribe it and with `delete` remove its directory. Pending
+    /// pull requests get `status` (`409 Consumer Deleted`).
+    pub fn remove_consumer(
+        &mut self,
+        core: &mut ShardCore,
+        key: &StreamKey,
+        name: &str,
+        delete: bool,
+        now: Instant,
+    ) -> bool {
+        let Some(st) = self.streams.get_mut(key) else { return false };
+        let Some(mut slot) = st.consumers.remove(name) else { return false };
+        {
+            let mut env = Env {
+                core,
+                store: st.store.as_mut(),
+                acc: key.0,
+                now,
+            };
+            slot.c.stop(&mut env, "409 Consumer Deleted");
+        }
+        for id in slot.subs.drain(..) {
+            core.unsubscribe_internal(id);
+        }
+        if delete {
+            if let Some(d) = &slot.dir {
+                let _ = std::fs::remove_dir_all(d);
+            }
+        } else if let Some(d) = &slot.dir {
+            let _ = super::stream::persist::write_atomic(&d.join("o.dat"), &storage::consumer_state::encode(&slot.c.state()));
+        }
+        self.touch();
+        true
+    }
+
+    /// Deliver for every consumer that wants to; persist changed durable state; apply
+    /// retention. Returns whether some consumer has more to do at once.
+    pub fn poll_consumers(&mut self, core: &mut ShardCore, now: Instant) -> bool {
+        let mut more = false;
+        let mut removals: Vec<(StreamKey, Vec<u64>)> = Vec::new();
+        for (key, st) in self.streams.iter_mut() {
+            if st.consumers.is_empty() {
+                continue;
+            }
+            let mut acked = std::mem::take(&mut st.acked);
+            for slot in st.consumers.values_mut() {
+                let mut env = Env {
+                    core,
+                    store: st.store.as_mut(),
+                    acc: key.0,
+                    now,
+                };
+                if slot.c.wants_poll() {
+                    more |= slot.c.poll(&mut env, now);
+                }
+                acked.extend(slot.c.take_acked());
+                if slot.c.take_dirty() {
+                    if let Some(d) = &slot.dir {
+                        let bytes = storage::consumer_state::encode(&slot.c.state());
+                        if let Err(e) = super::stream::persist::write_atomic(&d.join("o.dat"), &bytes) {
+                            tracing::warn!("JetStream consumer '{}' state write failed: {e}", slot.c.name());
+                        }
+                    }
+                }
+            }
+            if !acked.is_empty() {
+                removals.push((key.clone(), acked));
+            }
+        }
+        for (key, seqs) in removals {
+            self.apply_retention(core, &key, seqs, now);
+        }
+        more
+    }
+
+    /// Remove acknowledged messages from interest and work-queue streams.
+    fn apply_retention(&mut self, core: &mut ShardCore, key: &StreamKey, seqs: Vec<u64>, now: Instant) {
+        let Some(st) = self.streams.get_mut(key) else { return };
+        let mut removed = false;
+        for seq in seqs {
+            let gone = match st.cfg.retention {
+                Retention::Limits => false,
+                Retention::WorkQueue => true,
+                Retention::Interest => {
+                    let subject = st.store.subject_for_seq(seq).unwrap_or_default();
+                    !st.consumers.values().any(|s| s.c.needs(seq, &subject))
+                }
+            };
+            if gone && st.store.remove_msg(seq).unwrap_or(false) {
+                removed = true;
+                st.dirty = true;
+            }
+        }
+        if removed {
+            let first = st.store.fast_state().first_seq;
+            for slot in st.consumers.values_mut() {
+                slot.c.on_removed(first);
+            }
+        }
+        let _ = (core, now);
+    }
+
+    /// Timers of every consumer (redelivery, expiry, heartbeats) and inactivity.
+    pub fn tick_consumers(&mut self, core: &mut ShardCore, now: Instant) {
+        let mut gone: Vec<(StreamKey, String)> = Vec::new();
+        for (key, st) in self.streams.iter_mut() {
+            for (name, slot) in st.consumers.iter_mut() {
+                let mut env = Env {
+                    core,
+                    store: st.store.as_mut(),
+                    acc: key.0,
+                    now,
+                };
+                if slot.c.next_deadline().is_some_and(|d| d <= now) {
+                    slot.c.tick(&mut env, now);
+                }
+                if slot.c.inactive(&mut env, now) {
+                    gone.push((key.clone(), name.clone()));
+                }
+            }
+        }
+        for (key, name) in gone {
+            self.remove_consumer(core, &key, &name, true, now);
+            if let Some(e) = self.js.registry().get_mut(key.0, &key.1) {
+                e.consumers = e.consumers.saturating_sub(1);
+            }
+        }
+        self.touch();
+    }
+
+    /// The earliest consumer deadline on this shard.
+    pub fn consumer_deadline(&self) -> Option<Instant> {
+        self.streams
+            .values()
+            .flat_map(|st| st.consumers.values())
+            .filter_map(|s| s.c.next_deadline())
+            .min()
+    }
+
+    /// Recover the durable consumers of a stream from its directory.
+    pub fn recover_consumers(&mut self, core: &mut ShardCore, acc: AccountId, stream: &str, now: Instant) {
+        let Some(dir) = self.streams.get(&(acc, stream.to_string())).and_then(|s| s.dir.clone()) else {
+            return;
+        };
+        let Ok(entries) = std::fs::read_dir(dir.join("obs")) else { return };
+        for e in entries.flatten() {
+            let cdir = e.path();
+            let (name, cfg, created) = match super::stream::persist::read_consumer_meta(&cdir) {
+                Ok(m) => m,
+                Err(err) => {
+                    tracing::warn!("JetStream: skipping consumer directory {}: {err}", cdir.display());
+                    continue;
+                }
+            };
+            let state = std::fs::read(cdir.join("o.dat"))
+                .ok()
+                .and_then(|b| storage::consumer_state::decode(&b).ok());
+            if let Err(err) = self.add_consumer(core, acc, stream, &name, cfg, created, state, now) {
+                tracing::warn!("JetStream: could not recover consumer '{stream} > {name}': {err}");
+            } else if let Some(en) = self.js.registry().get_mut(acc, stream) {
+                en.consumers += 1;
+            }
+        }
+    }
+}
+
+/// Subscribe a consumer's ack, pull and flow-control subjects on this shard.
+fn subscribe_consumer(core: &mut ShardCore, acc: AccountId, stream: &str, name: &str, domain: &str, now: Instant) -> Vec<SubId> {
+    #[derive(Clone, Copy)]
+    enum Kind {
+        Ack,
+        Pull,
+        Fc,
+    }
+    let mut subjects = vec![
+        (format!("$JS.ACK.{stream}.{name}.>"), Kind::Ack),
+        (format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}"), Kind::Pull),
+        (format!("$JS.FC.{stream}.{name}.>"), Kind::Fc),
+    ];
+    if !domain.is_empty() {
+        subjects.push((format!("$JS.{domain}.API.CONSUMER.MSG.NEXT.{stream}.{name}"), Kind::Pull));
+    }
+    let mut subs = Vec::new();
+    for (subject, kind) in subjects {
+        let key: StreamKey = (acc, stream.to_string());
+        let cname = name.to_string();
+        let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+            with_js(core, |sjs, core| {
+                let subject = String::from_utf8_lossy(&m.subject).to_string();
+                let reply = String::from_utf8_lossy(&m.reply).to_string();
+                with_consumer(sjs, core, &key, &cname, now, |c, env| match kind {
+                    Kind::Ack => c.on_ack(env, &subject, &reply, &m.payload, now),
+                    Kind::Pull => {
+                        c.on_pull(env, &reply, m.header.as_deref(), &m.payload, now);
+                        Vec::new()
+                    }
+                    Kind::Fc => {
+                        c.on_flow_control(env, &subject, now);
+                        Vec::new()
+                    }
+                })
+                .filter(|acked| !acked.is_empty())
+                .and_then(|acked| sjs.streams.get_mut(&key).map(|st| st.acked.extend(acked)));
+                sjs.touch();
+            });
+        });
+        if let Some(id) = core.subscribe_internal(acc, &subject, None, false, h, now) {
+            subs.push(id);
+        }
+    }
+    subs
+}
