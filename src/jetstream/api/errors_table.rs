@@ -4,1559 +4,449 @@
 use super::errors::ErrDef;
 
 /// 10002: resource limits exceeded for account
-pub const JS_ACCOUNT_RESOURCES_EXCEEDED_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10002,
-    text: "resource limits exceeded for account",
-    name: "JSAccountResourcesExceededErr",
-};
+pub const JS_ACCOUNT_RESOURCES_EXCEEDED_ERR: ErrDef = ErrDef { code: 400, err_code: 10002, text: "resource limits exceeded for account", name: "JSAccountResourcesExceededErr" };
 /// 10201: atomic publish batch contains duplicate message id
-pub const JS_ATOMIC_PUBLISH_CONTAINS_DUPLICATE_MESSAGE_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10201,
-    text: "atomic publish batch contains duplicate message id",
-    name: "JSAtomicPublishContainsDuplicateMessageErr",
-};
+pub const JS_ATOMIC_PUBLISH_CONTAINS_DUPLICATE_MESSAGE_ERR: ErrDef = ErrDef { code: 400, err_code: 10201, text: "atomic publish batch contains duplicate message id", name: "JSAtomicPublishContainsDuplicateMessageErr" };
 /// 10174: atomic publish is disabled
-pub const JS_ATOMIC_PUBLISH_DISABLED_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10174,
-    text: "atomic publish is disabled",
-    name: "JSAtomicPublishDisabledErr",
-};
+pub const JS_ATOMIC_PUBLISH_DISABLED_ERR: ErrDef = ErrDef { code: 400, err_code: 10174, text: "atomic publish is disabled", name: "JSAtomicPublishDisabledErr" };
 /// 10176: atomic publish batch is incomplete
-pub const JS_ATOMIC_PUBLISH_INCOMPLETE_BATCH_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10176,
-    text: "atomic publish batch is incomplete",
-    name: "JSAtomicPublishIncompleteBatchErr",
-};
+pub const JS_ATOMIC_PUBLISH_INCOMPLETE_BATCH_ERR: ErrDef = ErrDef { code: 400, err_code: 10176, text: "atomic publish batch is incomplete", name: "JSAtomicPublishIncompleteBatchErr" };
 /// 10200: atomic publish batch commit is invalid
-pub const JS_ATOMIC_PUBLISH_INVALID_BATCH_COMMIT_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10200,
-    text: "atomic publish batch commit is invalid",
-    name: "JSAtomicPublishInvalidBatchCommitErr",
-};
+pub const JS_ATOMIC_PUBLISH_INVALID_BATCH_COMMIT_ERR: ErrDef = ErrDef { code: 400, err_code: 10200, text: "atomic publish batch commit is invalid", name: "JSAtomicPublishInvalidBatchCommitErr" };
 /// 10179: atomic publish batch ID is invalid
-pub const JS_ATOMIC_PUBLISH_INVALID_BATCH_ID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10179,
-    text: "atomic publish batch ID is invalid",
-    name: "JSAtomicPublishInvalidBatchIDErr",
-};
+pub const JS_ATOMIC_PUBLISH_INVALID_BATCH_ID_ERR: ErrDef = ErrDef { code: 400, err_code: 10179, text: "atomic publish batch ID is invalid", name: "JSAtomicPublishInvalidBatchIDErr" };
 /// 10175: atomic publish sequence is missing
-pub const JS_ATOMIC_PUBLISH_MISSING_SEQ_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10175,
-    text: "atomic publish sequence is missing",
-    name: "JSAtomicPublishMissingSeqErr",
-};
+pub const JS_ATOMIC_PUBLISH_MISSING_SEQ_ERR: ErrDef = ErrDef { code: 400, err_code: 10175, text: "atomic publish sequence is missing", name: "JSAtomicPublishMissingSeqErr" };
 /// 10199: atomic publish batch is too large: <size>
-pub const JS_ATOMIC_PUBLISH_TOO_LARGE_BATCH_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10199,
-    text: "atomic publish batch is too large: {size}",
-    name: "JSAtomicPublishTooLargeBatchErrF",
-};
+pub const JS_ATOMIC_PUBLISH_TOO_LARGE_BATCH_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10199, text: "atomic publish batch is too large: {size}", name: "JSAtomicPublishTooLargeBatchErrF" };
 /// 10210: atomic publish too many inflight
-pub const JS_ATOMIC_PUBLISH_TOO_MANY_INFLIGHT: ErrDef = ErrDef {
-    code: 429,
-    err_code: 10210,
-    text: "atomic publish too many inflight",
-    name: "JSAtomicPublishTooManyInflight",
-};
+pub const JS_ATOMIC_PUBLISH_TOO_MANY_INFLIGHT: ErrDef = ErrDef { code: 429, err_code: 10210, text: "atomic publish too many inflight", name: "JSAtomicPublishTooManyInflight" };
 /// 10177: atomic publish unsupported header used: <header>
-pub const JS_ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10177,
-    text: "atomic publish unsupported header used: {header}",
-    name: "JSAtomicPublishUnsupportedHeaderBatchErr",
-};
+pub const JS_ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH_ERR: ErrDef = ErrDef { code: 400, err_code: 10177, text: "atomic publish unsupported header used: {header}", name: "JSAtomicPublishUnsupportedHeaderBatchErr" };
 /// 10003: bad request
-pub const JS_BAD_REQUEST_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10003,
-    text: "bad request",
-    name: "JSBadRequestErr",
-};
+pub const JS_BAD_REQUEST_ERR: ErrDef = ErrDef { code: 400, err_code: 10003, text: "bad request", name: "JSBadRequestErr" };
 /// 10205: batch publish is disabled
-pub const JS_BATCH_PUBLISH_DISABLED_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10205,
-    text: "batch publish is disabled",
-    name: "JSBatchPublishDisabledErr",
-};
+pub const JS_BATCH_PUBLISH_DISABLED_ERR: ErrDef = ErrDef { code: 400, err_code: 10205, text: "batch publish is disabled", name: "JSBatchPublishDisabledErr" };
 /// 10207: batch publish ID is invalid
-pub const JS_BATCH_PUBLISH_INVALID_BATCH_ID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10207,
-    text: "batch publish ID is invalid",
-    name: "JSBatchPublishInvalidBatchIDErr",
-};
+pub const JS_BATCH_PUBLISH_INVALID_BATCH_ID_ERR: ErrDef = ErrDef { code: 400, err_code: 10207, text: "batch publish ID is invalid", name: "JSBatchPublishInvalidBatchIDErr" };
 /// 10206: batch publish pattern is invalid
-pub const JS_BATCH_PUBLISH_INVALID_PATTERN_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10206,
-    text: "batch publish pattern is invalid",
-    name: "JSBatchPublishInvalidPatternErr",
-};
+pub const JS_BATCH_PUBLISH_INVALID_PATTERN_ERR: ErrDef = ErrDef { code: 400, err_code: 10206, text: "batch publish pattern is invalid", name: "JSBatchPublishInvalidPatternErr" };
 /// 10211: batch publish too many inflight
-pub const JS_BATCH_PUBLISH_TOO_MANY_INFLIGHT: ErrDef = ErrDef {
-    code: 429,
-    err_code: 10211,
-    text: "batch publish too many inflight",
-    name: "JSBatchPublishTooManyInflight",
-};
+pub const JS_BATCH_PUBLISH_TOO_MANY_INFLIGHT: ErrDef = ErrDef { code: 429, err_code: 10211, text: "batch publish too many inflight", name: "JSBatchPublishTooManyInflight" };
 /// 10208: batch publish ID unknown
-pub const JS_BATCH_PUBLISH_UNKNOWN_BATCH_ID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10208,
-    text: "batch publish ID unknown",
-    name: "JSBatchPublishUnknownBatchIDErr",
-};
+pub const JS_BATCH_PUBLISH_UNKNOWN_BATCH_ID_ERR: ErrDef = ErrDef { code: 400, err_code: 10208, text: "batch publish ID unknown", name: "JSBatchPublishUnknownBatchIDErr" };
 /// 10004: incomplete results
-pub const JS_CLUSTER_INCOMPLETE_ERR: ErrDef = ErrDef {
-    code: 503,
-    err_code: 10004,
-    text: "incomplete results",
-    name: "JSClusterIncompleteErr",
-};
+pub const JS_CLUSTER_INCOMPLETE_ERR: ErrDef = ErrDef { code: 503, err_code: 10004, text: "incomplete results", name: "JSClusterIncompleteErr" };
 /// 10005: <err>
-pub const JS_CLUSTER_NO_PEERS_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10005,
-    text: "{err}",
-    name: "JSClusterNoPeersErrF",
-};
+pub const JS_CLUSTER_NO_PEERS_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10005, text: "{err}", name: "JSClusterNoPeersErrF" };
 /// 10006: JetStream not in clustered mode
-pub const JS_CLUSTER_NOT_ACTIVE_ERR: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10006,
-    text: "JetStream not in clustered mode",
-    name: "JSClusterNotActiveErr",
-};
+pub const JS_CLUSTER_NOT_ACTIVE_ERR: ErrDef = ErrDef { code: 500, err_code: 10006, text: "JetStream not in clustered mode", name: "JSClusterNotActiveErr" };
 /// 10007: JetStream cluster not assigned to this server
-pub const JS_CLUSTER_NOT_ASSIGNED_ERR: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10007,
-    text: "JetStream cluster not assigned to this server",
-    name: "JSClusterNotAssignedErr",
-};
+pub const JS_CLUSTER_NOT_ASSIGNED_ERR: ErrDef = ErrDef { code: 500, err_code: 10007, text: "JetStream cluster not assigned to this server", name: "JSClusterNotAssignedErr" };
 /// 10008: JetStream system temporarily unavailable
-pub const JS_CLUSTER_NOT_AVAIL_ERR: ErrDef = ErrDef {
-    code: 503,
-    err_code: 10008,
-    text: "JetStream system temporarily unavailable",
-    name: "JSClusterNotAvailErr",
-};
+pub const JS_CLUSTER_NOT_AVAIL_ERR: ErrDef = ErrDef { code: 503, err_code: 10008, text: "JetStream system temporarily unavailable", name: "JSClusterNotAvailErr" };
 /// 10009: JetStream cluster can not handle request
-pub const JS_CLUSTER_NOT_LEADER_ERR: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10009,
-    text: "JetStream cluster can not handle request",
-    name: "JSClusterNotLeaderErr",
-};
+pub const JS_CLUSTER_NOT_LEADER_ERR: ErrDef = ErrDef { code: 500, err_code: 10009, text: "JetStream cluster can not handle request", name: "JSClusterNotLeaderErr" };
 /// 10040: peer not a member
-pub const JS_CLUSTER_PEER_NOT_MEMBER_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10040,
-    text: "peer not a member",
-    name: "JSClusterPeerNotMemberErr",
-};
+pub const JS_CLUSTER_PEER_NOT_MEMBER_ERR: ErrDef = ErrDef { code: 400, err_code: 10040, text: "peer not a member", name: "JSClusterPeerNotMemberErr" };
 /// 10010: JetStream clustering support required
-pub const JS_CLUSTER_REQUIRED_ERR: ErrDef = ErrDef {
-    code: 503,
-    err_code: 10010,
-    text: "JetStream clustering support required",
-    name: "JSClusterRequiredErr",
-};
+pub const JS_CLUSTER_REQUIRED_ERR: ErrDef = ErrDef { code: 503, err_code: 10010, text: "JetStream clustering support required", name: "JSClusterRequiredErr" };
 /// 10202: cluster member change is in progress
-pub const JS_CLUSTER_SERVER_MEMBER_CHANGE_INFLIGHT_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10202,
-    text: "cluster member change is in progress",
-    name: "JSClusterServerMemberChangeInflightErr",
-};
+pub const JS_CLUSTER_SERVER_MEMBER_CHANGE_INFLIGHT_ERR: ErrDef = ErrDef { code: 400, err_code: 10202, text: "cluster member change is in progress", name: "JSClusterServerMemberChangeInflightErr" };
 /// 10044: server is not a member of the cluster
-pub const JS_CLUSTER_SERVER_NOT_MEMBER_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10044,
-    text: "server is not a member of the cluster",
-    name: "JSClusterServerNotMemberErr",
-};
+pub const JS_CLUSTER_SERVER_NOT_MEMBER_ERR: ErrDef = ErrDef { code: 400, err_code: 10044, text: "server is not a member of the cluster", name: "JSClusterServerNotMemberErr" };
 /// 10011: tags placement not supported for operation
-pub const JS_CLUSTER_TAGS_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10011,
-    text: "tags placement not supported for operation",
-    name: "JSClusterTagsErr",
-};
+pub const JS_CLUSTER_TAGS_ERR: ErrDef = ErrDef { code: 400, err_code: 10011, text: "tags placement not supported for operation", name: "JSClusterTagsErr" };
 /// 10036: not currently supported in clustered mode
-pub const JS_CLUSTER_UN_SUPPORT_FEATURE_ERR: ErrDef = ErrDef {
-    code: 503,
-    err_code: 10036,
-    text: "not currently supported in clustered mode",
-    name: "JSClusterUnSupportFeatureErr",
-};
+pub const JS_CLUSTER_UN_SUPPORT_FEATURE_ERR: ErrDef = ErrDef { code: 503, err_code: 10036, text: "not currently supported in clustered mode", name: "JSClusterUnSupportFeatureErr" };
 /// 10219: flow control ack policy requires flow control
-pub const JS_CONSUMER_ACK_FC_REQUIRES_FC_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10219,
-    text: "flow control ack policy requires flow control",
-    name: "JSConsumerAckFCRequiresFCErr",
-};
+pub const JS_CONSUMER_ACK_FC_REQUIRES_FC_ERR: ErrDef = ErrDef { code: 400, err_code: 10219, text: "flow control ack policy requires flow control", name: "JSConsumerAckFCRequiresFCErr" };
 /// 10220: flow control ack policy requires max ack pending
-pub const JS_CONSUMER_ACK_FC_REQUIRES_MAX_ACK_PENDING_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10220,
-    text: "flow control ack policy requires max ack pending",
-    name: "JSConsumerAckFCRequiresMaxAckPendingErr",
-};
+pub const JS_CONSUMER_ACK_FC_REQUIRES_MAX_ACK_PENDING_ERR: ErrDef = ErrDef { code: 400, err_code: 10220, text: "flow control ack policy requires max ack pending", name: "JSConsumerAckFCRequiresMaxAckPendingErr" };
 /// 10221: flow control ack policy requires unset ack wait
-pub const JS_CONSUMER_ACK_FC_REQUIRES_NO_ACK_WAIT_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10221,
-    text: "flow control ack policy requires unset ack wait",
-    name: "JSConsumerAckFCRequiresNoAckWaitErr",
-};
+pub const JS_CONSUMER_ACK_FC_REQUIRES_NO_ACK_WAIT_ERR: ErrDef = ErrDef { code: 400, err_code: 10221, text: "flow control ack policy requires unset ack wait", name: "JSConsumerAckFCRequiresNoAckWaitErr" };
 /// 10222: flow control ack policy requires unset max deliver
-pub const JS_CONSUMER_ACK_FC_REQUIRES_NO_MAX_DELIVER_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10222,
-    text: "flow control ack policy requires unset max deliver",
-    name: "JSConsumerAckFCRequiresNoMaxDeliverErr",
-};
+pub const JS_CONSUMER_ACK_FC_REQUIRES_NO_MAX_DELIVER_ERR: ErrDef = ErrDef { code: 400, err_code: 10222, text: "flow control ack policy requires unset max deliver", name: "JSConsumerAckFCRequiresNoMaxDeliverErr" };
 /// 10218: flow control ack policy requires a push based consumer
-pub const JS_CONSUMER_ACK_FC_REQUIRES_PUSH_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10218,
-    text: "flow control ack policy requires a push based consumer",
-    name: "JSConsumerAckFCRequiresPushErr",
-};
+pub const JS_CONSUMER_ACK_FC_REQUIRES_PUSH_ERR: ErrDef = ErrDef { code: 400, err_code: 10218, text: "flow control ack policy requires a push based consumer", name: "JSConsumerAckFCRequiresPushErr" };
 /// 10181: consumer ack policy invalid
-pub const JS_CONSUMER_ACK_POLICY_INVALID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10181,
-    text: "consumer ack policy invalid",
-    name: "JSConsumerAckPolicyInvalidErr",
-};
+pub const JS_CONSUMER_ACK_POLICY_INVALID_ERR: ErrDef = ErrDef { code: 400, err_code: 10181, text: "consumer ack policy invalid", name: "JSConsumerAckPolicyInvalidErr" };
 /// 10183: consumer ack wait needs to be positive
-pub const JS_CONSUMER_ACK_WAIT_NEGATIVE_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10183,
-    text: "consumer ack wait needs to be positive",
-    name: "JSConsumerAckWaitNegativeErr",
-};
+pub const JS_CONSUMER_ACK_WAIT_NEGATIVE_ERR: ErrDef = ErrDef { code: 400, err_code: 10183, text: "consumer ack wait needs to be positive", name: "JSConsumerAckWaitNegativeErr" };
 /// 10148: consumer already exists
-pub const JS_CONSUMER_ALREADY_EXISTS: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10148,
-    text: "consumer already exists",
-    name: "JSConsumerAlreadyExists",
-};
+pub const JS_CONSUMER_ALREADY_EXISTS: ErrDef = ErrDef { code: 400, err_code: 10148, text: "consumer already exists", name: "JSConsumerAlreadyExists" };
 /// 10184: consumer backoff needs to be positive
-pub const JS_CONSUMER_BACK_OFF_NEGATIVE_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10184,
-    text: "consumer backoff needs to be positive",
-    name: "JSConsumerBackOffNegativeErr",
-};
+pub const JS_CONSUMER_BACK_OFF_NEGATIVE_ERR: ErrDef = ErrDef { code: 400, err_code: 10184, text: "consumer backoff needs to be positive", name: "JSConsumerBackOffNegativeErr" };
 /// 10103: durable name can not contain '.', '*', '>'
-pub const JS_CONSUMER_BAD_DURABLE_NAME_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10103,
-    text: "durable name can not contain '.', '*', '>'",
-    name: "JSConsumerBadDurableNameErr",
-};
+pub const JS_CONSUMER_BAD_DURABLE_NAME_ERR: ErrDef = ErrDef { code: 400, err_code: 10103, text: "durable name can not contain '.', '*', '>'", name: "JSConsumerBadDurableNameErr" };
 /// 10078: consumer config required
-pub const JS_CONSUMER_CONFIG_REQUIRED_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10078,
-    text: "consumer config required",
-    name: "JSConsumerConfigRequiredErr",
-};
+pub const JS_CONSUMER_CONFIG_REQUIRED_ERR: ErrDef = ErrDef { code: 400, err_code: 10078, text: "consumer config required", name: "JSConsumerConfigRequiredErr" };
 /// 10132: Consumer Durable and Name have to be equal if both are provided
-pub const JS_CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10132,
-    text: "Consumer Durable and Name have to be equal if both are provided",
-    name: "JSConsumerCreateDurableAndNameMismatch",
-};
+pub const JS_CONSUMER_CREATE_DURABLE_AND_NAME_MISMATCH: ErrDef = ErrDef { code: 400, err_code: 10132, text: "Consumer Durable and Name have to be equal if both are provided", name: "JSConsumerCreateDurableAndNameMismatch" };
 /// 10012: <err>
-pub const JS_CONSUMER_CREATE_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10012,
-    text: "{err}",
-    name: "JSConsumerCreateErrF",
-};
+pub const JS_CONSUMER_CREATE_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10012, text: "{err}", name: "JSConsumerCreateErrF" };
 /// 10131: Consumer create request did not match filtered subject from create subject
-pub const JS_CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10131,
-    text: "Consumer create request did not match filtered subject from create subject",
-    name: "JSConsumerCreateFilterSubjectMismatchErr",
-};
+pub const JS_CONSUMER_CREATE_FILTER_SUBJECT_MISMATCH_ERR: ErrDef = ErrDef { code: 400, err_code: 10131, text: "Consumer create request did not match filtered subject from create subject", name: "JSConsumerCreateFilterSubjectMismatchErr" };
 /// 10081: consumer deliver subject forms a cycle
-pub const JS_CONSUMER_DELIVER_CYCLE_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10081,
-    text: "consumer deliver subject forms a cycle",
-    name: "JSConsumerDeliverCycleErr",
-};
+pub const JS_CONSUMER_DELIVER_CYCLE_ERR: ErrDef = ErrDef { code: 400, err_code: 10081, text: "consumer deliver subject forms a cycle", name: "JSConsumerDeliverCycleErr" };
 /// 10079: consumer deliver subject has wildcards
-pub const JS_CONSUMER_DELIVER_TO_WILDCARDS_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10079,
-    text: "consumer deliver subject has wildcards",
-    name: "JSConsumerDeliverToWildcardsErr",
-};
+pub const JS_CONSUMER_DELIVER_TO_WILDCARDS_ERR: ErrDef = ErrDef { code: 400, err_code: 10079, text: "consumer deliver subject has wildcards", name: "JSConsumerDeliverToWildcardsErr" };
 /// 10107: consumer description is too long, maximum allowed is <max>
-pub const JS_CONSUMER_DESCRIPTION_TOO_LONG_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10107,
-    text: "consumer description is too long, maximum allowed is {max}",
-    name: "JSConsumerDescriptionTooLongErrF",
-};
+pub const JS_CONSUMER_DESCRIPTION_TOO_LONG_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10107, text: "consumer description is too long, maximum allowed is {max}", name: "JSConsumerDescriptionTooLongErrF" };
 /// 10091: consumer direct requires an ephemeral consumer
-pub const JS_CONSUMER_DIRECT_REQUIRES_EPHEMERAL_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10091,
-    text: "consumer direct requires an ephemeral consumer",
-    name: "JSConsumerDirectRequiresEphemeralErr",
-};
+pub const JS_CONSUMER_DIRECT_REQUIRES_EPHEMERAL_ERR: ErrDef = ErrDef { code: 400, err_code: 10091, text: "consumer direct requires an ephemeral consumer", name: "JSConsumerDirectRequiresEphemeralErr" };
 /// 10090: consumer direct requires a push based consumer
-pub const JS_CONSUMER_DIRECT_REQUIRES_PUSH_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10090,
-    text: "consumer direct requires a push based consumer",
-    name: "JSConsumerDirectRequiresPushErr",
-};
+pub const JS_CONSUMER_DIRECT_REQUIRES_PUSH_ERR: ErrDef = ErrDef { code: 400, err_code: 10090, text: "consumer direct requires a push based consumer", name: "JSConsumerDirectRequiresPushErr" };
 /// 10149: consumer does not exist
-pub const JS_CONSUMER_DOES_NOT_EXIST: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10149,
-    text: "consumer does not exist",
-    name: "JSConsumerDoesNotExist",
-};
+pub const JS_CONSUMER_DOES_NOT_EXIST: ErrDef = ErrDef { code: 400, err_code: 10149, text: "consumer does not exist", name: "JSConsumerDoesNotExist" };
 /// 10136: consumer cannot have both FilterSubject and FilterSubjects specified
-pub const JS_CONSUMER_DUPLICATE_FILTER_SUBJECTS: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10136,
-    text: "consumer cannot have both FilterSubject and FilterSubjects specified",
-    name: "JSConsumerDuplicateFilterSubjects",
-};
+pub const JS_CONSUMER_DUPLICATE_FILTER_SUBJECTS: ErrDef = ErrDef { code: 400, err_code: 10136, text: "consumer cannot have both FilterSubject and FilterSubjects specified", name: "JSConsumerDuplicateFilterSubjects" };
 /// 10016: consumer expected to be durable but no durable name set in subject
-pub const JS_CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10016,
-    text: "consumer expected to be durable but no durable name set in subject",
-    name: "JSConsumerDurableNameNotInSubjectErr",
-};
+pub const JS_CONSUMER_DURABLE_NAME_NOT_IN_SUBJECT_ERR: ErrDef = ErrDef { code: 400, err_code: 10016, text: "consumer expected to be durable but no durable name set in subject", name: "JSConsumerDurableNameNotInSubjectErr" };
 /// 10017: consumer name in subject does not match durable name in request
-pub const JS_CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10017,
-    text: "consumer name in subject does not match durable name in request",
-    name: "JSConsumerDurableNameNotMatchSubjectErr",
-};
+pub const JS_CONSUMER_DURABLE_NAME_NOT_MATCH_SUBJECT_ERR: ErrDef = ErrDef { code: 400, err_code: 10017, text: "consumer name in subject does not match durable name in request", name: "JSConsumerDurableNameNotMatchSubjectErr" };
 /// 10018: consumer expected to be durable but a durable name was not set
-pub const JS_CONSUMER_DURABLE_NAME_NOT_SET_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10018,
-    text: "consumer expected to be durable but a durable name was not set",
-    name: "JSConsumerDurableNameNotSetErr",
-};
+pub const JS_CONSUMER_DURABLE_NAME_NOT_SET_ERR: ErrDef = ErrDef { code: 400, err_code: 10018, text: "consumer expected to be durable but a durable name was not set", name: "JSConsumerDurableNameNotSetErr" };
 /// 10139: consumer filter in FilterSubjects cannot be empty
-pub const JS_CONSUMER_EMPTY_FILTER: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10139,
-    text: "consumer filter in FilterSubjects cannot be empty",
-    name: "JSConsumerEmptyFilter",
-};
+pub const JS_CONSUMER_EMPTY_FILTER: ErrDef = ErrDef { code: 400, err_code: 10139, text: "consumer filter in FilterSubjects cannot be empty", name: "JSConsumerEmptyFilter" };
 /// 10161: Group name cannot be an empty string
-pub const JS_CONSUMER_EMPTY_GROUP_NAME: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10161,
-    text: "Group name cannot be an empty string",
-    name: "JSConsumerEmptyGroupName",
-};
+pub const JS_CONSUMER_EMPTY_GROUP_NAME: ErrDef = ErrDef { code: 400, err_code: 10161, text: "Group name cannot be an empty string", name: "JSConsumerEmptyGroupName" };
 /// 10019: consumer expected to be ephemeral but detected a durable name set in subject
-pub const JS_CONSUMER_EPHEMERAL_WITH_DURABLE_IN_SUBJECT_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10019,
-    text: "consumer expected to be ephemeral but detected a durable name set in subject",
-    name: "JSConsumerEphemeralWithDurableInSubjectErr",
-};
+pub const JS_CONSUMER_EPHEMERAL_WITH_DURABLE_IN_SUBJECT_ERR: ErrDef = ErrDef { code: 400, err_code: 10019, text: "consumer expected to be ephemeral but detected a durable name set in subject", name: "JSConsumerEphemeralWithDurableInSubjectErr" };
 /// 10020: consumer expected to be ephemeral but a durable name was set in request
-pub const JS_CONSUMER_EPHEMERAL_WITH_DURABLE_NAME_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10020,
-    text: "consumer expected to be ephemeral but a durable name was set in request",
-    name: "JSConsumerEphemeralWithDurableNameErr",
-};
+pub const JS_CONSUMER_EPHEMERAL_WITH_DURABLE_NAME_ERR: ErrDef = ErrDef { code: 400, err_code: 10020, text: "consumer expected to be ephemeral but a durable name was set in request", name: "JSConsumerEphemeralWithDurableNameErr" };
 /// 10105: consumer already exists and is still active
-pub const JS_CONSUMER_EXISTING_ACTIVE_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10105,
-    text: "consumer already exists and is still active",
-    name: "JSConsumerExistingActiveErr",
-};
+pub const JS_CONSUMER_EXISTING_ACTIVE_ERR: ErrDef = ErrDef { code: 400, err_code: 10105, text: "consumer already exists and is still active", name: "JSConsumerExistingActiveErr" };
 /// 10089: consumer flow control requires a push based consumer
-pub const JS_CONSUMER_FC_REQUIRES_PUSH_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10089,
-    text: "consumer flow control requires a push based consumer",
-    name: "JSConsumerFCRequiresPushErr",
-};
+pub const JS_CONSUMER_FC_REQUIRES_PUSH_ERR: ErrDef = ErrDef { code: 400, err_code: 10089, text: "consumer flow control requires a push based consumer", name: "JSConsumerFCRequiresPushErr" };
 /// 10093: consumer filter subject is not a valid subset of the interest subjects
-pub const JS_CONSUMER_FILTER_NOT_SUBSET_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10093,
-    text: "consumer filter subject is not a valid subset of the interest subjects",
-    name: "JSConsumerFilterNotSubsetErr",
-};
+pub const JS_CONSUMER_FILTER_NOT_SUBSET_ERR: ErrDef = ErrDef { code: 400, err_code: 10093, text: "consumer filter subject is not a valid subset of the interest subjects", name: "JSConsumerFilterNotSubsetErr" };
 /// 10088: consumer idle heartbeat requires a push based consumer
-pub const JS_CONSUMER_HB_REQUIRES_PUSH_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10088,
-    text: "consumer idle heartbeat requires a push based consumer",
-    name: "JSConsumerHBRequiresPushErr",
-};
+pub const JS_CONSUMER_HB_REQUIRES_PUSH_ERR: ErrDef = ErrDef { code: 400, err_code: 10088, text: "consumer idle heartbeat requires a push based consumer", name: "JSConsumerHBRequiresPushErr" };
 /// 10153: consumer inactive threshold exceeds system limit of <limit>
-pub const JS_CONSUMER_INACTIVE_THRESHOLD_EXCESS: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10153,
-    text: "consumer inactive threshold exceeds system limit of {limit}",
-    name: "JSConsumerInactiveThresholdExcess",
-};
+pub const JS_CONSUMER_INACTIVE_THRESHOLD_EXCESS: ErrDef = ErrDef { code: 400, err_code: 10153, text: "consumer inactive threshold exceeds system limit of {limit}", name: "JSConsumerInactiveThresholdExcess" };
 /// 10112: invalid push consumer deliver subject
-pub const JS_CONSUMER_INVALID_DELIVER_SUBJECT: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10112,
-    text: "invalid push consumer deliver subject",
-    name: "JSConsumerInvalidDeliverSubject",
-};
+pub const JS_CONSUMER_INVALID_DELIVER_SUBJECT: ErrDef = ErrDef { code: 400, err_code: 10112, text: "invalid push consumer deliver subject", name: "JSConsumerInvalidDeliverSubject" };
 /// 10162: Valid priority group name must match A-Z, a-z, 0-9, -_/=)+ and may not exceed 16 characters
-pub const JS_CONSUMER_INVALID_GROUP_NAME_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10162,
-    text: "Valid priority group name must match A-Z, a-z, 0-9, -_/=)+ and may not exceed 16 characters",
-    name: "JSConsumerInvalidGroupNameErr",
-};
+pub const JS_CONSUMER_INVALID_GROUP_NAME_ERR: ErrDef = ErrDef { code: 400, err_code: 10162, text: "Valid priority group name must match A-Z, a-z, 0-9, -_/=)+ and may not exceed 16 characters", name: "JSConsumerInvalidGroupNameErr" };
 /// 10094: <err>
-pub const JS_CONSUMER_INVALID_POLICY_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10094,
-    text: "{err}",
-    name: "JSConsumerInvalidPolicyErrF",
-};
+pub const JS_CONSUMER_INVALID_POLICY_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10094, text: "{err}", name: "JSConsumerInvalidPolicyErrF" };
 /// 10160: Provided priority group does not exist for this consumer
-pub const JS_CONSUMER_INVALID_PRIORITY_GROUP_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10160,
-    text: "Provided priority group does not exist for this consumer",
-    name: "JSConsumerInvalidPriorityGroupErr",
-};
+pub const JS_CONSUMER_INVALID_PRIORITY_GROUP_ERR: ErrDef = ErrDef { code: 400, err_code: 10160, text: "Provided priority group does not exist for this consumer", name: "JSConsumerInvalidPriorityGroupErr" };
 /// 10204: invalid reset: <err>
-pub const JS_CONSUMER_INVALID_RESET_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10204,
-    text: "invalid reset: {err}",
-    name: "JSConsumerInvalidResetErr",
-};
+pub const JS_CONSUMER_INVALID_RESET_ERR: ErrDef = ErrDef { code: 400, err_code: 10204, text: "invalid reset: {err}", name: "JSConsumerInvalidResetErr" };
 /// 10095: failed to parse consumer sampling configuration: <err>
-pub const JS_CONSUMER_INVALID_SAMPLING_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10095,
-    text: "failed to parse consumer sampling configuration: {err}",
-    name: "JSConsumerInvalidSamplingErrF",
-};
+pub const JS_CONSUMER_INVALID_SAMPLING_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10095, text: "failed to parse consumer sampling configuration: {err}", name: "JSConsumerInvalidSamplingErrF" };
 /// 10116: max deliver is required to be > length of backoff values
-pub const JS_CONSUMER_MAX_DELIVER_BACKOFF_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10116,
-    text: "max deliver is required to be > length of backoff values",
-    name: "JSConsumerMaxDeliverBackoffErr",
-};
+pub const JS_CONSUMER_MAX_DELIVER_BACKOFF_ERR: ErrDef = ErrDef { code: 400, err_code: 10116, text: "max deliver is required to be > length of backoff values", name: "JSConsumerMaxDeliverBackoffErr" };
 /// 10121: consumer max ack pending exceeds system limit of <limit>
-pub const JS_CONSUMER_MAX_PENDING_ACK_EXCESS_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10121,
-    text: "consumer max ack pending exceeds system limit of {limit}",
-    name: "JSConsumerMaxPendingAckExcessErrF",
-};
+pub const JS_CONSUMER_MAX_PENDING_ACK_EXCESS_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10121, text: "consumer max ack pending exceeds system limit of {limit}", name: "JSConsumerMaxPendingAckExcessErrF" };
 /// 10082: consumer requires ack policy for max ack pending
-pub const JS_CONSUMER_MAX_PENDING_ACK_POLICY_REQUIRED_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10082,
-    text: "consumer requires ack policy for max ack pending",
-    name: "JSConsumerMaxPendingAckPolicyRequiredErr",
-};
+pub const JS_CONSUMER_MAX_PENDING_ACK_POLICY_REQUIRED_ERR: ErrDef = ErrDef { code: 400, err_code: 10082, text: "consumer requires ack policy for max ack pending", name: "JSConsumerMaxPendingAckPolicyRequiredErr" };
 /// 10125: consumer max request batch exceeds server limit of <limit>
-pub const JS_CONSUMER_MAX_REQUEST_BATCH_EXCEEDED_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10125,
-    text: "consumer max request batch exceeds server limit of {limit}",
-    name: "JSConsumerMaxRequestBatchExceededF",
-};
+pub const JS_CONSUMER_MAX_REQUEST_BATCH_EXCEEDED_F: ErrDef = ErrDef { code: 400, err_code: 10125, text: "consumer max request batch exceeds server limit of {limit}", name: "JSConsumerMaxRequestBatchExceededF" };
 /// 10114: consumer max request batch needs to be > 0
-pub const JS_CONSUMER_MAX_REQUEST_BATCH_NEGATIVE_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10114,
-    text: "consumer max request batch needs to be > 0",
-    name: "JSConsumerMaxRequestBatchNegativeErr",
-};
+pub const JS_CONSUMER_MAX_REQUEST_BATCH_NEGATIVE_ERR: ErrDef = ErrDef { code: 400, err_code: 10114, text: "consumer max request batch needs to be > 0", name: "JSConsumerMaxRequestBatchNegativeErr" };
 /// 10115: consumer max request expires needs to be >= 1ms
-pub const JS_CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10115,
-    text: "consumer max request expires needs to be >= 1ms",
-    name: "JSConsumerMaxRequestExpiresTooSmall",
-};
+pub const JS_CONSUMER_MAX_REQUEST_EXPIRES_TOO_SMALL: ErrDef = ErrDef { code: 400, err_code: 10115, text: "consumer max request expires needs to be >= 1ms", name: "JSConsumerMaxRequestExpiresTooSmall" };
 /// 10087: consumer max waiting needs to be positive
-pub const JS_CONSUMER_MAX_WAITING_NEGATIVE_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10087,
-    text: "consumer max waiting needs to be positive",
-    name: "JSConsumerMaxWaitingNegativeErr",
-};
+pub const JS_CONSUMER_MAX_WAITING_NEGATIVE_ERR: ErrDef = ErrDef { code: 400, err_code: 10087, text: "consumer max waiting needs to be positive", name: "JSConsumerMaxWaitingNegativeErr" };
 /// 10135: consumer metadata exceeds maximum size of <limit>
-pub const JS_CONSUMER_METADATA_LENGTH_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10135,
-    text: "consumer metadata exceeds maximum size of {limit}",
-    name: "JSConsumerMetadataLengthErrF",
-};
+pub const JS_CONSUMER_METADATA_LENGTH_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10135, text: "consumer metadata exceeds maximum size of {limit}", name: "JSConsumerMetadataLengthErrF" };
 /// 10137: consumer with multiple subject filters cannot use subject based API
-pub const JS_CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10137,
-    text: "consumer with multiple subject filters cannot use subject based API",
-    name: "JSConsumerMultipleFiltersNotAllowed",
-};
+pub const JS_CONSUMER_MULTIPLE_FILTERS_NOT_ALLOWED: ErrDef = ErrDef { code: 400, err_code: 10137, text: "consumer with multiple subject filters cannot use subject based API", name: "JSConsumerMultipleFiltersNotAllowed" };
 /// 10127: Consumer name can not contain path separators
-pub const JS_CONSUMER_NAME_CONTAINS_PATH_SEPARATORS_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10127,
-    text: "Consumer name can not contain path separators",
-    name: "JSConsumerNameContainsPathSeparatorsErr",
-};
+pub const JS_CONSUMER_NAME_CONTAINS_PATH_SEPARATORS_ERR: ErrDef = ErrDef { code: 400, err_code: 10127, text: "Consumer name can not contain path separators", name: "JSConsumerNameContainsPathSeparatorsErr" };
 /// 10013: consumer name already in use
-pub const JS_CONSUMER_NAME_EXIST_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10013,
-    text: "consumer name already in use",
-    name: "JSConsumerNameExistErr",
-};
+pub const JS_CONSUMER_NAME_EXIST_ERR: ErrDef = ErrDef { code: 400, err_code: 10013, text: "consumer name already in use", name: "JSConsumerNameExistErr" };
 /// 10102: consumer name is too long, maximum allowed is <max>
-pub const JS_CONSUMER_NAME_TOO_LONG_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10102,
-    text: "consumer name is too long, maximum allowed is {max}",
-    name: "JSConsumerNameTooLongErrF",
-};
+pub const JS_CONSUMER_NAME_TOO_LONG_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10102, text: "consumer name is too long, maximum allowed is {max}", name: "JSConsumerNameTooLongErrF" };
 /// 10014: consumer not found
-pub const JS_CONSUMER_NOT_FOUND_ERR: ErrDef = ErrDef {
-    code: 404,
-    err_code: 10014,
-    text: "consumer not found",
-    name: "JSConsumerNotFoundErr",
-};
+pub const JS_CONSUMER_NOT_FOUND_ERR: ErrDef = ErrDef { code: 404, err_code: 10014, text: "consumer not found", name: "JSConsumerNotFoundErr" };
 /// 10119: consumer is offline
-pub const JS_CONSUMER_OFFLINE_ERR: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10119,
-    text: "consumer is offline",
-    name: "JSConsumerOfflineErr",
-};
+pub const JS_CONSUMER_OFFLINE_ERR: ErrDef = ErrDef { code: 500, err_code: 10119, text: "consumer is offline", name: "JSConsumerOfflineErr" };
 /// 10195: consumer is offline: <err>
-pub const JS_CONSUMER_OFFLINE_REASON_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10195,
-    text: "consumer is offline: {err}",
-    name: "JSConsumerOfflineReasonErrF",
-};
+pub const JS_CONSUMER_OFFLINE_REASON_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10195, text: "consumer is offline: {err}", name: "JSConsumerOfflineReasonErrF" };
 /// 10092: consumer direct on a mapped consumer
-pub const JS_CONSUMER_ON_MAPPED_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10092,
-    text: "consumer direct on a mapped consumer",
-    name: "JSConsumerOnMappedErr",
-};
+pub const JS_CONSUMER_ON_MAPPED_ERR: ErrDef = ErrDef { code: 400, err_code: 10092, text: "consumer direct on a mapped consumer", name: "JSConsumerOnMappedErr" };
 /// 10138: consumer subject filters cannot overlap
-pub const JS_CONSUMER_OVERLAPPING_SUBJECT_FILTERS: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10138,
-    text: "consumer subject filters cannot overlap",
-    name: "JSConsumerOverlappingSubjectFilters",
-};
+pub const JS_CONSUMER_OVERLAPPING_SUBJECT_FILTERS: ErrDef = ErrDef { code: 400, err_code: 10138, text: "consumer subject filters cannot overlap", name: "JSConsumerOverlappingSubjectFilters" };
 /// 10197: PinnedTTL cannot be set when PriorityPolicy is none
-pub const JS_CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY_NONE: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10197,
-    text: "PinnedTTL cannot be set when PriorityPolicy is none",
-    name: "JSConsumerPinnedTTLWithoutPriorityPolicyNone",
-};
+pub const JS_CONSUMER_PINNED_TTL_WITHOUT_PRIORITY_POLICY_NONE: ErrDef = ErrDef { code: 400, err_code: 10197, text: "PinnedTTL cannot be set when PriorityPolicy is none", name: "JSConsumerPinnedTTLWithoutPriorityPolicyNone" };
 /// 10196: consumer can not have priority groups when policy is none
-pub const JS_CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10196,
-    text: "consumer can not have priority groups when policy is none",
-    name: "JSConsumerPriorityGroupWithPolicyNone",
-};
+pub const JS_CONSUMER_PRIORITY_GROUP_WITH_POLICY_NONE: ErrDef = ErrDef { code: 400, err_code: 10196, text: "consumer can not have priority groups when policy is none", name: "JSConsumerPriorityGroupWithPolicyNone" };
 /// 10159: Setting PriorityPolicy requires at least one PriorityGroup to be set
-pub const JS_CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10159,
-    text: "Setting PriorityPolicy requires at least one PriorityGroup to be set",
-    name: "JSConsumerPriorityPolicyWithoutGroup",
-};
+pub const JS_CONSUMER_PRIORITY_POLICY_WITHOUT_GROUP: ErrDef = ErrDef { code: 400, err_code: 10159, text: "Setting PriorityPolicy requires at least one PriorityGroup to be set", name: "JSConsumerPriorityPolicyWithoutGroup" };
 /// 10085: consumer in pull mode requires a durable name
-pub const JS_CONSUMER_PULL_NOT_DURABLE_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10085,
-    text: "consumer in pull mode requires a durable name",
-    name: "JSConsumerPullNotDurableErr",
-};
+pub const JS_CONSUMER_PULL_NOT_DURABLE_ERR: ErrDef = ErrDef { code: 400, err_code: 10085, text: "consumer in pull mode requires a durable name", name: "JSConsumerPullNotDurableErr" };
 /// 10084: consumer in pull mode requires explicit ack policy on workqueue stream
-pub const JS_CONSUMER_PULL_REQUIRES_ACK_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10084,
-    text: "consumer in pull mode requires explicit ack policy on workqueue stream",
-    name: "JSConsumerPullRequiresAckErr",
-};
+pub const JS_CONSUMER_PULL_REQUIRES_ACK_ERR: ErrDef = ErrDef { code: 400, err_code: 10084, text: "consumer in pull mode requires explicit ack policy on workqueue stream", name: "JSConsumerPullRequiresAckErr" };
 /// 10086: consumer in pull mode can not have rate limit set
-pub const JS_CONSUMER_PULL_WITH_RATE_LIMIT_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10086,
-    text: "consumer in pull mode can not have rate limit set",
-    name: "JSConsumerPullWithRateLimitErr",
-};
+pub const JS_CONSUMER_PULL_WITH_RATE_LIMIT_ERR: ErrDef = ErrDef { code: 400, err_code: 10086, text: "consumer in pull mode can not have rate limit set", name: "JSConsumerPullWithRateLimitErr" };
 /// 10080: consumer in push mode can not set max waiting
-pub const JS_CONSUMER_PUSH_MAX_WAITING_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10080,
-    text: "consumer in push mode can not set max waiting",
-    name: "JSConsumerPushMaxWaitingErr",
-};
+pub const JS_CONSUMER_PUSH_MAX_WAITING_ERR: ErrDef = ErrDef { code: 400, err_code: 10080, text: "consumer in push mode can not set max waiting", name: "JSConsumerPushMaxWaitingErr" };
 /// 10178: priority groups can not be used with push consumers
-pub const JS_CONSUMER_PUSH_WITH_PRIORITY_GROUP_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10178,
-    text: "priority groups can not be used with push consumers",
-    name: "JSConsumerPushWithPriorityGroupErr",
-};
+pub const JS_CONSUMER_PUSH_WITH_PRIORITY_GROUP_ERR: ErrDef = ErrDef { code: 400, err_code: 10178, text: "priority groups can not be used with push consumers", name: "JSConsumerPushWithPriorityGroupErr" };
 /// 10106: consumer replacement durable config not the same
-pub const JS_CONSUMER_REPLACEMENT_WITH_DIFFERENT_NAME_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10106,
-    text: "consumer replacement durable config not the same",
-    name: "JSConsumerReplacementWithDifferentNameErr",
-};
+pub const JS_CONSUMER_REPLACEMENT_WITH_DIFFERENT_NAME_ERR: ErrDef = ErrDef { code: 400, err_code: 10106, text: "consumer replacement durable config not the same", name: "JSConsumerReplacementWithDifferentNameErr" };
 /// 10182: consumer replay policy invalid
-pub const JS_CONSUMER_REPLAY_POLICY_INVALID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10182,
-    text: "consumer replay policy invalid",
-    name: "JSConsumerReplayPolicyInvalidErr",
-};
+pub const JS_CONSUMER_REPLAY_POLICY_INVALID_ERR: ErrDef = ErrDef { code: 400, err_code: 10182, text: "consumer replay policy invalid", name: "JSConsumerReplayPolicyInvalidErr" };
 /// 10126: consumer config replica count exceeds parent stream
-pub const JS_CONSUMER_REPLICAS_EXCEEDS_STREAM: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10126,
-    text: "consumer config replica count exceeds parent stream",
-    name: "JSConsumerReplicasExceedsStream",
-};
+pub const JS_CONSUMER_REPLICAS_EXCEEDS_STREAM: ErrDef = ErrDef { code: 400, err_code: 10126, text: "consumer config replica count exceeds parent stream", name: "JSConsumerReplicasExceedsStream" };
 /// 10134: consumer config replicas must match interest retention stream's replicas
-pub const JS_CONSUMER_REPLICAS_SHOULD_MATCH_STREAM: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10134,
-    text: "consumer config replicas must match interest retention stream's replicas",
-    name: "JSConsumerReplicasShouldMatchStream",
-};
+pub const JS_CONSUMER_REPLICAS_SHOULD_MATCH_STREAM: ErrDef = ErrDef { code: 400, err_code: 10134, text: "consumer config replicas must match interest retention stream's replicas", name: "JSConsumerReplicasShouldMatchStream" };
 /// 10083: consumer idle heartbeat needs to be >= 100ms
-pub const JS_CONSUMER_SMALL_HEARTBEAT_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10083,
-    text: "consumer idle heartbeat needs to be >= 100ms",
-    name: "JSConsumerSmallHeartbeatErr",
-};
+pub const JS_CONSUMER_SMALL_HEARTBEAT_ERR: ErrDef = ErrDef { code: 400, err_code: 10083, text: "consumer idle heartbeat needs to be >= 100ms", name: "JSConsumerSmallHeartbeatErr" };
 /// 10104: error creating store for consumer: <err>
-pub const JS_CONSUMER_STORE_FAILED_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10104,
-    text: "error creating store for consumer: {err}",
-    name: "JSConsumerStoreFailedErrF",
-};
+pub const JS_CONSUMER_STORE_FAILED_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10104, text: "error creating store for consumer: {err}", name: "JSConsumerStoreFailedErrF" };
 /// 10101: consumer must be deliver all on workqueue stream
-pub const JS_CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10101,
-    text: "consumer must be deliver all on workqueue stream",
-    name: "JSConsumerWQConsumerNotDeliverAllErr",
-};
+pub const JS_CONSUMER_WQ_CONSUMER_NOT_DELIVER_ALL_ERR: ErrDef = ErrDef { code: 400, err_code: 10101, text: "consumer must be deliver all on workqueue stream", name: "JSConsumerWQConsumerNotDeliverAllErr" };
 /// 10100: filtered consumer not unique on workqueue stream
-pub const JS_CONSUMER_WQ_CONSUMER_NOT_UNIQUE_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10100,
-    text: "filtered consumer not unique on workqueue stream",
-    name: "JSConsumerWQConsumerNotUniqueErr",
-};
+pub const JS_CONSUMER_WQ_CONSUMER_NOT_UNIQUE_ERR: ErrDef = ErrDef { code: 400, err_code: 10100, text: "filtered consumer not unique on workqueue stream", name: "JSConsumerWQConsumerNotUniqueErr" };
 /// 10099: multiple non-filtered consumers not allowed on workqueue stream
-pub const JS_CONSUMER_WQ_MULTIPLE_UNFILTERED_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10099,
-    text: "multiple non-filtered consumers not allowed on workqueue stream",
-    name: "JSConsumerWQMultipleUnfilteredErr",
-};
+pub const JS_CONSUMER_WQ_MULTIPLE_UNFILTERED_ERR: ErrDef = ErrDef { code: 400, err_code: 10099, text: "multiple non-filtered consumers not allowed on workqueue stream", name: "JSConsumerWQMultipleUnfilteredErr" };
 /// 10098: workqueue stream requires explicit ack
-pub const JS_CONSUMER_WQ_REQUIRES_EXPLICIT_ACK_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10098,
-    text: "workqueue stream requires explicit ack",
-    name: "JSConsumerWQRequiresExplicitAckErr",
-};
+pub const JS_CONSUMER_WQ_REQUIRES_EXPLICIT_ACK_ERR: ErrDef = ErrDef { code: 400, err_code: 10098, text: "workqueue stream requires explicit ack", name: "JSConsumerWQRequiresExplicitAckErr" };
 /// 10108: consumer with flow control also needs heartbeats
-pub const JS_CONSUMER_WITH_FLOW_CONTROL_NEEDS_HEARTBEATS: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10108,
-    text: "consumer with flow control also needs heartbeats",
-    name: "JSConsumerWithFlowControlNeedsHeartbeats",
-};
+pub const JS_CONSUMER_WITH_FLOW_CONTROL_NEEDS_HEARTBEATS: ErrDef = ErrDef { code: 400, err_code: 10108, text: "consumer with flow control also needs heartbeats", name: "JSConsumerWithFlowControlNeedsHeartbeats" };
 /// 10023: insufficient resources
-pub const JS_INSUFFICIENT_RESOURCES_ERR: ErrDef = ErrDef {
-    code: 503,
-    err_code: 10023,
-    text: "insufficient resources",
-    name: "JSInsufficientResourcesErr",
-};
+pub const JS_INSUFFICIENT_RESOURCES_ERR: ErrDef = ErrDef { code: 503, err_code: 10023, text: "insufficient resources", name: "JSInsufficientResourcesErr" };
 /// 10025: invalid JSON: <err>
-pub const JS_INVALID_JSON_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10025,
-    text: "invalid JSON: {err}",
-    name: "JSInvalidJSONErr",
-};
+pub const JS_INVALID_JSON_ERR: ErrDef = ErrDef { code: 400, err_code: 10025, text: "invalid JSON: {err}", name: "JSInvalidJSONErr" };
 /// 10026: maximum consumers limit reached
-pub const JS_MAXIMUM_CONSUMERS_LIMIT_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10026,
-    text: "maximum consumers limit reached",
-    name: "JSMaximumConsumersLimitErr",
-};
+pub const JS_MAXIMUM_CONSUMERS_LIMIT_ERR: ErrDef = ErrDef { code: 400, err_code: 10026, text: "maximum consumers limit reached", name: "JSMaximumConsumersLimitErr" };
 /// 10027: maximum number of streams reached
-pub const JS_MAXIMUM_STREAMS_LIMIT_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10027,
-    text: "maximum number of streams reached",
-    name: "JSMaximumStreamsLimitErr",
-};
+pub const JS_MAXIMUM_STREAMS_LIMIT_ERR: ErrDef = ErrDef { code: 400, err_code: 10027, text: "maximum number of streams reached", name: "JSMaximumStreamsLimitErr" };
 /// 10028: insufficient memory resources available
-pub const JS_MEMORY_RESOURCES_EXCEEDED_ERR: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10028,
-    text: "insufficient memory resources available",
-    name: "JSMemoryResourcesExceededErr",
-};
+pub const JS_MEMORY_RESOURCES_EXCEEDED_ERR: ErrDef = ErrDef { code: 500, err_code: 10028, text: "insufficient memory resources available", name: "JSMemoryResourcesExceededErr" };
 /// 10172: message counter is broken
-pub const JS_MESSAGE_COUNTER_BROKEN_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10172,
-    text: "message counter is broken",
-    name: "JSMessageCounterBrokenErr",
-};
+pub const JS_MESSAGE_COUNTER_BROKEN_ERR: ErrDef = ErrDef { code: 400, err_code: 10172, text: "message counter is broken", name: "JSMessageCounterBrokenErr" };
 /// 10168: message counters is disabled
-pub const JS_MESSAGE_INCR_DISABLED_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10168,
-    text: "message counters is disabled",
-    name: "JSMessageIncrDisabledErr",
-};
+pub const JS_MESSAGE_INCR_DISABLED_ERR: ErrDef = ErrDef { code: 400, err_code: 10168, text: "message counters is disabled", name: "JSMessageIncrDisabledErr" };
 /// 10171: message counter increment is invalid
-pub const JS_MESSAGE_INCR_INVALID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10171,
-    text: "message counter increment is invalid",
-    name: "JSMessageIncrInvalidErr",
-};
+pub const JS_MESSAGE_INCR_INVALID_ERR: ErrDef = ErrDef { code: 400, err_code: 10171, text: "message counter increment is invalid", name: "JSMessageIncrInvalidErr" };
 /// 10169: message counter increment is missing
-pub const JS_MESSAGE_INCR_MISSING_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10169,
-    text: "message counter increment is missing",
-    name: "JSMessageIncrMissingErr",
-};
+pub const JS_MESSAGE_INCR_MISSING_ERR: ErrDef = ErrDef { code: 400, err_code: 10169, text: "message counter increment is missing", name: "JSMessageIncrMissingErr" };
 /// 10170: message counter has payload
-pub const JS_MESSAGE_INCR_PAYLOAD_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10170,
-    text: "message counter has payload",
-    name: "JSMessageIncrPayloadErr",
-};
+pub const JS_MESSAGE_INCR_PAYLOAD_ERR: ErrDef = ErrDef { code: 400, err_code: 10170, text: "message counter has payload", name: "JSMessageIncrPayloadErr" };
 /// 10188: message schedules is disabled
-pub const JS_MESSAGE_SCHEDULES_DISABLED_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10188,
-    text: "message schedules is disabled",
-    name: "JSMessageSchedulesDisabledErr",
-};
+pub const JS_MESSAGE_SCHEDULES_DISABLED_ERR: ErrDef = ErrDef { code: 400, err_code: 10188, text: "message schedules is disabled", name: "JSMessageSchedulesDisabledErr" };
 /// 10189: message schedules pattern is invalid
-pub const JS_MESSAGE_SCHEDULES_PATTERN_INVALID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10189,
-    text: "message schedules pattern is invalid",
-    name: "JSMessageSchedulesPatternInvalidErr",
-};
+pub const JS_MESSAGE_SCHEDULES_PATTERN_INVALID_ERR: ErrDef = ErrDef { code: 400, err_code: 10189, text: "message schedules pattern is invalid", name: "JSMessageSchedulesPatternInvalidErr" };
 /// 10192: message schedules invalid rollup
-pub const JS_MESSAGE_SCHEDULES_ROLLUP_INVALID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10192,
-    text: "message schedules invalid rollup",
-    name: "JSMessageSchedulesRollupInvalidErr",
-};
+pub const JS_MESSAGE_SCHEDULES_ROLLUP_INVALID_ERR: ErrDef = ErrDef { code: 400, err_code: 10192, text: "message schedules invalid rollup", name: "JSMessageSchedulesRollupInvalidErr" };
 /// 10212: message schedules invalid scheduler
-pub const JS_MESSAGE_SCHEDULES_SCHEDULER_INVALID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10212,
-    text: "message schedules invalid scheduler",
-    name: "JSMessageSchedulesSchedulerInvalidErr",
-};
+pub const JS_MESSAGE_SCHEDULES_SCHEDULER_INVALID_ERR: ErrDef = ErrDef { code: 400, err_code: 10212, text: "message schedules invalid scheduler", name: "JSMessageSchedulesSchedulerInvalidErr" };
 /// 10203: message schedules source is invalid
-pub const JS_MESSAGE_SCHEDULES_SOURCE_INVALID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10203,
-    text: "message schedules source is invalid",
-    name: "JSMessageSchedulesSourceInvalidErr",
-};
+pub const JS_MESSAGE_SCHEDULES_SOURCE_INVALID_ERR: ErrDef = ErrDef { code: 400, err_code: 10203, text: "message schedules source is invalid", name: "JSMessageSchedulesSourceInvalidErr" };
 /// 10191: message schedules invalid per-message TTL
-pub const JS_MESSAGE_SCHEDULES_TTL_INVALID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10191,
-    text: "message schedules invalid per-message TTL",
-    name: "JSMessageSchedulesTTLInvalidErr",
-};
+pub const JS_MESSAGE_SCHEDULES_TTL_INVALID_ERR: ErrDef = ErrDef { code: 400, err_code: 10191, text: "message schedules invalid per-message TTL", name: "JSMessageSchedulesTTLInvalidErr" };
 /// 10190: message schedules target is invalid
-pub const JS_MESSAGE_SCHEDULES_TARGET_INVALID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10190,
-    text: "message schedules target is invalid",
-    name: "JSMessageSchedulesTargetInvalidErr",
-};
+pub const JS_MESSAGE_SCHEDULES_TARGET_INVALID_ERR: ErrDef = ErrDef { code: 400, err_code: 10190, text: "message schedules target is invalid", name: "JSMessageSchedulesTargetInvalidErr" };
 /// 10223: message schedules time zone is invalid
-pub const JS_MESSAGE_SCHEDULES_TIME_ZONE_INVALID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10223,
-    text: "message schedules time zone is invalid",
-    name: "JSMessageSchedulesTimeZoneInvalidErr",
-};
+pub const JS_MESSAGE_SCHEDULES_TIME_ZONE_INVALID_ERR: ErrDef = ErrDef { code: 400, err_code: 10223, text: "message schedules time zone is invalid", name: "JSMessageSchedulesTimeZoneInvalidErr" };
 /// 10166: per-message TTL is disabled
-pub const JS_MESSAGE_TTL_DISABLED_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10166,
-    text: "per-message TTL is disabled",
-    name: "JSMessageTTLDisabledErr",
-};
+pub const JS_MESSAGE_TTL_DISABLED_ERR: ErrDef = ErrDef { code: 400, err_code: 10166, text: "per-message TTL is disabled", name: "JSMessageTTLDisabledErr" };
 /// 10165: invalid per-message TTL
-pub const JS_MESSAGE_TTL_INVALID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10165,
-    text: "invalid per-message TTL",
-    name: "JSMessageTTLInvalidErr",
-};
+pub const JS_MESSAGE_TTL_INVALID_ERR: ErrDef = ErrDef { code: 400, err_code: 10165, text: "invalid per-message TTL", name: "JSMessageTTLInvalidErr" };
 /// 10214: stream mirror consumer requires flow control ack policy
-pub const JS_MIRROR_CONSUMER_REQUIRES_ACK_FC_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10214,
-    text: "stream mirror consumer requires flow control ack policy",
-    name: "JSMirrorConsumerRequiresAckFCErr",
-};
+pub const JS_MIRROR_CONSUMER_REQUIRES_ACK_FC_ERR: ErrDef = ErrDef { code: 400, err_code: 10214, text: "stream mirror consumer requires flow control ack policy", name: "JSMirrorConsumerRequiresAckFCErr" };
 /// 10029: <err>
-pub const JS_MIRROR_CONSUMER_SETUP_FAILED_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10029,
-    text: "{err}",
-    name: "JSMirrorConsumerSetupFailedErrF",
-};
+pub const JS_MIRROR_CONSUMER_SETUP_FAILED_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10029, text: "{err}", name: "JSMirrorConsumerSetupFailedErrF" };
 /// 10213: stream mirror consumer config is invalid
-pub const JS_MIRROR_DURABLE_CONSUMER_CFG_INVALID: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10213,
-    text: "stream mirror consumer config is invalid",
-    name: "JSMirrorDurableConsumerCfgInvalid",
-};
+pub const JS_MIRROR_DURABLE_CONSUMER_CFG_INVALID: ErrDef = ErrDef { code: 400, err_code: 10213, text: "stream mirror consumer config is invalid", name: "JSMirrorDurableConsumerCfgInvalid" };
 /// 10142: mirrored stream name is invalid
-pub const JS_MIRROR_INVALID_STREAM_NAME: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10142,
-    text: "mirrored stream name is invalid",
-    name: "JSMirrorInvalidStreamName",
-};
+pub const JS_MIRROR_INVALID_STREAM_NAME: ErrDef = ErrDef { code: 400, err_code: 10142, text: "mirrored stream name is invalid", name: "JSMirrorInvalidStreamName" };
 /// 10151: mirror transform source: <err>
-pub const JS_MIRROR_INVALID_SUBJECT_FILTER: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10151,
-    text: "mirror transform source: {err}",
-    name: "JSMirrorInvalidSubjectFilter",
-};
+pub const JS_MIRROR_INVALID_SUBJECT_FILTER: ErrDef = ErrDef { code: 400, err_code: 10151, text: "mirror transform source: {err}", name: "JSMirrorInvalidSubjectFilter" };
 /// 10154: mirror transform: <err>
-pub const JS_MIRROR_INVALID_TRANSFORM_DESTINATION: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10154,
-    text: "mirror transform: {err}",
-    name: "JSMirrorInvalidTransformDestination",
-};
+pub const JS_MIRROR_INVALID_TRANSFORM_DESTINATION: ErrDef = ErrDef { code: 400, err_code: 10154, text: "mirror transform: {err}", name: "JSMirrorInvalidTransformDestination" };
 /// 10030: stream mirror must have max message size >= source
-pub const JS_MIRROR_MAX_MESSAGE_SIZE_TOO_BIG_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10030,
-    text: "stream mirror must have max message size >= source",
-    name: "JSMirrorMaxMessageSizeTooBigErr",
-};
+pub const JS_MIRROR_MAX_MESSAGE_SIZE_TOO_BIG_ERR: ErrDef = ErrDef { code: 400, err_code: 10030, text: "stream mirror must have max message size >= source", name: "JSMirrorMaxMessageSizeTooBigErr" };
 /// 10150: mirror with multiple subject transforms cannot also have a single subject filter
-pub const JS_MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10150,
-    text: "mirror with multiple subject transforms cannot also have a single subject filter",
-    name: "JSMirrorMultipleFiltersNotAllowed",
-};
+pub const JS_MIRROR_MULTIPLE_FILTERS_NOT_ALLOWED: ErrDef = ErrDef { code: 400, err_code: 10150, text: "mirror with multiple subject transforms cannot also have a single subject filter", name: "JSMirrorMultipleFiltersNotAllowed" };
 /// 10152: mirror subject filters can not overlap
-pub const JS_MIRROR_OVERLAPPING_SUBJECT_FILTERS: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10152,
-    text: "mirror subject filters can not overlap",
-    name: "JSMirrorOverlappingSubjectFilters",
-};
+pub const JS_MIRROR_OVERLAPPING_SUBJECT_FILTERS: ErrDef = ErrDef { code: 400, err_code: 10152, text: "mirror subject filters can not overlap", name: "JSMirrorOverlappingSubjectFilters" };
 /// 10198: stream mirrors can not also use atomic publishing
-pub const JS_MIRROR_WITH_ATOMIC_PUBLISH_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10198,
-    text: "stream mirrors can not also use atomic publishing",
-    name: "JSMirrorWithAtomicPublishErr",
-};
+pub const JS_MIRROR_WITH_ATOMIC_PUBLISH_ERR: ErrDef = ErrDef { code: 400, err_code: 10198, text: "stream mirrors can not also use atomic publishing", name: "JSMirrorWithAtomicPublishErr" };
 /// 10209: stream mirrors can not also use batch publishing
-pub const JS_MIRROR_WITH_BATCH_PUBLISH_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10209,
-    text: "stream mirrors can not also use batch publishing",
-    name: "JSMirrorWithBatchPublishErr",
-};
+pub const JS_MIRROR_WITH_BATCH_PUBLISH_ERR: ErrDef = ErrDef { code: 400, err_code: 10209, text: "stream mirrors can not also use batch publishing", name: "JSMirrorWithBatchPublishErr" };
 /// 10173: stream mirrors can not also calculate counters
-pub const JS_MIRROR_WITH_COUNTERS_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10173,
-    text: "stream mirrors can not also calculate counters",
-    name: "JSMirrorWithCountersErr",
-};
+pub const JS_MIRROR_WITH_COUNTERS_ERR: ErrDef = ErrDef { code: 400, err_code: 10173, text: "stream mirrors can not also calculate counters", name: "JSMirrorWithCountersErr" };
 /// 10143: stream mirrors can not have first sequence configured
-pub const JS_MIRROR_WITH_FIRST_SEQ_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10143,
-    text: "stream mirrors can not have first sequence configured",
-    name: "JSMirrorWithFirstSeqErr",
-};
+pub const JS_MIRROR_WITH_FIRST_SEQ_ERR: ErrDef = ErrDef { code: 400, err_code: 10143, text: "stream mirrors can not have first sequence configured", name: "JSMirrorWithFirstSeqErr" };
 /// 10186: stream mirrors can not also schedule messages
-pub const JS_MIRROR_WITH_MSG_SCHEDULES_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10186,
-    text: "stream mirrors can not also schedule messages",
-    name: "JSMirrorWithMsgSchedulesErr",
-};
+pub const JS_MIRROR_WITH_MSG_SCHEDULES_ERR: ErrDef = ErrDef { code: 400, err_code: 10186, text: "stream mirrors can not also schedule messages", name: "JSMirrorWithMsgSchedulesErr" };
 /// 10031: stream mirrors can not also contain other sources
-pub const JS_MIRROR_WITH_SOURCES_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10031,
-    text: "stream mirrors can not also contain other sources",
-    name: "JSMirrorWithSourcesErr",
-};
+pub const JS_MIRROR_WITH_SOURCES_ERR: ErrDef = ErrDef { code: 400, err_code: 10031, text: "stream mirrors can not also contain other sources", name: "JSMirrorWithSourcesErr" };
 /// 10032: stream mirrors can not have both start seq and start time configured
-pub const JS_MIRROR_WITH_START_SEQ_AND_TIME_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10032,
-    text: "stream mirrors can not have both start seq and start time configured",
-    name: "JSMirrorWithStartSeqAndTimeErr",
-};
+pub const JS_MIRROR_WITH_START_SEQ_AND_TIME_ERR: ErrDef = ErrDef { code: 400, err_code: 10032, text: "stream mirrors can not have both start seq and start time configured", name: "JSMirrorWithStartSeqAndTimeErr" };
 /// 10033: stream mirrors can not contain filtered subjects
-pub const JS_MIRROR_WITH_SUBJECT_FILTERS_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10033,
-    text: "stream mirrors can not contain filtered subjects",
-    name: "JSMirrorWithSubjectFiltersErr",
-};
+pub const JS_MIRROR_WITH_SUBJECT_FILTERS_ERR: ErrDef = ErrDef { code: 400, err_code: 10033, text: "stream mirrors can not contain filtered subjects", name: "JSMirrorWithSubjectFiltersErr" };
 /// 10034: stream mirrors can not contain subjects
-pub const JS_MIRROR_WITH_SUBJECTS_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10034,
-    text: "stream mirrors can not contain subjects",
-    name: "JSMirrorWithSubjectsErr",
-};
+pub const JS_MIRROR_WITH_SUBJECTS_ERR: ErrDef = ErrDef { code: 400, err_code: 10034, text: "stream mirrors can not contain subjects", name: "JSMirrorWithSubjectsErr" };
 /// 10035: account not found
-pub const JS_NO_ACCOUNT_ERR: ErrDef = ErrDef {
-    code: 503,
-    err_code: 10035,
-    text: "account not found",
-    name: "JSNoAccountErr",
-};
+pub const JS_NO_ACCOUNT_ERR: ErrDef = ErrDef { code: 503, err_code: 10035, text: "account not found", name: "JSNoAccountErr" };
 /// 10120: no JetStream default or applicable tiered limit present
-pub const JS_NO_LIMITS_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10120,
-    text: "no JetStream default or applicable tiered limit present",
-    name: "JSNoLimitsErr",
-};
+pub const JS_NO_LIMITS_ERR: ErrDef = ErrDef { code: 400, err_code: 10120, text: "no JetStream default or applicable tiered limit present", name: "JSNoLimitsErr" };
 /// 10037: no message found
-pub const JS_NO_MESSAGE_FOUND_ERR: ErrDef = ErrDef {
-    code: 404,
-    err_code: 10037,
-    text: "no message found",
-    name: "JSNoMessageFoundErr",
-};
+pub const JS_NO_MESSAGE_FOUND_ERR: ErrDef = ErrDef { code: 404, err_code: 10037, text: "no message found", name: "JSNoMessageFoundErr" };
 /// 10038: expected an empty request payload
-pub const JS_NOT_EMPTY_REQUEST_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10038,
-    text: "expected an empty request payload",
-    name: "JSNotEmptyRequestErr",
-};
+pub const JS_NOT_EMPTY_REQUEST_ERR: ErrDef = ErrDef { code: 400, err_code: 10038, text: "expected an empty request payload", name: "JSNotEmptyRequestErr" };
 /// 10076: JetStream not enabled
-pub const JS_NOT_ENABLED_ERR: ErrDef = ErrDef {
-    code: 503,
-    err_code: 10076,
-    text: "JetStream not enabled",
-    name: "JSNotEnabledErr",
-};
+pub const JS_NOT_ENABLED_ERR: ErrDef = ErrDef { code: 503, err_code: 10076, text: "JetStream not enabled", name: "JSNotEnabledErr" };
 /// 10039: JetStream not enabled for account
-pub const JS_NOT_ENABLED_FOR_ACCOUNT_ERR: ErrDef = ErrDef {
-    code: 503,
-    err_code: 10039,
-    text: "JetStream not enabled for account",
-    name: "JSNotEnabledForAccountErr",
-};
+pub const JS_NOT_ENABLED_FOR_ACCOUNT_ERR: ErrDef = ErrDef { code: 503, err_code: 10039, text: "JetStream not enabled for account", name: "JSNotEnabledForAccountErr" };
 /// 10157: pedantic mode: <err>
-pub const JS_PEDANTIC_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10157,
-    text: "pedantic mode: {err}",
-    name: "JSPedanticErrF",
-};
+pub const JS_PEDANTIC_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10157, text: "pedantic mode: {err}", name: "JSPedanticErrF" };
 /// 10075: peer remap failed
-pub const JS_PEER_REMAP_ERR: ErrDef = ErrDef {
-    code: 503,
-    err_code: 10075,
-    text: "peer remap failed",
-    name: "JSPeerRemapErr",
-};
+pub const JS_PEER_REMAP_ERR: ErrDef = ErrDef { code: 503, err_code: 10075, text: "peer remap failed", name: "JSPeerRemapErr" };
 /// 10041: <err>
-pub const JS_RAFT_GENERAL_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10041,
-    text: "{err}",
-    name: "JSRaftGeneralErrF",
-};
+pub const JS_RAFT_GENERAL_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10041, text: "{err}", name: "JSRaftGeneralErrF" };
 /// 10133: replicas count cannot be negative
-pub const JS_REPLICAS_COUNT_CANNOT_BE_NEGATIVE: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10133,
-    text: "replicas count cannot be negative",
-    name: "JSReplicasCountCannotBeNegative",
-};
+pub const JS_REPLICAS_COUNT_CANNOT_BE_NEGATIVE: ErrDef = ErrDef { code: 400, err_code: 10133, text: "replicas count cannot be negative", name: "JSReplicasCountCannotBeNegative" };
 /// 10185: JetStream minimum api level required
-pub const JS_REQUIRED_API_LEVEL_ERR: ErrDef = ErrDef {
-    code: 412,
-    err_code: 10185,
-    text: "JetStream minimum api level required",
-    name: "JSRequiredApiLevelErr",
-};
+pub const JS_REQUIRED_API_LEVEL_ERR: ErrDef = ErrDef { code: 412, err_code: 10185, text: "JetStream minimum api level required", name: "JSRequiredApiLevelErr" };
 /// 10042: JetStream unable to subscribe to restore snapshot <subject>: <err>
-pub const JS_RESTORE_SUBSCRIBE_FAILED_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10042,
-    text: "JetStream unable to subscribe to restore snapshot {subject}: {err}",
-    name: "JSRestoreSubscribeFailedErrF",
-};
+pub const JS_RESTORE_SUBSCRIBE_FAILED_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10042, text: "JetStream unable to subscribe to restore snapshot {subject}: {err}", name: "JSRestoreSubscribeFailedErrF" };
 /// 10043: sequence <seq> not found
-pub const JS_SEQUENCE_NOT_FOUND_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10043,
-    text: "sequence {seq} not found",
-    name: "JSSequenceNotFoundErrF",
-};
+pub const JS_SEQUENCE_NOT_FOUND_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10043, text: "sequence {seq} not found", name: "JSSequenceNotFoundErrF" };
 /// 10015: deliver subject not valid
-pub const JS_SNAPSHOT_DELIVER_SUBJECT_INVALID_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10015,
-    text: "deliver subject not valid",
-    name: "JSSnapshotDeliverSubjectInvalidErr",
-};
+pub const JS_SNAPSHOT_DELIVER_SUBJECT_INVALID_ERR: ErrDef = ErrDef { code: 400, err_code: 10015, text: "deliver subject not valid", name: "JSSnapshotDeliverSubjectInvalidErr" };
 /// 10217: stream source consumer requires flow control ack policy
-pub const JS_SOURCE_CONSUMER_REQUIRES_ACK_FC_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10217,
-    text: "stream source consumer requires flow control ack policy",
-    name: "JSSourceConsumerRequiresAckFCErr",
-};
+pub const JS_SOURCE_CONSUMER_REQUIRES_ACK_FC_ERR: ErrDef = ErrDef { code: 400, err_code: 10217, text: "stream source consumer requires flow control ack policy", name: "JSSourceConsumerRequiresAckFCErr" };
 /// 10045: <err>
-pub const JS_SOURCE_CONSUMER_SETUP_FAILED_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10045,
-    text: "{err}",
-    name: "JSSourceConsumerSetupFailedErrF",
-};
+pub const JS_SOURCE_CONSUMER_SETUP_FAILED_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10045, text: "{err}", name: "JSSourceConsumerSetupFailedErrF" };
 /// 10140: duplicate source configuration detected
-pub const JS_SOURCE_DUPLICATE_DETECTED: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10140,
-    text: "duplicate source configuration detected",
-    name: "JSSourceDuplicateDetected",
-};
+pub const JS_SOURCE_DUPLICATE_DETECTED: ErrDef = ErrDef { code: 400, err_code: 10140, text: "duplicate source configuration detected", name: "JSSourceDuplicateDetected" };
 /// 10215: stream source consumer config is invalid
-pub const JS_SOURCE_DURABLE_CONSUMER_CFG_INVALID: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10215,
-    text: "stream source consumer config is invalid",
-    name: "JSSourceDurableConsumerCfgInvalid",
-};
+pub const JS_SOURCE_DURABLE_CONSUMER_CFG_INVALID: ErrDef = ErrDef { code: 400, err_code: 10215, text: "stream source consumer config is invalid", name: "JSSourceDurableConsumerCfgInvalid" };
 /// 10216: duplicate stream source consumer detected
-pub const JS_SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10216,
-    text: "duplicate stream source consumer detected",
-    name: "JSSourceDurableConsumerDuplicateDetected",
-};
+pub const JS_SOURCE_DURABLE_CONSUMER_DUPLICATE_DETECTED: ErrDef = ErrDef { code: 400, err_code: 10216, text: "duplicate stream source consumer detected", name: "JSSourceDurableConsumerDuplicateDetected" };
 /// 10141: sourced stream name is invalid
-pub const JS_SOURCE_INVALID_STREAM_NAME: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10141,
-    text: "sourced stream name is invalid",
-    name: "JSSourceInvalidStreamName",
-};
+pub const JS_SOURCE_INVALID_STREAM_NAME: ErrDef = ErrDef { code: 400, err_code: 10141, text: "sourced stream name is invalid", name: "JSSourceInvalidStreamName" };
 /// 10145: source transform source: <err>
-pub const JS_SOURCE_INVALID_SUBJECT_FILTER: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10145,
-    text: "source transform source: {err}",
-    name: "JSSourceInvalidSubjectFilter",
-};
+pub const JS_SOURCE_INVALID_SUBJECT_FILTER: ErrDef = ErrDef { code: 400, err_code: 10145, text: "source transform source: {err}", name: "JSSourceInvalidSubjectFilter" };
 /// 10146: source transform: <err>
-pub const JS_SOURCE_INVALID_TRANSFORM_DESTINATION: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10146,
-    text: "source transform: {err}",
-    name: "JSSourceInvalidTransformDestination",
-};
+pub const JS_SOURCE_INVALID_TRANSFORM_DESTINATION: ErrDef = ErrDef { code: 400, err_code: 10146, text: "source transform: {err}", name: "JSSourceInvalidTransformDestination" };
 /// 10046: stream source must have max message size >= target
-pub const JS_SOURCE_MAX_MESSAGE_SIZE_TOO_BIG_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10046,
-    text: "stream source must have max message size >= target",
-    name: "JSSourceMaxMessageSizeTooBigErr",
-};
+pub const JS_SOURCE_MAX_MESSAGE_SIZE_TOO_BIG_ERR: ErrDef = ErrDef { code: 400, err_code: 10046, text: "stream source must have max message size >= target", name: "JSSourceMaxMessageSizeTooBigErr" };
 /// 10144: source with multiple subject transforms cannot also have a single subject filter
-pub const JS_SOURCE_MULTIPLE_FILTERS_NOT_ALLOWED: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10144,
-    text: "source with multiple subject transforms cannot also have a single subject filter",
-    name: "JSSourceMultipleFiltersNotAllowed",
-};
+pub const JS_SOURCE_MULTIPLE_FILTERS_NOT_ALLOWED: ErrDef = ErrDef { code: 400, err_code: 10144, text: "source with multiple subject transforms cannot also have a single subject filter", name: "JSSourceMultipleFiltersNotAllowed" };
 /// 10147: source filters can not overlap
-pub const JS_SOURCE_OVERLAPPING_SUBJECT_FILTERS: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10147,
-    text: "source filters can not overlap",
-    name: "JSSourceOverlappingSubjectFilters",
-};
+pub const JS_SOURCE_OVERLAPPING_SUBJECT_FILTERS: ErrDef = ErrDef { code: 400, err_code: 10147, text: "source filters can not overlap", name: "JSSourceOverlappingSubjectFilters" };
 /// 10187: stream source can not also schedule messages
-pub const JS_SOURCE_WITH_MSG_SCHEDULES_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10187,
-    text: "stream source can not also schedule messages",
-    name: "JSSourceWithMsgSchedulesErr",
-};
+pub const JS_SOURCE_WITH_MSG_SCHEDULES_ERR: ErrDef = ErrDef { code: 400, err_code: 10187, text: "stream source can not also schedule messages", name: "JSSourceWithMsgSchedulesErr" };
 /// 10047: insufficient storage resources available
-pub const JS_STORAGE_RESOURCES_EXCEEDED_ERR: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10047,
-    text: "insufficient storage resources available",
-    name: "JSStorageResourcesExceededErr",
-};
+pub const JS_STORAGE_RESOURCES_EXCEEDED_ERR: ErrDef = ErrDef { code: 500, err_code: 10047, text: "insufficient storage resources available", name: "JSStorageResourcesExceededErr" };
 /// 10048: <err>
-pub const JS_STREAM_ASSIGNMENT_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10048,
-    text: "{err}",
-    name: "JSStreamAssignmentErrF",
-};
+pub const JS_STREAM_ASSIGNMENT_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10048, text: "{err}", name: "JSStreamAssignmentErrF" };
 /// 10049: <err>
-pub const JS_STREAM_CREATE_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10049,
-    text: "{err}",
-    name: "JSStreamCreateErrF",
-};
+pub const JS_STREAM_CREATE_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10049, text: "{err}", name: "JSStreamCreateErrF" };
 /// 10050: <err>
-pub const JS_STREAM_DELETE_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10050,
-    text: "{err}",
-    name: "JSStreamDeleteErrF",
-};
+pub const JS_STREAM_DELETE_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10050, text: "{err}", name: "JSStreamDeleteErrF" };
 /// 10158: duplicate message id is in process
-pub const JS_STREAM_DUPLICATE_MESSAGE_CONFLICT: ErrDef = ErrDef {
-    code: 409,
-    err_code: 10158,
-    text: "duplicate message id is in process",
-    name: "JSStreamDuplicateMessageConflict",
-};
+pub const JS_STREAM_DUPLICATE_MESSAGE_CONFLICT: ErrDef = ErrDef { code: 409, err_code: 10158, text: "duplicate message id is in process", name: "JSStreamDuplicateMessageConflict" };
 /// 10193: missing sequence for expected last sequence per subject
-pub const JS_STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10193,
-    text: "missing sequence for expected last sequence per subject",
-    name: "JSStreamExpectedLastSeqPerSubjectInvalid",
-};
+pub const JS_STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_INVALID: ErrDef = ErrDef { code: 400, err_code: 10193, text: "missing sequence for expected last sequence per subject", name: "JSStreamExpectedLastSeqPerSubjectInvalid" };
 /// 10163: expected last sequence per subject temporarily unavailable
-pub const JS_STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_NOT_READY: ErrDef = ErrDef {
-    code: 503,
-    err_code: 10163,
-    text: "expected last sequence per subject temporarily unavailable",
-    name: "JSStreamExpectedLastSeqPerSubjectNotReady",
-};
+pub const JS_STREAM_EXPECTED_LAST_SEQ_PER_SUBJECT_NOT_READY: ErrDef = ErrDef { code: 503, err_code: 10163, text: "expected last sequence per subject temporarily unavailable", name: "JSStreamExpectedLastSeqPerSubjectNotReady" };
 /// 10021: stream external api prefix <prefix> must not overlap with <subject>
-pub const JS_STREAM_EXTERNAL_API_OVERLAP_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10021,
-    text: "stream external api prefix {prefix} must not overlap with {subject}",
-    name: "JSStreamExternalApiOverlapErrF",
-};
+pub const JS_STREAM_EXTERNAL_API_OVERLAP_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10021, text: "stream external api prefix {prefix} must not overlap with {subject}", name: "JSStreamExternalApiOverlapErrF" };
 /// 10022: stream external delivery prefix <prefix> overlaps with stream subject <subject>
-pub const JS_STREAM_EXTERNAL_DEL_PREFIX_OVERLAPS_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10022,
-    text: "stream external delivery prefix {prefix} overlaps with stream subject {subject}",
-    name: "JSStreamExternalDelPrefixOverlapsErrF",
-};
+pub const JS_STREAM_EXTERNAL_DEL_PREFIX_OVERLAPS_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10022, text: "stream external delivery prefix {prefix} overlaps with stream subject {subject}", name: "JSStreamExternalDelPrefixOverlapsErrF" };
 /// 10051: <err>
-pub const JS_STREAM_GENERAL_ERROR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10051,
-    text: "{err}",
-    name: "JSStreamGeneralErrorF",
-};
+pub const JS_STREAM_GENERAL_ERROR_F: ErrDef = ErrDef { code: 500, err_code: 10051, text: "{err}", name: "JSStreamGeneralErrorF" };
 /// 10097: header size exceeds maximum allowed of 64k
-pub const JS_STREAM_HEADER_EXCEEDS_MAXIMUM_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10097,
-    text: "header size exceeds maximum allowed of 64k",
-    name: "JSStreamHeaderExceedsMaximumErr",
-};
+pub const JS_STREAM_HEADER_EXCEEDS_MAXIMUM_ERR: ErrDef = ErrDef { code: 400, err_code: 10097, text: "header size exceeds maximum allowed of 64k", name: "JSStreamHeaderExceedsMaximumErr" };
 /// 10117: subject details would exceed maximum allowed
-pub const JS_STREAM_INFO_MAX_SUBJECTS_ERR: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10117,
-    text: "subject details would exceed maximum allowed",
-    name: "JSStreamInfoMaxSubjectsErr",
-};
+pub const JS_STREAM_INFO_MAX_SUBJECTS_ERR: ErrDef = ErrDef { code: 500, err_code: 10117, text: "subject details would exceed maximum allowed", name: "JSStreamInfoMaxSubjectsErr" };
 /// 10052: <err>
-pub const JS_STREAM_INVALID_CONFIG_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10052,
-    text: "{err}",
-    name: "JSStreamInvalidConfigF",
-};
+pub const JS_STREAM_INVALID_CONFIG_F: ErrDef = ErrDef { code: 500, err_code: 10052, text: "{err}", name: "JSStreamInvalidConfigF" };
 /// 10096: stream not valid
-pub const JS_STREAM_INVALID_ERR: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10096,
-    text: "stream not valid",
-    name: "JSStreamInvalidErr",
-};
+pub const JS_STREAM_INVALID_ERR: ErrDef = ErrDef { code: 500, err_code: 10096, text: "stream not valid", name: "JSStreamInvalidErr" };
 /// 10024: stream external delivery prefix <prefix> must not contain wildcards
-pub const JS_STREAM_INVALID_EXTERNAL_DELIVERY_SUBJ_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10024,
-    text: "stream external delivery prefix {prefix} must not contain wildcards",
-    name: "JSStreamInvalidExternalDeliverySubjErrF",
-};
+pub const JS_STREAM_INVALID_EXTERNAL_DELIVERY_SUBJ_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10024, text: "stream external delivery prefix {prefix} must not contain wildcards", name: "JSStreamInvalidExternalDeliverySubjErrF" };
 /// 10053: <err>
-pub const JS_STREAM_LIMITS_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10053,
-    text: "{err}",
-    name: "JSStreamLimitsErrF",
-};
+pub const JS_STREAM_LIMITS_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10053, text: "{err}", name: "JSStreamLimitsErrF" };
 /// 10113: account requires a stream config to have max bytes set
-pub const JS_STREAM_MAX_BYTES_REQUIRED: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10113,
-    text: "account requires a stream config to have max bytes set",
-    name: "JSStreamMaxBytesRequired",
-};
+pub const JS_STREAM_MAX_BYTES_REQUIRED: ErrDef = ErrDef { code: 400, err_code: 10113, text: "account requires a stream config to have max bytes set", name: "JSStreamMaxBytesRequired" };
 /// 10122: stream max bytes exceeds account limit max stream bytes
-pub const JS_STREAM_MAX_STREAM_BYTES_EXCEEDED: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10122,
-    text: "stream max bytes exceeds account limit max stream bytes",
-    name: "JSStreamMaxStreamBytesExceeded",
-};
+pub const JS_STREAM_MAX_STREAM_BYTES_EXCEEDED: ErrDef = ErrDef { code: 400, err_code: 10122, text: "stream max bytes exceeds account limit max stream bytes", name: "JSStreamMaxStreamBytesExceeded" };
 /// 10054: message size exceeds maximum allowed
-pub const JS_STREAM_MESSAGE_EXCEEDS_MAXIMUM_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10054,
-    text: "message size exceeds maximum allowed",
-    name: "JSStreamMessageExceedsMaximumErr",
-};
+pub const JS_STREAM_MESSAGE_EXCEEDS_MAXIMUM_ERR: ErrDef = ErrDef { code: 400, err_code: 10054, text: "message size exceeds maximum allowed", name: "JSStreamMessageExceedsMaximumErr" };
 /// 10180: min last sequence
-pub const JS_STREAM_MIN_LAST_SEQ_ERR: ErrDef = ErrDef {
-    code: 412,
-    err_code: 10180,
-    text: "min last sequence",
-    name: "JSStreamMinLastSeqErr",
-};
+pub const JS_STREAM_MIN_LAST_SEQ_ERR: ErrDef = ErrDef { code: 412, err_code: 10180, text: "min last sequence", name: "JSStreamMinLastSeqErr" };
 /// 10055: stream mirror configuration can not be updated
-pub const JS_STREAM_MIRROR_NOT_UPDATABLE_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10055,
-    text: "stream mirror configuration can not be updated",
-    name: "JSStreamMirrorNotUpdatableErr",
-};
+pub const JS_STREAM_MIRROR_NOT_UPDATABLE_ERR: ErrDef = ErrDef { code: 400, err_code: 10055, text: "stream mirror configuration can not be updated", name: "JSStreamMirrorNotUpdatableErr" };
 /// 10056: stream name in subject does not match request
-pub const JS_STREAM_MISMATCH_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10056,
-    text: "stream name in subject does not match request",
-    name: "JSStreamMismatchErr",
-};
+pub const JS_STREAM_MISMATCH_ERR: ErrDef = ErrDef { code: 400, err_code: 10056, text: "stream name in subject does not match request", name: "JSStreamMismatchErr" };
 /// 10123: can not move and scale a stream in a single update
-pub const JS_STREAM_MOVE_AND_SCALE_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10123,
-    text: "can not move and scale a stream in a single update",
-    name: "JSStreamMoveAndScaleErr",
-};
+pub const JS_STREAM_MOVE_AND_SCALE_ERR: ErrDef = ErrDef { code: 400, err_code: 10123, text: "can not move and scale a stream in a single update", name: "JSStreamMoveAndScaleErr" };
 /// 10124: stream move already in progress: <msg>
-pub const JS_STREAM_MOVE_IN_PROGRESS_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10124,
-    text: "stream move already in progress: {msg}",
-    name: "JSStreamMoveInProgressF",
-};
+pub const JS_STREAM_MOVE_IN_PROGRESS_F: ErrDef = ErrDef { code: 400, err_code: 10124, text: "stream move already in progress: {msg}", name: "JSStreamMoveInProgressF" };
 /// 10129: stream move not in progress
-pub const JS_STREAM_MOVE_NOT_IN_PROGRESS: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10129,
-    text: "stream move not in progress",
-    name: "JSStreamMoveNotInProgress",
-};
+pub const JS_STREAM_MOVE_NOT_IN_PROGRESS: ErrDef = ErrDef { code: 400, err_code: 10129, text: "stream move not in progress", name: "JSStreamMoveNotInProgress" };
 /// 10057: <err>
-pub const JS_STREAM_MSG_DELETE_FAILED_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10057,
-    text: "{err}",
-    name: "JSStreamMsgDeleteFailedF",
-};
+pub const JS_STREAM_MSG_DELETE_FAILED_F: ErrDef = ErrDef { code: 500, err_code: 10057, text: "{err}", name: "JSStreamMsgDeleteFailedF" };
 /// 10128: Stream name can not contain path separators
-pub const JS_STREAM_NAME_CONTAINS_PATH_SEPARATORS_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10128,
-    text: "Stream name can not contain path separators",
-    name: "JSStreamNameContainsPathSeparatorsErr",
-};
+pub const JS_STREAM_NAME_CONTAINS_PATH_SEPARATORS_ERR: ErrDef = ErrDef { code: 400, err_code: 10128, text: "Stream name can not contain path separators", name: "JSStreamNameContainsPathSeparatorsErr" };
 /// 10058: stream name already in use with a different configuration
-pub const JS_STREAM_NAME_EXIST_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10058,
-    text: "stream name already in use with a different configuration",
-    name: "JSStreamNameExistErr",
-};
+pub const JS_STREAM_NAME_EXIST_ERR: ErrDef = ErrDef { code: 400, err_code: 10058, text: "stream name already in use with a different configuration", name: "JSStreamNameExistErr" };
 /// 10130: stream name already in use, cannot restore
-pub const JS_STREAM_NAME_EXIST_RESTORE_FAILED_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10130,
-    text: "stream name already in use, cannot restore",
-    name: "JSStreamNameExistRestoreFailedErr",
-};
+pub const JS_STREAM_NAME_EXIST_RESTORE_FAILED_ERR: ErrDef = ErrDef { code: 400, err_code: 10130, text: "stream name already in use, cannot restore", name: "JSStreamNameExistRestoreFailedErr" };
 /// 10059: stream not found
-pub const JS_STREAM_NOT_FOUND_ERR: ErrDef = ErrDef {
-    code: 404,
-    err_code: 10059,
-    text: "stream not found",
-    name: "JSStreamNotFoundErr",
-};
+pub const JS_STREAM_NOT_FOUND_ERR: ErrDef = ErrDef { code: 404, err_code: 10059, text: "stream not found", name: "JSStreamNotFoundErr" };
 /// 10060: expected stream does not match
-pub const JS_STREAM_NOT_MATCH_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10060,
-    text: "expected stream does not match",
-    name: "JSStreamNotMatchErr",
-};
+pub const JS_STREAM_NOT_MATCH_ERR: ErrDef = ErrDef { code: 400, err_code: 10060, text: "expected stream does not match", name: "JSStreamNotMatchErr" };
 /// 10118: stream is offline
-pub const JS_STREAM_OFFLINE_ERR: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10118,
-    text: "stream is offline",
-    name: "JSStreamOfflineErr",
-};
+pub const JS_STREAM_OFFLINE_ERR: ErrDef = ErrDef { code: 500, err_code: 10118, text: "stream is offline", name: "JSStreamOfflineErr" };
 /// 10194: stream is offline: <err>
-pub const JS_STREAM_OFFLINE_REASON_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10194,
-    text: "stream is offline: {err}",
-    name: "JSStreamOfflineReasonErrF",
-};
+pub const JS_STREAM_OFFLINE_REASON_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10194, text: "stream is offline: {err}", name: "JSStreamOfflineReasonErrF" };
 /// 10110: <err>
-pub const JS_STREAM_PURGE_FAILED_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10110,
-    text: "{err}",
-    name: "JSStreamPurgeFailedF",
-};
+pub const JS_STREAM_PURGE_FAILED_F: ErrDef = ErrDef { code: 500, err_code: 10110, text: "{err}", name: "JSStreamPurgeFailedF" };
 /// 10074: replicas > 1 not supported in non-clustered mode
-pub const JS_STREAM_REPLICAS_NOT_SUPPORTED_ERR: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10074,
-    text: "replicas > 1 not supported in non-clustered mode",
-    name: "JSStreamReplicasNotSupportedErr",
-};
+pub const JS_STREAM_REPLICAS_NOT_SUPPORTED_ERR: ErrDef = ErrDef { code: 500, err_code: 10074, text: "replicas > 1 not supported in non-clustered mode", name: "JSStreamReplicasNotSupportedErr" };
 /// 10061: Replicas configuration can not be updated
-pub const JS_STREAM_REPLICAS_NOT_UPDATABLE_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10061,
-    text: "Replicas configuration can not be updated",
-    name: "JSStreamReplicasNotUpdatableErr",
-};
+pub const JS_STREAM_REPLICAS_NOT_UPDATABLE_ERR: ErrDef = ErrDef { code: 400, err_code: 10061, text: "Replicas configuration can not be updated", name: "JSStreamReplicasNotUpdatableErr" };
 /// 10062: restore failed: <err>
-pub const JS_STREAM_RESTORE_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10062,
-    text: "restore failed: {err}",
-    name: "JSStreamRestoreErrF",
-};
+pub const JS_STREAM_RESTORE_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10062, text: "restore failed: {err}", name: "JSStreamRestoreErrF" };
 /// 10111: <err>
-pub const JS_STREAM_ROLLUP_FAILED_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10111,
-    text: "{err}",
-    name: "JSStreamRollupFailedF",
-};
+pub const JS_STREAM_ROLLUP_FAILED_F: ErrDef = ErrDef { code: 500, err_code: 10111, text: "{err}", name: "JSStreamRollupFailedF" };
 /// 10109: invalid operation on sealed stream
-pub const JS_STREAM_SEALED_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10109,
-    text: "invalid operation on sealed stream",
-    name: "JSStreamSealedErr",
-};
+pub const JS_STREAM_SEALED_ERR: ErrDef = ErrDef { code: 400, err_code: 10109, text: "invalid operation on sealed stream", name: "JSStreamSealedErr" };
 /// 10063: expected stream sequence does not match
-pub const JS_STREAM_SEQUENCE_NOT_MATCH_ERR: ErrDef = ErrDef {
-    code: 503,
-    err_code: 10063,
-    text: "expected stream sequence does not match",
-    name: "JSStreamSequenceNotMatchErr",
-};
+pub const JS_STREAM_SEQUENCE_NOT_MATCH_ERR: ErrDef = ErrDef { code: 503, err_code: 10063, text: "expected stream sequence does not match", name: "JSStreamSequenceNotMatchErr" };
 /// 10064: snapshot failed: <err>
-pub const JS_STREAM_SNAPSHOT_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10064,
-    text: "snapshot failed: {err}",
-    name: "JSStreamSnapshotErrF",
-};
+pub const JS_STREAM_SNAPSHOT_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10064, text: "snapshot failed: {err}", name: "JSStreamSnapshotErrF" };
 /// 10077: <err>
-pub const JS_STREAM_STORE_FAILED_F: ErrDef = ErrDef {
-    code: 503,
-    err_code: 10077,
-    text: "{err}",
-    name: "JSStreamStoreFailedF",
-};
+pub const JS_STREAM_STORE_FAILED_F: ErrDef = ErrDef { code: 503, err_code: 10077, text: "{err}", name: "JSStreamStoreFailedF" };
 /// 10065: subjects overlap with an existing stream
-pub const JS_STREAM_SUBJECT_OVERLAP_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10065,
-    text: "subjects overlap with an existing stream",
-    name: "JSStreamSubjectOverlapErr",
-};
+pub const JS_STREAM_SUBJECT_OVERLAP_ERR: ErrDef = ErrDef { code: 400, err_code: 10065, text: "subjects overlap with an existing stream", name: "JSStreamSubjectOverlapErr" };
 /// 10066: <err>
-pub const JS_STREAM_TEMPLATE_CREATE_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10066,
-    text: "{err}",
-    name: "JSStreamTemplateCreateErrF",
-};
+pub const JS_STREAM_TEMPLATE_CREATE_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10066, text: "{err}", name: "JSStreamTemplateCreateErrF" };
 /// 10067: <err>
-pub const JS_STREAM_TEMPLATE_DELETE_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10067,
-    text: "{err}",
-    name: "JSStreamTemplateDeleteErrF",
-};
+pub const JS_STREAM_TEMPLATE_DELETE_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10067, text: "{err}", name: "JSStreamTemplateDeleteErrF" };
 /// 10068: template not found
-pub const JS_STREAM_TEMPLATE_NOT_FOUND_ERR: ErrDef = ErrDef {
-    code: 404,
-    err_code: 10068,
-    text: "template not found",
-    name: "JSStreamTemplateNotFoundErr",
-};
+pub const JS_STREAM_TEMPLATE_NOT_FOUND_ERR: ErrDef = ErrDef { code: 404, err_code: 10068, text: "template not found", name: "JSStreamTemplateNotFoundErr" };
 /// 10167: too many requests
-pub const JS_STREAM_TOO_MANY_REQUESTS: ErrDef = ErrDef {
-    code: 429,
-    err_code: 10167,
-    text: "too many requests",
-    name: "JSStreamTooManyRequests",
-};
+pub const JS_STREAM_TOO_MANY_REQUESTS: ErrDef = ErrDef { code: 429, err_code: 10167, text: "too many requests", name: "JSStreamTooManyRequests" };
 /// 10156: stream transform: <err>
-pub const JS_STREAM_TRANSFORM_INVALID_DESTINATION: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10156,
-    text: "stream transform: {err}",
-    name: "JSStreamTransformInvalidDestination",
-};
+pub const JS_STREAM_TRANSFORM_INVALID_DESTINATION: ErrDef = ErrDef { code: 400, err_code: 10156, text: "stream transform: {err}", name: "JSStreamTransformInvalidDestination" };
 /// 10155: stream transform source: <err>
-pub const JS_STREAM_TRANSFORM_INVALID_SOURCE: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10155,
-    text: "stream transform source: {err}",
-    name: "JSStreamTransformInvalidSource",
-};
+pub const JS_STREAM_TRANSFORM_INVALID_SOURCE: ErrDef = ErrDef { code: 400, err_code: 10155, text: "stream transform source: {err}", name: "JSStreamTransformInvalidSource" };
 /// 10069: <err>
-pub const JS_STREAM_UPDATE_ERR_F: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10069,
-    text: "{err}",
-    name: "JSStreamUpdateErrF",
-};
+pub const JS_STREAM_UPDATE_ERR_F: ErrDef = ErrDef { code: 500, err_code: 10069, text: "{err}", name: "JSStreamUpdateErrF" };
 /// 10070: wrong last msg ID: <id>
-pub const JS_STREAM_WRONG_LAST_MSG_ID_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10070,
-    text: "wrong last msg ID: {id}",
-    name: "JSStreamWrongLastMsgIDErrF",
-};
+pub const JS_STREAM_WRONG_LAST_MSG_ID_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10070, text: "wrong last msg ID: {id}", name: "JSStreamWrongLastMsgIDErrF" };
 /// 10164: wrong last sequence
-pub const JS_STREAM_WRONG_LAST_SEQUENCE_CONSTANT_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10164,
-    text: "wrong last sequence",
-    name: "JSStreamWrongLastSequenceConstantErr",
-};
+pub const JS_STREAM_WRONG_LAST_SEQUENCE_CONSTANT_ERR: ErrDef = ErrDef { code: 400, err_code: 10164, text: "wrong last sequence", name: "JSStreamWrongLastSequenceConstantErr" };
 /// 10071: wrong last sequence: <seq>
-pub const JS_STREAM_WRONG_LAST_SEQUENCE_ERR_F: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10071,
-    text: "wrong last sequence: {seq}",
-    name: "JSStreamWrongLastSequenceErrF",
-};
+pub const JS_STREAM_WRONG_LAST_SEQUENCE_ERR_F: ErrDef = ErrDef { code: 400, err_code: 10071, text: "wrong last sequence: {seq}", name: "JSStreamWrongLastSequenceErrF" };
 /// 10072: JetStream unable to open temp storage for restore
-pub const JS_TEMP_STORAGE_FAILED_ERR: ErrDef = ErrDef {
-    code: 500,
-    err_code: 10072,
-    text: "JetStream unable to open temp storage for restore",
-    name: "JSTempStorageFailedErr",
-};
+pub const JS_TEMP_STORAGE_FAILED_ERR: ErrDef = ErrDef { code: 500, err_code: 10072, text: "JetStream unable to open temp storage for restore", name: "JSTempStorageFailedErr" };
 /// 10073: template name in subject does not match request
-pub const JS_TEMPLATE_NAME_NOT_MATCH_SUBJECT_ERR: ErrDef = ErrDef {
-    code: 400,
-    err_code: 10073,
-    text: "template name in subject does not match request",
-    name: "JSTemplateNameNotMatchSubjectErr",
-};
+pub const JS_TEMPLATE_NAME_NOT_MATCH_SUBJECT_ERR: ErrDef = ErrDef { code: 400, err_code: 10073, text: "template name in subject does not match request", name: "JSTemplateNameNotMatchSubjectErr" };
 
 /// Every entry, for lookups by error code.
 pub const ALL: &[ErrDef] = &[
