@@ -24,6 +24,7 @@ pub mod info;
 pub mod json_scan;
 pub mod requests;
 pub mod stream_check;
+mod stream_check_sources;
 pub mod stream_schema;
 pub mod time;
 
