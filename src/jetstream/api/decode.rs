@@ -152,6 +152,8 @@ fn to_plain(v: &JVal) -> Value {
 /// Where decoding is: the innermost struct and the Go field path.
 struct Walker {
     saved: Option<String>,
+    /// Refuse unknown fields (`DisallowUnknownFields`).
+    strict: bool,
 }
 
 struct Ctx<'a> {
@@ -247,7 +249,9 @@ impl Walker {
         let mut out = Map::new();
         for (key, v) in members {
             let Some((prefix, field)) = find_field(schema, key) else {
-                self.save(format!("json: unknown field {}", go_quote(key)));
+                if self.strict {
+                    self.save(format!("json: unknown field {}", go_quote(key)));
+                }
                 continue;
             };
             let mut path: Vec<&'static str> = ctx.path.to_vec();
@@ -339,7 +343,10 @@ pub fn decode_value(body: &[u8], schema: &'static Schema) -> Result<Map<String, 
     let mut acc = Map::new();
     let top = Kind::Struct(schema);
     for v in &values {
-        let mut w = Walker { saved: None };
+        let mut w = Walker {
+            saved: None,
+            strict: true,
+        };
         let ctx = Ctx {
             strukt: None,
             path: &[],
@@ -355,6 +362,35 @@ pub fn decode_value(body: &[u8], schema: &'static Schema) -> Result<Map<String, 
         }
     }
     Ok(acc)
+}
+
+/// Go's plain `json.Unmarshal` (one value, unknown fields ignored), as direct get decodes;
+/// the error is Go's text.
+pub fn unmarshal_lenient<T: DeserializeOwned>(body: &[u8], schema: &'static Schema) -> Result<T, String> {
+    let v = super::json_scan::parse_one(body).map_err(|e| match e {
+        super::json_scan::ScanError::UnexpectedEof => "unexpected end of JSON input".to_string(),
+        super::json_scan::ScanError::Syntax { msg, .. } => msg,
+    })?;
+    let mut w = Walker {
+        saved: None,
+        strict: false,
+    };
+    let out = w.walk(
+        &v,
+        &Kind::Struct(schema),
+        &Ctx {
+            strukt: None,
+            path: &[],
+        },
+    )?;
+    if let Some(e) = w.saved {
+        return Err(e);
+    }
+    let m = match out {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    serde_json::from_value(Value::Object(m)).map_err(|e| e.to_string())
 }
 
 fn from_map<T: DeserializeOwned>(m: Map<String, Value>) -> Result<T, ApiError> {
