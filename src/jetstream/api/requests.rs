@@ -191,15 +191,18 @@ pub fn direct_get_request(body: &[u8]) -> Result<MsgGetRequest, DirectGetRefusal
     if r.seq == 0 && !last && !next && !multi && !start {
         return Err(DirectGetRefusal::Empty);
     }
-    if (r.seq > 0 && last)
-        || (r.seq > 0 && start)
-        || (start && last)
-        || (last && next)
-        || (last && r.batch > 0)
-        || (last && multi)
-        || (next && multi)
-        || (r.up_to_seq > 0 && r.up_to_time.is_some())
-    {
+    // The combinations the reference refuses, in its order.
+    let refused = [
+        r.seq > 0 && last,
+        r.seq > 0 && start,
+        start && last,
+        last && next,
+        last && r.batch > 0,
+        last && multi,
+        next && multi,
+        r.up_to_seq > 0 && r.up_to_time.is_some(),
+    ];
+    if refused.contains(&true) {
         return Err(DirectGetRefusal::Bad);
     }
     Ok(r)
