@@ -49,8 +49,14 @@ impl ConsumerEnv for Env<'_> {
     }
 
     fn publish(&mut self, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]) {
-        self.core
-            .publish_jetstream(self.acc, subject.as_bytes(), reply.as_bytes(), header, payload, self.now);
+        self.core.publish_jetstream(
+            self.acc,
+            subject.as_bytes(),
+            reply.as_bytes(),
+            header,
+            payload,
+            self.now,
+        );
     }
 
     fn deliver(&mut self, to: &str, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]) {
@@ -144,8 +150,12 @@ impl ShardJs {
         delete: bool,
         now: Instant,
     ) -> bool {
-        let Some(st) = self.streams.get_mut(key) else { return false };
-        let Some(mut slot) = st.consumers.remove(name) else { return false };
+        let Some(st) = self.streams.get_mut(key) else {
+            return false;
+        };
+        let Some(mut slot) = st.consumers.remove(name) else {
+            return false;
+        };
         {
             let mut env = Env {
                 core,
@@ -163,7 +173,10 @@ impl ShardJs {
                 let _ = std::fs::remove_dir_all(d);
             }
         } else if let Some(d) = &slot.dir {
-            let _ = super::stream::persist::write_atomic(&d.join("o.dat"), &storage::consumer_state::encode(&slot.c.state()));
+            let _ = super::stream::persist::write_atomic(
+                &d.join("o.dat"),
+                &storage::consumer_state::encode(&slot.c.state()),
+            );
         }
         self.touch();
         true
@@ -278,7 +291,9 @@ impl ShardJs {
         let Some(dir) = self.streams.get(&(acc, stream.to_string())).and_then(|s| s.dir.clone()) else {
             return;
         };
-        let Ok(entries) = std::fs::read_dir(dir.join("obs")) else { return };
+        let Ok(entries) = std::fs::read_dir(dir.join("obs")) else {
+            return;
+        };
         for e in entries.flatten() {
             let cdir = e.path();
             let (name, cfg, created) = match super::stream::persist::read_consumer_meta(&cdir) {
@@ -301,7 +316,14 @@ impl ShardJs {
 }
 
 /// Subscribe a consumer's ack, pull and flow-control subjects on this shard.
-fn subscribe_consumer(core: &mut ShardCore, acc: AccountId, stream: &str, name: &str, domain: &str, now: Instant) -> Vec<SubId> {
+fn subscribe_consumer(
+    core: &mut ShardCore,
+    acc: AccountId,
+    stream: &str,
+    name: &str,
+    domain: &str,
+    now: Instant,
+) -> Vec<SubId> {
     #[derive(Clone, Copy)]
     enum Kind {
         Ack,
@@ -314,7 +336,10 @@ fn subscribe_consumer(core: &mut ShardCore, acc: AccountId, stream: &str, name: 
         (format!("$JS.FC.{stream}.{name}.>"), Kind::Fc),
     ];
     if !domain.is_empty() {
-        subjects.push((format!("$JS.{domain}.API.CONSUMER.MSG.NEXT.{stream}.{name}"), Kind::Pull));
+        subjects.push((
+            format!("$JS.{domain}.API.CONSUMER.MSG.NEXT.{stream}.{name}"),
+            Kind::Pull,
+        ));
     }
     let mut subs = Vec::new();
     for (subject, kind) in subjects {

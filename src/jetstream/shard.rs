@@ -128,7 +128,9 @@ impl ShardJs {
 
     /// Consumers of a stream on this shard.
     pub fn consumer_count(&self, acc: AccountId, name: &str) -> usize {
-        self.streams.get(&(acc, name.to_string())).map_or(0, |s| s.consumers.len())
+        self.streams
+            .get(&(acc, name.to_string()))
+            .map_or(0, |s| s.consumers.len())
     }
 
     /// Stop and delete every consumer of a stream (the stream is being deleted).
@@ -269,7 +271,10 @@ impl ShardExt for ShardJs {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        [self.poll_at, self.expire_at, self.consumer_at].into_iter().flatten().min()
+        [self.poll_at, self.expire_at, self.consumer_at]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn tick(&mut self, core: &mut ShardCore, now: Instant) {
@@ -307,6 +312,32 @@ fn subscribe_stream(
         });
         if let Some(id) = core.subscribe_internal(acc, subject, None, false, h, now) {
             subs.push(id);
+        }
+    }
+    if cfg.allow_direct {
+        for subject in [
+            format!("$JS.API.DIRECT.GET.{}", cfg.name),
+            format!("$JS.API.DIRECT.GET.{}.>", cfg.name),
+        ] {
+            let name = cfg.name.clone();
+            let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+                if m.reply.is_empty() {
+                    return;
+                }
+                let replies = with_js(core, |js, _core| {
+                    let st = js.streams.get_mut(&(acc, name.clone()))?;
+                    let subject = String::from_utf8_lossy(&m.subject).to_string();
+                    Some(st.direct_get(&subject, &m.payload))
+                })
+                .flatten()
+                .unwrap_or_default();
+                for r in replies {
+                    core.publish_jetstream(acc, &m.reply, b"", Some(&r.header), &r.payload, now);
+                }
+            });
+            if let Some(id) = core.subscribe_internal(acc, &subject, Some("_sys_"), false, h, now) {
+                subs.push(id);
+            }
         }
     }
     subs

@@ -30,12 +30,12 @@ pub mod errors;
 #[rustfmt::skip]
 #[allow(clippy::all)]
 pub mod errors_table;
-mod stream_check_sources;
 pub mod info;
 pub mod json_scan;
 pub mod prepare;
 pub mod requests;
 pub mod stream_check;
+mod stream_check_sources;
 pub mod stream_schema;
 pub mod time;
 

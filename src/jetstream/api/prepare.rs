@@ -5,76 +5,39 @@ use super::config::StreamConfig;
 use super::errors_table as e;
 use super::ApiError;
 use crate::jetstream::JetStream;
-use serde::Deserialize;
 use storage::{Filter, Store, StoredMsg};
-
-fn invalid_json(err: serde_json::Error) -> ApiError {
-    e::JS_INVALID_JSON_ERR.err_with(err)
-}
-
-fn decode_opt<T: for<'de> Deserialize<'de> + Default>(body: &[u8]) -> Result<T, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(T::default());
-    }
-    serde_json::from_slice(body).map_err(invalid_json)
-}
 
 /// A create or update request for the stream named `name` in the subject.
 pub fn stream_create_request(body: &[u8], name: &str) -> Result<(StreamConfig, bool), ApiError> {
-    if body.is_empty() {
-        return Err(e::JS_BAD_REQUEST_ERR.err());
-    }
-    let mut v: serde_json::Value = serde_json::from_slice(body).map_err(invalid_json)?;
-    let pedantic = v
-        .as_object_mut()
-        .and_then(|o| o.remove("pedantic"))
-        .and_then(|p| p.as_bool())
-        .unwrap_or(false);
-    let cfg: StreamConfig = serde_json::from_value(v).map_err(invalid_json)?;
-    if cfg.name != name {
-        return Err(e::JS_STREAM_MISMATCH_ERR.err());
-    }
+    let (cfg, pedantic) = super::decode::decode_stream_create(body)?;
+    super::stream_check::check_create_request(name, &cfg)?;
     Ok((cfg, pedantic))
 }
 
-/// Defaults and checks for a new stream.
-pub fn stream_create(cfg: &mut StreamConfig, js: &JetStream, _pedantic: bool) -> Result<(), ApiError> {
-    if cfg.subjects.is_empty() && cfg.mirror.is_none() && cfg.sources.is_empty() {
-        cfg.subjects = vec![cfg.name.clone()];
+fn limits_ctx<'a>(
+    js: &JetStream,
+    pedantic: bool,
+    lookup: &'a dyn Fn(&str) -> Option<StreamConfig>,
+) -> super::stream_check::StreamLimitsCtx<'a> {
+    super::stream_check::StreamLimitsCtx {
+        max_duplicate_window: js.settings.max_duplicate_window,
+        pedantic,
+        max_bytes_required: false,
+        max_stream_bytes: 0,
+        standalone: true,
+        lookup,
     }
-    if cfg.max_consumers == 0 {
-        cfg.max_consumers = -1;
-    }
-    if cfg.max_msgs == 0 {
-        cfg.max_msgs = -1;
-    }
-    if cfg.max_bytes == 0 {
-        cfg.max_bytes = -1;
-    }
-    if cfg.max_msgs_per_subject == 0 {
-        cfg.max_msgs_per_subject = -1;
-    }
-    if cfg.max_msg_size == 0 {
-        cfg.max_msg_size = -1;
-    }
-    if cfg.num_replicas == 0 {
-        cfg.num_replicas = 1;
-    }
-    if cfg.duplicate_window == 0 && cfg.mirror.is_none() {
-        let two_min = 120_000_000_000;
-        cfg.duplicate_window = if cfg.max_age > 0 && cfg.max_age < two_min {
-            cfg.max_age
-        } else {
-            two_min
-        };
-        if js.settings.max_duplicate_window > 0 && cfg.duplicate_window > js.settings.max_duplicate_window {
-            cfg.duplicate_window = js.settings.max_duplicate_window;
-        }
-    }
-    cfg.metadata.retain(|k, _| !k.starts_with("_nats."));
-    cfg.metadata.insert("_nats.ver".into(), "2.14.0".into());
-    cfg.metadata.insert("_nats.level".into(), "4".into());
-    cfg.metadata.insert("_nats.req.level".into(), "0".into());
+}
+
+/// Defaults and checks for a new stream; `lookup` finds the account's other streams.
+pub fn stream_create(
+    cfg: &mut StreamConfig,
+    js: &JetStream,
+    pedantic: bool,
+    lookup: &dyn Fn(&str) -> Option<StreamConfig>,
+) -> Result<(), ApiError> {
+    super::stream_check::normalize_and_check(cfg, &limits_ctx(js, pedantic, lookup))?;
+    super::stream_check::set_static_metadata(cfg);
     Ok(())
 }
 
@@ -84,64 +47,35 @@ pub fn stream_update(
     new: &mut StreamConfig,
     js: &JetStream,
     pedantic: bool,
+    lookup: &dyn Fn(&str) -> Option<StreamConfig>,
 ) -> Result<(), ApiError> {
-    stream_create(new, js, pedantic)?;
-    if old.storage != new.storage {
-        return Err(e::JS_STREAM_INVALID_CONFIG_F.err_with("stream configuration update can not change storage type"));
-    }
-    if old.retention != new.retention {
-        return Err(
-            e::JS_STREAM_INVALID_CONFIG_F.err_with("stream configuration update can not change retention policy")
-        );
-    }
+    super::stream_check::check_update(old, new, &limits_ctx(js, pedantic, lookup))?;
+    super::stream_check::set_static_metadata(new);
     Ok(())
 }
 
 /// `STREAM.INFO` options.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StreamInfoOpts {
-    #[serde(default)]
-    pub offset: usize,
-    #[serde(default)]
-    pub deleted_details: bool,
-    #[serde(default)]
-    pub subjects_filter: String,
-}
+pub type StreamInfoOpts = super::requests::StreamInfoRequest;
 
 pub fn info_opts(body: &[u8]) -> Result<StreamInfoOpts, ApiError> {
-    decode_opt(body)
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NamesReq {
-    #[serde(default)]
-    offset: usize,
-    #[serde(default)]
-    subject: String,
+    super::decode::decode_optional(body)
 }
 
 /// `STREAM.NAMES`/`LIST` options: offset and subject filter.
 pub fn names_opts(body: &[u8]) -> Result<(usize, String), ApiError> {
-    let r: NamesReq = decode_opt(body)?;
-    Ok((r.offset, r.subject))
+    let r: super::requests::NamesRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        Default::default()
+    } else {
+        super::decode::decode_as(body, &super::requests::STREAM_NAMES_REQUEST)?
+    };
+    Ok((usize::try_from(r.offset.max(0)).unwrap_or(0), r.subject))
 }
 
 /// `STREAM.PURGE` options.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PurgeOpts {
-    #[serde(default)]
-    pub filter: String,
-    #[serde(default)]
-    pub seq: u64,
-    #[serde(default)]
-    pub keep: u64,
-}
+pub type PurgeOpts = super::requests::PurgeRequest;
 
 pub fn purge_opts(body: &[u8]) -> Result<PurgeOpts, ApiError> {
-    let p: PurgeOpts = decode_opt(body)?;
+    let p: PurgeOpts = super::decode::decode_optional(body)?;
     if p.seq > 0 && p.keep > 0 {
         return Err(e::JS_BAD_REQUEST_ERR.err());
     }
@@ -149,24 +83,15 @@ pub fn purge_opts(body: &[u8]) -> Result<PurgeOpts, ApiError> {
 }
 
 /// `STREAM.MSG.GET` query.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MsgGet {
-    #[serde(default)]
-    pub seq: u64,
-    #[serde(default)]
-    pub last_by_subj: String,
-    #[serde(default)]
-    pub next_by_subj: String,
-}
+pub type MsgGet = super::requests::MsgGetRequest;
 
 pub fn msg_get_opts(body: &[u8]) -> Result<MsgGet, ApiError> {
-    let q: MsgGet = decode_opt(body)?;
+    let q: MsgGet = super::decode::decode_optional(body)?;
     let set = usize::from(q.seq > 0 && q.next_by_subj.is_empty()) + usize::from(!q.last_by_subj.is_empty());
     if set > 1 || (!q.last_by_subj.is_empty() && !q.next_by_subj.is_empty()) {
         return Err(e::JS_BAD_REQUEST_ERR.err());
     }
-    if q.seq == 0 && q.last_by_subj.is_empty() && q.next_by_subj.is_empty() {
+    if q.seq == 0 && q.last_by_subj.is_empty() && q.next_by_subj.is_empty() && q.start_time.is_none() {
         return Err(e::JS_BAD_REQUEST_ERR.err());
     }
     Ok(q)
@@ -174,6 +99,17 @@ pub fn msg_get_opts(body: &[u8]) -> Result<MsgGet, ApiError> {
 
 /// Load what a `STREAM.MSG.GET` asks for.
 pub fn load_for_get(store: &mut dyn Store, q: &MsgGet) -> Result<StoredMsg, ApiError> {
+    if let Some(t) = q.start_time.filter(|_| q.seq == 0 && q.last_by_subj.is_empty()) {
+        let seq = store.seq_from_time(t.nanos());
+        let filter = if q.next_by_subj.is_empty() {
+            Filter::all()
+        } else {
+            Filter::new(&q.next_by_subj)
+        };
+        return store
+            .load_next_msg(&filter, seq)
+            .map_err(|_| e::JS_NO_MESSAGE_FOUND_ERR.err());
+    }
     let r = if !q.last_by_subj.is_empty() {
         store.load_last_msg(&q.last_by_subj)
     } else if !q.next_by_subj.is_empty() {
@@ -185,18 +121,11 @@ pub fn load_for_get(store: &mut dyn Store, q: &MsgGet) -> Result<StoredMsg, ApiE
 }
 
 /// `STREAM.MSG.DELETE` request.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MsgDelete {
-    #[serde(default)]
-    pub seq: u64,
-    #[serde(default)]
-    pub no_erase: bool,
-}
+pub type MsgDelete = super::requests::MsgDeleteRequest;
 
 pub fn msg_delete_opts(body: &[u8]) -> Result<MsgDelete, ApiError> {
     if body.is_empty() {
         return Err(e::JS_BAD_REQUEST_ERR.err());
     }
-    decode_opt(body)
+    super::decode::decode(body)
 }

@@ -29,7 +29,9 @@ fn fail(core: &mut ShardCore, js: &JetStream, req: &Request, suffix: &str, err: 
 
 /// Dispatch one consumer request.
 pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant) {
-    let Some(suffix) = super::streams::type_suffix(&req.api) else { return };
+    let Some(suffix) = super::streams::type_suffix(&req.api) else {
+        return;
+    };
     let api = req.api.clone();
     let t: Vec<&str> = api.split('.').collect();
     match t.as_slice() {
@@ -41,7 +43,9 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Inst
         ["CONSUMER", "PAUSE", s, c] => pause(core, js, req, s, c, now),
         ["CONSUMER", "UNPIN", s, c] => unpin(core, js, req, s, c, now),
         ["CONSUMER", "RESET", s, c] => reset(core, js, req, s, c, now),
-        ["CONSUMER", "LEADER", "STEPDOWN", _, _] => fail(core, js, &req, suffix, &e::JS_CLUSTER_REQUIRED_ERR.err(), now),
+        ["CONSUMER", "LEADER", "STEPDOWN", _, _] => {
+            fail(core, js, &req, suffix, &e::JS_CLUSTER_REQUIRED_ERR.err(), now)
+        }
         _ => fail(core, js, &req, suffix, &e::JS_BAD_REQUEST_ERR.err(), now),
     }
 }
@@ -152,9 +156,9 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
         Err(err) => return fail(core, js, &req, suffix, &err, now),
     };
     let stream = match &subject {
-        CreateSubject::Legacy { stream } | CreateSubject::Durable { stream, .. } | CreateSubject::Named { stream, .. } => {
-            stream.clone()
-        }
+        CreateSubject::Legacy { stream }
+        | CreateSubject::Durable { stream, .. }
+        | CreateSubject::Named { stream, .. } => stream.clone(),
     };
     let account_name = core.account_table().name(req.account).to_string();
     let limits = js.account_limits(&account_name);
@@ -170,7 +174,11 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
             let scfg = st.cfg.clone();
             let mut cfg: ConsumerConfig = creq.config.clone();
             if name.is_empty() {
-                name = if cfg.name.is_empty() { cc::ephemeral_name() } else { cfg.name.clone() };
+                name = if cfg.name.is_empty() {
+                    cc::ephemeral_name()
+                } else {
+                    cfg.name.clone()
+                };
             }
             if cfg.name.is_empty() {
                 cfg.name = name.clone();
@@ -197,9 +205,20 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
                     if let Err(err) = cc::check_update(&old, &cfg) {
                         return fail(core, &js2, &req, suffix, &err, now);
                     }
-                    with_slot(sjs, core, key, &name, now, |c, env| c.update_config(cfg.clone(), env, now));
-                    if let Some(d) = sjs.streams.get(key).and_then(|s| s.consumers.get(&name)).and_then(|s| s.dir.clone()) {
-                        let created = sjs.streams.get(key).and_then(|s| s.consumers.get(&name)).map(|s| s.c.created());
+                    with_slot(sjs, core, key, &name, now, |c, env| {
+                        c.update_config(cfg.clone(), env, now)
+                    });
+                    if let Some(d) = sjs
+                        .streams
+                        .get(key)
+                        .and_then(|s| s.consumers.get(&name))
+                        .and_then(|s| s.dir.clone())
+                    {
+                        let created = sjs
+                            .streams
+                            .get(key)
+                            .and_then(|s| s.consumers.get(&name))
+                            .map(|s| s.c.created());
                         let _ = crate::jetstream::stream::persist::write_consumer_meta(
                             &d,
                             &name,
@@ -285,14 +304,14 @@ fn info(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, n
         req,
         stream,
         suffix,
-        move |sjs, core, key, req, now| {
-            match with_slot(sjs, core, key, &name, now, |c, env| consumer_info(&js2, &key.1, c, env)) {
-                Some(info) => {
-                    js2.count_request(false);
-                    respond(core, &req, &envelope(suffix, info_value(&info)), now);
-                }
-                None => fail(core, &js2, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now),
+        move |sjs, core, key, req, now| match with_slot(sjs, core, key, &name, now, |c, env| {
+            consumer_info(&js2, &key.1, c, env)
+        }) {
+            Some(info) => {
+                js2.count_request(false);
+                respond(core, &req, &envelope(suffix, info_value(&info)), now);
             }
+            None => fail(core, &js2, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now),
         },
         now,
     );
@@ -395,7 +414,12 @@ fn pause(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
                 pause_remaining: s.pause_remaining,
             };
             js2.count_request(false);
-            respond(core, &req, &envelope(suffix, serde_json::to_value(resp).unwrap_or_default()), now);
+            respond(
+                core,
+                &req,
+                &envelope(suffix, serde_json::to_value(resp).unwrap_or_default()),
+                now,
+            );
         },
         now,
     );

@@ -131,7 +131,8 @@ pub fn state_json(st: &mut Stream, deleted_details: bool, subjects_filter: &str,
 /// A stream's info (config, created, state, cluster, ts).
 pub fn stream_info(js: &JetStream, st: &mut Stream, consumers: usize, deleted_details: bool, filter: &str) -> Value {
     let mut m = serde_json::Map::new();
-    m.insert("config".into(), serde_json::to_value(&st.cfg).unwrap_or_default());
+    let shown = crate::jetstream::api::stream_check::with_dynamic_metadata(&st.cfg);
+    m.insert("config".into(), serde_json::to_value(&shown).unwrap_or_default());
     m.insert("created".into(), json!(st.created));
     m.insert("state".into(), state_json(st, deleted_details, filter, consumers));
     if !js.settings.domain.is_empty() {
@@ -140,6 +141,14 @@ pub fn stream_info(js: &JetStream, st: &mut Stream, consumers: usize, deleted_de
     m.insert("cluster".into(), json!({ "leader": js.server_name }));
     m.insert("ts".into(), json!(GoTime::now()));
     Value::Object(m)
+}
+
+/// The configurations of an account's streams, by name (for the checks' lookups).
+fn account_configs(js: &JetStream, acc: AccountId) -> std::collections::HashMap<String, StreamConfig> {
+    js.registry()
+        .streams(acc)
+        .map(|(n, e)| (n.clone(), e.cfg.clone()))
+        .collect()
 }
 
 fn decode_config(req: &Request, name: &str) -> Result<(StreamConfig, bool), ApiError> {
@@ -162,7 +171,9 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
         let Some(old) = existing else {
             return fail(core, js, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
         };
-        if let Err(err) = crate::jetstream::api::prepare::stream_update(&old.cfg, &mut cfg, js, pedantic) {
+        let others = account_configs(js, acc);
+        let lookup = |n: &str| others.get(n).cloned();
+        if let Err(err) = crate::jetstream::api::prepare::stream_update(&old.cfg, &mut cfg, js, pedantic, &lookup) {
             return fail(core, js, &req, suffix, &err, now);
         }
         if let Some(other) = js.registry().overlapping(acc, &cfg.name, &cfg.subjects) {
@@ -200,11 +211,15 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
         );
         return;
     }
-    if let Err(err) = crate::jetstream::api::prepare::stream_create(&mut cfg, js, pedantic) {
+    let others = account_configs(js, acc);
+    let lookup = |n: &str| others.get(n).cloned();
+    if let Err(err) = crate::jetstream::api::prepare::stream_create(&mut cfg, js, pedantic, &lookup) {
         return fail(core, js, &req, suffix, &err, now);
     }
     if let Some(old) = existing {
-        if old.cfg != cfg {
+        let mut cmp = cfg.clone();
+        crate::jetstream::api::stream_check::copy_metadata_from(&mut cmp, &old.cfg);
+        if old.cfg != cmp {
             return fail(core, js, &req, suffix, &e::JS_STREAM_NAME_EXIST_ERR.err(), now);
         }
         // The same configuration again: the existing stream's info.

@@ -3,12 +3,14 @@
 //!
 //! - [`ingest`]: a publish into the stream (the reference's header checks, dedupe,
 //!   rollups, TTLs, limits) and its PubAck.
+//! - [`direct`]: direct get (`allow_direct`).
 //! - [`dedupe`]: the `Nats-Msg-Id` window.
 //! - [`persist`]: the stream's directory (`meta.inf`, `meta.sum`, `msgs/`, `obs/`).
 //!
 //! Ownership: a `Stream` lives in its shard's `ShardJs` and is only touched there.
 
 pub mod dedupe;
+pub mod direct;
 pub mod ingest;
 pub mod persist;
 
