@@ -427,3 +427,23 @@ fn reload_while_jetstream_is_off() {
     assert_eq!(plan.enable, Some(true));
     assert_eq!(reload_diff(&on, &on, true), Ok(JetStreamReload::default()));
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn host_readings() {
+    // sysinfo's total is /proc/meminfo's MemTotal (what Go's sysmem reads).
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let kb: i64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    assert_eq!(system_memory(), kb * 1024);
+    let avail = disk_available(&std::env::temp_dir());
+    assert!(avail > 0 && avail != MAX_STORE_FALLBACK, "{avail}");
+    let missing = std::env::temp_dir().join(format!("rnats-jsopts-disk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&missing);
+    assert!(disk_available(&missing) > 0);
+    assert!(missing.is_dir(), "made as the reference's disk check does");
+    let _ = std::fs::remove_dir_all(&missing);
+}

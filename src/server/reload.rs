@@ -436,4 +436,47 @@ mod tests {
             "config reload not supported for LameDuckDuration: old=2m0s, new=1m0s"
         );
     }
+
+    #[test]
+    fn jetstream_options_in_reference_order() {
+        let mut old = Options::default();
+        old.jetstream.enabled = true;
+        old.jetstream.store_dir = "/js".into();
+        old.jetstream.max_memory = 1000;
+        old.apply_baseline();
+        // Turned off, between MaxPayload and PidFile.
+        let mut new = old.clone();
+        new.jetstream.enabled = false;
+        new.max_payload = 100;
+        new.pid_file = "x.pid".into();
+        let plan = diff(&old, &new).unwrap();
+        assert_eq!(
+            plan.messages.get(2..),
+            Some(
+                &[
+                    "Reloaded: max_payload = 100".to_string(),
+                    "Reloaded: JetStream".to_string(),
+                    "Reloaded: pid_file = x.pid".to_string(),
+                ][..]
+            )
+        );
+        assert_eq!(plan.jetstream.enable, Some(false));
+        // Raised limit.
+        let mut new = old.clone();
+        new.jetstream.max_memory = 2048;
+        let plan = diff(&old, &new).unwrap();
+        assert_eq!(plan.jetstream.max_memory, Some(2048));
+        assert_eq!(
+            plan.messages.last().map(String::as_str),
+            Some("Reloaded: JetStream max_mem_store = 2.00 KB")
+        );
+        // A fixed option, reported before a later unsupported field (MaxClosedClients).
+        let mut new = old.clone();
+        new.jetstream.unique_tag = "az".into();
+        new.max_closed_clients = 1;
+        assert_eq!(
+            diff(&old, &new).unwrap_err().to_string(),
+            "config reload not supported for JetStreamUniqueTag: old=, new=az"
+        );
+    }
 }
