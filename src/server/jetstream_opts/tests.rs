@@ -2,6 +2,7 @@
 //! rules, with the texts nats-server 2.14.0 prints.
 
 use super::*;
+use std::path::Path;
 
 const GIB: i64 = 1 << 30;
 
