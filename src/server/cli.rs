@@ -418,7 +418,7 @@ const FLAGS: &[Flag] = &[
         names: &["js", "jetstream"],
         kind: Kind::Bool,
         set: |p, v| {
-            p.opts.flags_not_yet.jetstream = b(v);
+            p.opts.jetstream.enabled = b(v);
             Ok(())
         },
     },
@@ -426,7 +426,7 @@ const FLAGS: &[Flag] = &[
         names: &["sd", "store_dir"],
         kind: Kind::Str,
         set: |p, v| {
-            p.opts.store_dir = s(v);
+            p.opts.jetstream.store_dir = s(v);
             Ok(())
         },
     },
@@ -729,8 +729,8 @@ Logging Options:
         --max_traced_msg_len <len>   Maximum printable length for traced messages (default: unlimited)
 
 JetStream Options:
-    -js, --jetstream                 Enable JetStream functionality (not supported by rnats yet)
-    -sd, --store_dir <dir>           Set the storage directory (no effect without JetStream)
+    -js, --jetstream                 Enable JetStream functionality
+    -sd, --store_dir <dir>           Set the storage directory
 
 Authorization Options:
         --user <user>                User required for connections
@@ -885,7 +885,7 @@ mod tests {
             "--connect_retries",
             "3",
         ]);
-        assert_eq!(o.store_dir, "/tmp/js");
+        assert_eq!(o.jetstream.store_dir, "/tmp/js");
         let f = &o.flags_not_yet;
         assert_eq!(
             (
@@ -900,10 +900,20 @@ mod tests {
         // nothing on: accepted as the reference accepts them.
         assert_eq!(f.feature(), None);
         assert_eq!(o.refuse_missing_features(), Ok(()));
-        assert_eq!(opts(&["--store_dir=/x"]).store_dir, "/x");
+        assert_eq!(opts(&["--store_dir=/x"]).jetstream.store_dir, "/x");
+        // -js sets the option; the server refuses it until JetStream is wired in.
+        for args in [&["-js"][..], &["--jetstream=true"][..], &["-jetstream"][..]] {
+            let o = opts(args);
+            assert!(o.jetstream.enabled, "{args:?}");
+            assert_eq!(o.flags_not_yet.feature(), None, "{args:?}");
+            assert_eq!(
+                o.refuse_missing_features(),
+                Err(crate::server::options::OptionsError::NotYet(
+                    "JetStream (-js/--jetstream)".to_string()
+                ))
+            );
+        }
         let refused = [
-            (&["-js"][..], "JetStream (-js/--jetstream)"),
-            (&["--jetstream=true"][..], "JetStream (-js/--jetstream)"),
             (
                 &["--cluster", "nats://127.0.0.1:6222"][..],
                 "clustering (--cluster, --cluster_listen, --routes)",
@@ -922,7 +932,7 @@ mod tests {
                 "{args:?}"
             );
         }
-        assert!(!opts(&["-js=false"]).flags_not_yet.jetstream);
+        assert!(!opts(&["-js=false"]).jetstream.enabled);
         assert_eq!(
             opts(&["--routes", "nats://h:1"]).validate().unwrap_err().to_string(),
             "solicited routes require cluster capabilities, e.g. --cluster"

@@ -13,6 +13,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod jetstream_opts;
 pub mod lame_duck;
 pub mod logging;
 pub mod operator;

@@ -3,6 +3,7 @@
 
 use crate::auth::config::SecurityConfig;
 use crate::core::config::{Auth, CoreConfig, UserEntry};
+use crate::server::jetstream_opts::{JetStreamOptions, JetStreamOptionsError};
 use crate::transport::tls::TlsOptions;
 use std::time::Duration;
 
@@ -65,8 +66,6 @@ pub enum ReactorChoice {
 /// accepted by the command line so that the error names the feature.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FlagsNotYet {
-    /// `-js`/`--jetstream`.
-    pub jetstream: bool,
     /// `--routes`.
     pub routes: String,
     /// `--cluster`/`--cluster_listen`.
@@ -137,9 +136,9 @@ pub struct Options {
     /// settings; `username`/`password`/`authorization` above hold the single user and
     /// the token, which flags can also set).
     pub security: SecurityConfig,
-    /// `-sd`/`--store_dir`, `store_dir`: JetStream's storage directory (no effect while
-    /// JetStream is off, as in nats-server).
-    pub store_dir: String,
+    /// `-js`, `-sd`, `store_dir` and the `jetstream` key: the server's JetStream options
+    /// (`jetstream.store_dir` is also where OCSP staples are kept).
+    pub jetstream: JetStreamOptions,
     /// Flags of features rnats does not have yet, kept to refuse them at startup by name
     /// (and the `--tls*` flags' values, applied over the file's `tls` block).
     pub flags_not_yet: FlagsNotYet,
@@ -220,7 +219,7 @@ impl Default for Options {
             password: String::new(),
             authorization: String::new(),
             security: SecurityConfig::default(),
-            store_dir: String::new(),
+            jetstream: JetStreamOptions::default(),
             flags_not_yet: FlagsNotYet::default(),
             tls: None,
             allow_non_tls: false,
@@ -275,6 +274,9 @@ pub enum OptionsError {
     Security(String),
     #[error("solicited routes require cluster capabilities, e.g. --cluster")]
     RoutesWithoutCluster,
+    /// A JetStream option the reference refuses at startup.
+    #[error("{0}")]
+    JetStream(#[from] JetStreamOptionsError),
     /// A setting whose feature rnats does not implement yet.
     #[error("{0} is not supported by rnats yet")]
     NotYet(String),
@@ -330,6 +332,7 @@ impl Options {
         if self.reconnect_error_reports == 0 {
             self.reconnect_error_reports = d.reconnect_error_reports;
         }
+        self.jetstream.apply_baseline();
     }
 
     /// Check cross-option rules, as nats-server does at startup.
@@ -350,6 +353,7 @@ impl Options {
             return Err(OptionsError::ServerNameSpaces);
         }
         crate::server::config::validate_security(&self.security).map_err(OptionsError::Security)?;
+        self.jetstream.validate()?;
         self.validate_websocket().map_err(OptionsError::Security)?;
         self.refuse_missing_features()?;
         self.bind_port().map(|_| ())
@@ -366,6 +370,11 @@ impl Options {
         }
         if let Some(f) = self.flags_not_yet.feature() {
             return Err(OptionsError::NotYet(f.to_string()));
+        }
+        // Until the server starts src/jetstream/ (which then calls
+        // `jetstream_opts::resolve`), JetStream turned on is refused rather than ignored.
+        if self.jetstream.enabled {
+            return Err(OptionsError::NotYet("JetStream (-js/--jetstream)".into()));
         }
         Ok(())
     }

@@ -29,6 +29,8 @@ pub enum ReloadError {
     Log(#[from] LogError),
     #[error("{0}")]
     Security(#[from] super::security::SecurityError),
+    #[error("{0}")]
+    JetStream(#[from] super::jetstream_opts::JetStreamReloadError),
 }
 
 /// Read the config file again and apply `flags` over it, as at startup.
@@ -203,6 +205,13 @@ const FIELDS: &[Field] = &[
         value: |o| o.max_pending.to_string(),
         reloaded: None,
     },
+    // The JetStream options (nats-server's `JetStream` to `SyncAlways`), compared by
+    // `jetstream_opts::reload_diff`.
+    Field {
+        name: "JetStream",
+        value: |_| String::new(),
+        reloaded: None,
+    },
     Field {
         name: "PidFile",
         value: |o| o.pid_file.clone(),
@@ -283,12 +292,22 @@ pub struct Plan {
     pub logging_changed: bool,
     pub pid_file_changed: bool,
     pub ports_dir_changed: bool,
+    /// What happens to JetStream (turned on or off, limits raised; its lines are in
+    /// `messages`).
+    pub jetstream: super::jetstream_opts::JetStreamReload,
 }
 
 /// Compare the options in force with new ones (already validated).
 pub fn diff(old: &Options, new: &Options) -> Result<Plan, ReloadError> {
     let mut messages = Vec::new();
+    let mut jetstream = Default::default();
     for f in FIELDS {
+        if f.name == "JetStream" {
+            // JetStream runs when it was on (it does not stop itself yet).
+            jetstream = super::jetstream_opts::reload_diff(&old.jetstream, &new.jetstream, old.jetstream.enabled)?;
+            messages.extend(std::mem::take(&mut jetstream.messages));
+            continue;
+        }
         let (a, b) = ((f.value)(old), (f.value)(new));
         let always = matches!(f.name, "Users" | "Accounts");
         if a == b && !always {
@@ -312,6 +331,7 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, ReloadError> {
         logging_changed: LogConfig::from_options(old) != LogConfig::from_options(new),
         pid_file_changed: old.pid_file != new.pid_file,
         ports_dir_changed: old.ports_file_dir != new.ports_file_dir,
+        jetstream,
     })
 }
 
@@ -414,6 +434,49 @@ mod tests {
         assert_eq!(
             diff(&old, &new).unwrap_err().to_string(),
             "config reload not supported for LameDuckDuration: old=2m0s, new=1m0s"
+        );
+    }
+
+    #[test]
+    fn jetstream_options_in_reference_order() {
+        let mut old = Options::default();
+        old.jetstream.enabled = true;
+        old.jetstream.store_dir = "/js".into();
+        old.jetstream.max_memory = 1000;
+        old.apply_baseline();
+        // Turned off, between MaxPayload and PidFile.
+        let mut new = old.clone();
+        new.jetstream.enabled = false;
+        new.max_payload = 100;
+        new.pid_file = "x.pid".into();
+        let plan = diff(&old, &new).unwrap();
+        assert_eq!(
+            plan.messages.get(2..),
+            Some(
+                &[
+                    "Reloaded: max_payload = 100".to_string(),
+                    "Reloaded: JetStream".to_string(),
+                    "Reloaded: pid_file = x.pid".to_string(),
+                ][..]
+            )
+        );
+        assert_eq!(plan.jetstream.enable, Some(false));
+        // Raised limit.
+        let mut new = old.clone();
+        new.jetstream.max_memory = 2048;
+        let plan = diff(&old, &new).unwrap();
+        assert_eq!(plan.jetstream.max_memory, Some(2048));
+        assert_eq!(
+            plan.messages.last().map(String::as_str),
+            Some("Reloaded: JetStream max_mem_store = 2.00 KB")
+        );
+        // A fixed option, reported before a later unsupported field (MaxClosedClients).
+        let mut new = old.clone();
+        new.jetstream.unique_tag = "az".into();
+        new.max_closed_clients = 1;
+        assert_eq!(
+            diff(&old, &new).unwrap_err().to_string(),
+            "config reload not supported for JetStreamUniqueTag: old=, new=az"
         );
     }
 }

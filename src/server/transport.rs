@@ -190,7 +190,7 @@ pub fn prepare_ocsp(o: &Options) -> Result<Ocsp, String> {
             key: &key,
             mode: staple_mode(o),
             override_urls: &urls,
-            store_dir: &o.store_dir,
+            store_dir: &o.jetstream.store_dir,
         };
         if let Some(m) = Monitor::prepare(&setup)? {
             if i == 0 {

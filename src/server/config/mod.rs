@@ -14,11 +14,13 @@
 //! - `validate`: the startup checks of the security settings (not made by `-t`).
 //! - `proxies`: the trusted proxies.
 //! - `tls`: `tls { }`, `ocsp`, `allow_non_tls`; `websocket`: `websocket { }`.
+//! - `jetstream`: the server's `jetstream` key.
 //! - `unsupported`: reference keys that rnats does not implement yet.
 
 mod accounts;
 mod auth;
 mod exports;
+mod jetstream;
 mod jwt;
 mod links;
 mod mappings;
@@ -367,12 +369,13 @@ fn top_level(cx: &mut Cx, o: &mut Options, key: &str, e: &Entry) {
         "resolver_pinned_accounts" => trust::pinned(cx, o, e),
         "trusted" | "trusted_keys" => trust::trusted(cx, o, e),
         "store_dir" | "storedir" => {
-            if !o.store_dir.is_empty() {
+            if !o.jetstream.store_dir.is_empty() {
                 cx.error(pos, "Duplicate 'store_dir' configuration");
             } else {
-                set(cx.string(e), |v| o.store_dir = v.into());
+                set(cx.string(e), |v| o.jetstream.store_dir = v.into());
             }
         }
+        "jetstream" => jetstream::jetstream(cx, o, e),
         "http" => {
             if let Some((host, port)) = listen(cx, e) {
                 o.http_host = host.unwrap_or_default();

@@ -366,7 +366,7 @@ mod security {
         assert_eq!(s.operators[0].subject, op.public_key());
         assert_eq!(s.system_account, sys, "taken from the operator");
         assert_eq!(s.resolver, Some(ResolverConfig::Url("http://h:1/accounts/".into())));
-        assert_eq!(o.store_dir, "/tmp/js");
+        assert_eq!(o.jetstream.store_dir, "/tmp/js");
         let (o, _) = load(&format!("resolver: MEMORY\noperator: {jwt}\n")).unwrap();
         assert_eq!(
             o.security.resolver,
@@ -397,9 +397,267 @@ mod security {
         );
         let (o, _) = load("resolver_pinned_accounts: [b, a, b]\ntrusted: []").unwrap();
         assert_eq!(o.security.resolver_pinned_accounts, ["b", "a"]);
+    }
+}
+
+/// The `jetstream` key; texts from nats-server 2.14.0's `-t`.
+mod jetstream {
+    use super::*;
+    use crate::server::jetstream_opts::{JetStreamOptions, StoreCipher};
+
+    fn js(text: &str) -> Result<JetStreamOptions, String> {
+        load(text).map(|(o, _)| o.jetstream)
+    }
+
+    #[test]
+    fn forms_of_the_key() {
+        for (text, enabled) in [
+            ("jetstream: enabled", true),
+            ("jetstream: Enable", true),
+            ("jetstream: disabled", false),
+            ("jetstream: disable", false),
+            ("jetstream: true", true),
+            ("jetstream: yes", true),
+            ("jetstream: false", false),
+            ("jetstream {}", true),
+            ("jetstream { enabled: false }", false),
+            ("jetstream { enable: true, domain: x }", true),
+        ] {
+            assert_eq!(js(text).map(|j| j.enabled), Ok(enabled), "{text}");
+        }
+    }
+
+    #[test]
+    fn block_keys_and_aliases() {
+        let j = js("jetstream {\n  store: /data\n  max_mem: 1G\n  max_file_store: \"2G\"\n  domain: hub\n  \
+                    sync: always\n  ek: s3cr3t\n  prev_encryption_key: old\n  cipher: AES\n  unique_tag: \" AZ \"\n  \
+                    strict: false\n  extension_hint: will_extend\n  max_outstanding_catchup: \"64M\"\n  \
+                    max_buffered_size: 1K\n  max_buffered_msgs: 10\n  request_queue_limit: 50\n  info_queue_limit: 5\n  \
+                    meta_compact: 3\n  meta_compact_size: \"1K\"\n  meta_compact_sync: true\n  \
+                    limits { max_ack_pending: 100, max_ha_assets: 2, max_request_batch: 9, duplicate_window: \"2m\",\n    \
+                    batch { max_inflight_per_stream: 1, max_inflight_total: 2, max_msgs: 3, timeout: \"4s\" } }\n}")
+        .unwrap();
+        assert!(j.enabled && !j.strict && j.sync_always && j.meta_compact_sync);
+        assert_eq!(j.store_dir, "/data");
+        assert_eq!((j.max_memory, j.max_store), (1_000_000_000, 2 << 30));
+        assert_eq!((j.domain.as_str(), j.unique_tag.as_str()), ("hub", "az"));
         assert_eq!(
-            load("jetstream { }").unwrap_err(),
-            "1:0: \"jetstream\" is not supported by rnats yet"
+            (j.key.as_str(), j.prev_key.as_str(), j.cipher),
+            ("s3cr3t", "old", StoreCipher::Aes)
+        );
+        assert_eq!(j.extension_hint, "will_extend");
+        assert_eq!(j.sync_interval, Some(Duration::from_secs(120)));
+        assert_eq!(
+            (j.max_outstanding_catchup, j.max_buffered_size, j.max_buffered_msgs),
+            (64 << 20, 1000, 10)
+        );
+        assert_eq!((j.request_queue_limit, j.info_queue_limit), (50, 5));
+        assert_eq!((j.meta_compact, j.meta_compact_size), (3, 1024));
+        let l = &j.limits;
+        assert_eq!((l.max_ack_pending, l.max_ha_assets, l.max_request_batch), (100, 2, 9));
+        assert_eq!(l.duplicate_window, Duration::from_secs(120));
+        assert_eq!(
+            (
+                l.max_batch_inflight_per_stream,
+                l.max_batch_inflight_total,
+                l.max_batch_size
+            ),
+            (1, 2, 3)
+        );
+        assert_eq!(l.max_batch_timeout, Duration::from_secs(4));
+
+        let j = js("jetstream { store_dir: a, max_memory_store: 5, max_file: \"\", sync_interval: \"5s\",\n\
+                    encryption_key: k, tpm { keys_file: f, encryption_password: p, srk_password: s, pcr: 7, cipher: chacha } }")
+        .unwrap();
+        assert_eq!((j.store_dir.as_str(), j.max_memory, j.max_store), ("a", 5, 0));
+        assert_eq!(j.sync_interval, Some(Duration::from_secs(5)));
+        assert_eq!((j.key.as_str(), j.cipher), ("k", StoreCipher::ChaCha));
+        let t = &j.tpm;
+        assert_eq!(
+            (
+                t.keys_file.as_str(),
+                t.encryption_password.as_str(),
+                t.srk_password.as_str(),
+                t.pcr
+            ),
+            ("f", "p", "s", 7)
+        );
+        for text in [
+            "jetstream { storedir: b }",
+            "storedir: b\njetstream: true",
+            "jetstream: true\nstore_dir: b",
+        ] {
+            assert_eq!(js(text).map(|j| j.store_dir), Ok("b".into()), "{text}");
+        }
+        let j = js("jetstream {}").unwrap();
+        assert_eq!(
+            (j.max_memory, j.max_store, j.sync_interval, j.strict),
+            (-1, -1, None, true)
+        );
+    }
+
+    #[test]
+    fn reference_errors() {
+        for (text, err) in [
+            (
+                "jetstream: foo",
+                "1:0: Expected 'enabled' or 'disabled' for string value, got 'foo'",
+            ),
+            (
+                "jetstream: 1",
+                "1:0: Expected map, bool or string to define JetStream, got int64",
+            ),
+            (
+                "jetstream { max_mem: \"512MB\" }",
+                "1:12: max_mem_store strconv.ParseInt: parsing \"512M\": invalid syntax",
+            ),
+            (
+                "jetstream { max_mem: \"5X\" }",
+                "1:12: max_mem_store sizes defined as strings must end in K, M, G, T",
+            ),
+            (
+                "jetstream { max_mem: true }",
+                "1:12: max_mem_store must be int64 or string",
+            ),
+            (
+                "jetstream { max_file: 1.5 }",
+                "1:12: max_file_store must be int64 or string",
+            ),
+            (
+                "jetstream { max_file: \"99999999999999999999K\" }",
+                "1:12: max_file_store strconv.ParseInt: parsing \"99999999999999999999\": value out of range",
+            ),
+            ("jetstream { max_memory: 1G }", "1:12: unknown field \"max_memory\""),
+            ("jetstream { max_store: 1G }", "1:12: unknown field \"max_store\""),
+            (
+                "jetstream { strict: 1 }",
+                "1:12: Expected 'true' or 'false' for bool value, got '%!s(int64=1)'",
+            ),
+            (
+                "jetstream { strict: \"x\" }",
+                "1:12: Expected 'true' or 'false' for bool value, got 'x'",
+            ),
+            (
+                "jetstream { domain: 1 }",
+                "1:0: interface conversion: interface {} is int64, not string",
+            ),
+            ("jetstream { cipher: foo }", "1:12: Unknown cipher type: \"foo\""),
+            (
+                "jetstream { cipher: 1 }",
+                "1:0: interface conversion: interface {} is int64, not string",
+            ),
+            (
+                "jetstream { sync: \"1x\" }",
+                "1:12: error parsing sync: time: unknown unit \"x\" in duration \"1x\"",
+            ),
+            (
+                "jetstream { enabled: \"x\" }",
+                "1:0: interface conversion: interface {} is string, not bool",
+            ),
+            (
+                "jetstream { limits: 1 }",
+                "1:12: Expected a map to define JetStreamLimits, got int64",
+            ),
+            ("jetstream { limits: { foo: 1 } }", "1:22: unknown field \"foo\""),
+            (
+                "jetstream { limits: { duplicate_window: \"x\" } }",
+                "time: invalid duration \"x\"",
+            ),
+            (
+                "jetstream { limits: { duplicate_window: 1m } }",
+                "1:0: interface conversion: interface {} is int64, not string",
+            ),
+            (
+                "jetstream { limits: { batch: 1 } }",
+                "1:22: Expected a map to define batch limits, got int64",
+            ),
+            (
+                "jetstream { tpm: 1 }",
+                "1:12: Expected a map to define JetStreamLimits, got int64",
+            ),
+            (
+                "jetstream { tpm: { foo: 1, cipher: x } }",
+                "1:19: unknown field \"foo\"\n1:27: Unknown cipher type: \"x\"",
+            ),
+            ("jetstream { foo: 1 }", "1:12: unknown field \"foo\""),
+            (
+                "jetstream { max_buffered_msgs: \"x\" }",
+                "1:12: Expected a parseable size for \"max_buffered_msgs\", got x",
+            ),
+            (
+                "jetstream { request_queue_limit: \"x\" }",
+                "1:12: Expected a parseable size for \"request_queue_limit\", got x",
+            ),
+            (
+                "jetstream { meta_compact: -1 }",
+                "1:12: Expected an absolute size for \"meta_compact\", got -1",
+            ),
+            (
+                "jetstream { meta_compact_size: -1 }",
+                "1:12: Expected an absolute size for \"meta_compact_size\", got -1",
+            ),
+            (
+                "jetstream { max_outstanding_catchup: \"1Q\" }",
+                "1:12: max_outstanding_catchup sizes defined as strings must end in K, M, G, T",
+            ),
+            (
+                "store_dir: a\njetstream { store_dir: b }",
+                "2:13: Duplicate 'store_dir' configuration",
+            ),
+            (
+                "jetstream { store_dir: b }\nstore_dir: a",
+                "2:1: Duplicate 'store_dir' configuration",
+            ),
+            (
+                "jetstream { store: 1 }",
+                "1:0: interface conversion: interface {} is int64, not string",
+            ),
+            (
+                "jetstream { unique_tag: 1 }",
+                "1:0: interface conversion: interface {} is int64, not string",
+            ),
+            // A type assertion ends the block: `foo` after it is not reported.
+            (
+                "jetstream { domain: 1, foo: 2 }",
+                "1:0: interface conversion: interface {} is int64, not string",
+            ),
+        ] {
+            assert_eq!(js(text).unwrap_err(), err, "{text}");
+        }
+    }
+
+    #[test]
+    fn sync_in_seconds_warns() {
+        let (o, rep) = load("jetstream { sync: 10 }").unwrap();
+        assert_eq!(o.jetstream.sync_interval, Some(Duration::from_secs(10)));
+        let w: Vec<&str> = rep
+            .warnings
+            .iter()
+            .map(|l| l.split_once(".conf:").map_or(l.as_str(), |(_, r)| r))
+            .collect();
+        assert_eq!(
+            w,
+            ["1:12: invalid use of field \"sync\": sync should be converted to a duration"]
+        );
+        // Neither a string nor an integer: the warning, then the reference's failed assertion.
+        assert_eq!(
+            load("jetstream { sync: true }").unwrap_err(),
+            "1:12: invalid use of field \"sync\": sync should be converted to a duration\n\
+             1:0: interface conversion: interface {} is bool, not int64"
+        );
+    }
+
+    #[test]
+    fn domain_is_checked_at_startup_not_by_the_parser() {
+        let (o, _) = load("jetstream { domain: \"a.b\" }").unwrap();
+        assert_eq!(
+            o.validate().unwrap_err().to_string(),
+            "invalid domain name: may not contain ., * or >"
+        );
+        let (o, _) = load("jetstream: disabled\njetstream { domain: \"a b\", enabled: false }").unwrap();
+        assert_eq!(
+            o.validate().unwrap_err().to_string(),
+            "invalid domain name: derived \"$JS.a b.API.>\" is not a valid subject"
         );
     }
 }

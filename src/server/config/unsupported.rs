@@ -1,7 +1,7 @@
 //! Keys that nats-server 2.14 accepts but rnats does not implement yet.
 //!
 //! Keys whose absence would change what the server does for clients (clustering,
-//! JetStream, MQTT, ...) are errors: running without them would silently weaken or
+//! MQTT, ...) are errors: running without them would silently weaken or
 //! change the service. Keys that only tune features rnats does not have, or that change
 //! nothing observable yet, are accepted with a logged note. (The security keys are all
 //! parsed; those the core does not enforce yet are refused at startup by
@@ -16,7 +16,6 @@ const NOT_YET: &[&str] = &[
     "gateway",
     "leaf",
     "leafnodes",
-    "jetstream",
     "mqtt",
     "prof_port",
     "proxy_protocol",
