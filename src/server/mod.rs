@@ -65,6 +65,9 @@ pub enum StartError {
     /// message goes to stderr as `nats-server: <message>`, before any log line).
     #[error("{0}")]
     Ocsp(String),
+    /// JetStream cannot start (`Can't start JetStream: ...`).
+    #[error("Can't start JetStream: {0}")]
+    JetStream(String),
 }
 
 /// What authenticates clients, operator mode's accounts when it is on, and what
@@ -337,7 +340,7 @@ impl Server {
             auth_required: core.authenticator.advertised(),
             max_payload: opts.max_payload.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
             api_lvl: API_LEVEL,
-            jetstream: jetstream_settings(&opts).is_some(),
+            jetstream: opts.jetstream.enabled,
             xkey,
             rnats_version: RNATS_VERSION.into(),
             ..Default::default()
@@ -428,6 +431,7 @@ impl Server {
             None => None,
         };
 
+        let js_settings = jetstream_settings(&opts)?;
         let mut running = if chosen.uring {
             #[cfg(all(target_os = "linux", feature = "uring"))]
             {
@@ -461,7 +465,7 @@ impl Server {
         }
         let system = crate::system::System::new(system, mon_ctx.clone(), operator_accounts.is_some());
         crate::system::install(Arc::new(running.controls.clone()), system.clone());
-        if let Some(settings) = jetstream_settings(&opts) {
+        if let Some(settings) = js_settings {
             let js =
                 crate::jetstream::JetStream::new(settings, nshards, info.server_name.clone(), info.server_id.clone());
             crate::jetstream::service::install(Arc::new(running.controls.clone()), js);
@@ -782,16 +786,23 @@ fn go_errno_text(e: &io::Error) -> String {
     }
 }
 
-/// JetStream's settings when it is enabled.
-fn jetstream_settings(opts: &Options) -> Option<crate::jetstream::JsSettings> {
-    if !opts.flags_not_yet.jetstream {
-        return None;
+/// JetStream's settings when it is enabled, with its store directory prepared and the
+/// reference's startup lines logged.
+fn jetstream_settings(opts: &Options) -> Result<Option<crate::jetstream::JsSettings>, StartError> {
+    use crate::server::jetstream_opts as jo;
+    let o = &opts.jetstream;
+    if !o.enabled {
+        return Ok(None);
     }
-    let base = if opts.store_dir.is_empty() {
-        std::env::temp_dir().join("nats")
-    } else {
-        std::path::PathBuf::from(&opts.store_dir)
-    };
+    let r = jo::resolve(o);
+    jo::prepare_store(o, &r).map_err(|e| StartError::JetStream(e.to_string()))?;
+    for (level, line) in jo::startup_log(&r) {
+        match level {
+            jo::LogLevel::Info => tracing::info!("{line}"),
+            jo::LogLevel::Warn => tracing::warn!("{line}"),
+            jo::LogLevel::Debug => tracing::debug!("{line}"),
+        }
+    }
     let accounts = if opts.security.accounts.is_empty() {
         None
     } else {
@@ -803,16 +814,26 @@ fn jetstream_settings(opts: &Options) -> Option<crate::jetstream::JsSettings> {
                 .collect(),
         )
     };
-    Some(crate::jetstream::JsSettings {
-        root: base.join("jetstream"),
-        max_memory: -1,
-        max_store: -1,
-        domain: String::new(),
-        strict: true,
-        store: Default::default(),
+    let sync = if r.sync_always {
+        storage::SyncMode::Always
+    } else if o.sync_interval.is_some() {
+        storage::SyncMode::Interval(r.sync_interval)
+    } else {
+        storage::SyncMode::GroupCommit
+    };
+    Ok(Some(crate::jetstream::JsSettings {
+        root: r.store_root.clone(),
+        max_memory: r.max_memory,
+        max_store: r.max_store,
+        domain: r.domain.clone(),
+        strict: r.strict,
+        store: crate::jetstream::stream::StoreOptions {
+            sync,
+            ..Default::default()
+        },
         accounts,
-        max_ack_pending: -1,
-        max_duplicate_window: 0,
-        max_request_batch: 0,
-    })
+        max_ack_pending: if o.limits.max_ack_pending > 0 { o.limits.max_ack_pending } else { -1 },
+        max_duplicate_window: i64::try_from(o.limits.duplicate_window.as_nanos()).unwrap_or(0),
+        max_request_batch: o.limits.max_request_batch,
+    }))
 }

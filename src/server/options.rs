@@ -371,11 +371,6 @@ impl Options {
         if let Some(f) = self.flags_not_yet.feature() {
             return Err(OptionsError::NotYet(f.to_string()));
         }
-        // Until the server starts src/jetstream/ (which then calls
-        // `jetstream_opts::resolve`), JetStream turned on is refused rather than ignored.
-        if self.jetstream.enabled {
-            return Err(OptionsError::NotYet("JetStream (-js/--jetstream)".into()));
-        }
         Ok(())
     }
 

@@ -1,0 +1,268 @@
+//! JetStream with a real client (async-nats' `jetstream`, KV and object store APIs) on
+//! both reactors, on one shard and on several (streams and their clients on different
+//! shards), including a restart that must keep streams, messages and consumer state.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use async_nats::jetstream::{self, consumer, kv, object_store, stream};
+use common::{rt, Server};
+use futures::StreamExt;
+use std::time::Duration;
+
+fn start(r: common::Reactor, shards: &str, dir: &std::path::Path) -> Server {
+    Server::start(r, &["--shards", shards, "-js", "-sd", dir.to_str().unwrap()])
+}
+
+async fn js(s: &Server) -> (async_nats::Client, jetstream::Context) {
+    let c = async_nats::connect(s.url()).await.unwrap();
+    let ctx = jetstream::new(c.clone());
+    (c, ctx)
+}
+
+fn store_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("rnats-js-{name}-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Streams, publish acks, dedupe, expected headers, info, purge.
+fn streams_and_publish(r: common::Reactor, shards: &str) {
+    let dir = store_dir("streams");
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let st = js
+            .create_stream(stream::Config {
+                name: "ORDERS".into(),
+                subjects: vec!["orders.>".into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(st.cached_info().config.name, "ORDERS");
+        for i in 0..10 {
+            let ack = js.publish(format!("orders.{i}"), "x".into()).await.unwrap().await.unwrap();
+            assert_eq!(ack.sequence, i + 1);
+            assert_eq!(ack.stream, "ORDERS");
+        }
+        // Dedupe within the window: the original sequence, flagged duplicate.
+        let mut h = async_nats::HeaderMap::new();
+        h.insert("Nats-Msg-Id", "one");
+        let a1 = js.publish_with_headers("orders.d", h.clone(), "d".into()).await.unwrap().await.unwrap();
+        let a2 = js.publish_with_headers("orders.d", h, "d".into()).await.unwrap().await.unwrap();
+        assert_eq!(a1.sequence, 11);
+        assert_eq!(a2.sequence, 11);
+        assert!(a2.duplicate);
+        // Expected last sequence: wrong → error 10071.
+        let mut h = async_nats::HeaderMap::new();
+        h.insert("Nats-Expected-Last-Sequence", "5");
+        let err = js.publish_with_headers("orders.x", h, "x".into()).await.unwrap().await.unwrap_err();
+        assert!(err.to_string().contains("wrong last sequence: 11"), "{err}");
+        let mut st = js.get_stream("ORDERS").await.unwrap();
+        let info = st.info().await.unwrap();
+        assert_eq!(info.state.messages, 11);
+        assert_eq!(info.state.last_sequence, 11);
+        let m = st.get_raw_message(3).await.unwrap();
+        assert_eq!(m.subject.as_str(), "orders.2");
+        st.purge().await.unwrap();
+        assert_eq!(st.info().await.unwrap().state.messages, 0);
+        // Unknown stream: 10059.
+        let err = js.get_stream("NOPE").await.unwrap_err();
+        assert!(err.to_string().contains("stream not found"), "{err}");
+        js.delete_stream("ORDERS").await.unwrap();
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Pull consumers: fetch, ack, redelivery after a nak; push consumers.
+fn consumers(r: common::Reactor, shards: &str) {
+    let dir = store_dir("consumers");
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (c, js) = js(&s).await;
+        let st = js
+            .create_stream(stream::Config {
+                name: "EV".into(),
+                subjects: vec!["ev.*".into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        for i in 0..20 {
+            js.publish(format!("ev.{}", i % 2), format!("m{i}").into()).await.unwrap().await.unwrap();
+        }
+        let pull = st
+            .create_consumer(consumer::pull::Config {
+                durable_name: Some("P".into()),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut batch = pull.fetch().max_messages(5).messages().await.unwrap();
+        let mut got = Vec::new();
+        while let Some(m) = batch.next().await {
+            let m = m.unwrap();
+            got.push(String::from_utf8(m.payload.to_vec()).unwrap());
+            if got.len() == 1 {
+                m.ack_with(jetstream::AckKind::Nak(None)).await.unwrap();
+            } else {
+                m.double_ack().await.unwrap();
+            }
+        }
+        assert_eq!(got, ["m0", "m1", "m2", "m3", "m4"]);
+        // The nak'ed message comes first again.
+        let mut batch = pull.fetch().max_messages(1).messages().await.unwrap();
+        let m = batch.next().await.unwrap().unwrap();
+        assert_eq!(&m.payload[..], b"m0");
+        assert_eq!(m.info().unwrap().delivered, 2);
+        m.double_ack().await.unwrap();
+        let mut info = pull.clone();
+        let i = info.info().await.unwrap();
+        assert_eq!(i.ack_floor.stream_sequence, 5);
+        assert_eq!(i.num_pending, 15);
+        // Filtered push consumer with a deliver subject.
+        let inbox = c.new_inbox();
+        let push = st
+            .create_consumer(consumer::push::Config {
+                deliver_subject: inbox,
+                filter_subject: "ev.1".into(),
+                ack_policy: consumer::AckPolicy::None,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut msgs = push.messages().await.unwrap();
+        for i in 0..10 {
+            let m = tokio::time::timeout(Duration::from_secs(5), msgs.next()).await.unwrap().unwrap().unwrap();
+            assert_eq!(m.subject.as_str(), "ev.1");
+            assert_eq!(String::from_utf8(m.payload.to_vec()).unwrap(), format!("m{}", 2 * i + 1));
+        }
+        let names: Vec<String> = st.consumer_names().map(|n| n.unwrap()).collect().await;
+        assert_eq!(names.len(), 2);
+        st.delete_consumer("P").await.unwrap();
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Key-value buckets: put, get, history, delete, watch, keys.
+fn key_value(r: common::Reactor, shards: &str) {
+    let dir = store_dir("kv");
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let kv = js
+            .create_key_value(kv::Config {
+                bucket: "cfg".into(),
+                history: 5,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut watch = kv.watch("a.>").await.unwrap();
+        kv.put("a.x", "1".into()).await.unwrap();
+        kv.put("a.x", "2".into()).await.unwrap();
+        kv.put("b", "3".into()).await.unwrap();
+        assert_eq!(&kv.get("a.x").await.unwrap().unwrap()[..], b"2");
+        assert!(kv.get("nope").await.unwrap().is_none());
+        let e = tokio::time::timeout(Duration::from_secs(5), watch.next()).await.unwrap().unwrap().unwrap();
+        assert_eq!((e.key.as_str(), &e.value[..]), ("a.x", &b"1"[..]));
+        let hist: Vec<_> = kv.history("a.x").await.unwrap().map(|e| e.unwrap().revision).collect().await;
+        assert_eq!(hist, [1, 2]);
+        kv.delete("a.x").await.unwrap();
+        assert!(kv.get("a.x").await.unwrap().is_none());
+        let mut keys: Vec<String> = kv.keys().await.unwrap().map(|k| k.unwrap()).collect().await;
+        keys.sort();
+        assert_eq!(keys, ["b"]);
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Object store: an object of several chunks round-trips.
+fn object_store_round_trip(r: common::Reactor, shards: &str) {
+    let dir = store_dir("obj");
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let os = js
+            .create_object_store(object_store::Config {
+                bucket: "files".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let data: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
+        os.put("big.bin", &mut &data[..]).await.unwrap();
+        let mut obj = os.get("big.bin").await.unwrap();
+        let mut back = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut obj, &mut back).await.unwrap();
+        assert_eq!(back.len(), data.len());
+        assert!(back == data);
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A restart keeps streams, messages and a durable consumer's ack floor.
+fn restart_keeps_state(r: common::Reactor, shards: &str) {
+    let dir = store_dir("restart");
+    {
+        let s = start(r, shards, &dir);
+        rt().block_on(async {
+            let (_c, js) = js(&s).await;
+            let st = js
+                .create_stream(stream::Config {
+                    name: "KEEP".into(),
+                    subjects: vec!["keep".into()],
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            for i in 0..5 {
+                js.publish("keep", format!("{i}").into()).await.unwrap().await.unwrap();
+            }
+            let c = st
+                .create_consumer(consumer::pull::Config {
+                    durable_name: Some("D".into()),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            let mut b = c.fetch().max_messages(2).messages().await.unwrap();
+            while let Some(m) = b.next().await {
+                m.unwrap().double_ack().await.unwrap();
+            }
+        });
+    }
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let mut st = js.get_stream("KEEP").await.unwrap();
+        assert_eq!(st.info().await.unwrap().state.messages, 5);
+        let c: consumer::PullConsumer = st.get_consumer("D").await.unwrap();
+        let mut b = c.fetch().max_messages(1).messages().await.unwrap();
+        let m = b.next().await.unwrap().unwrap();
+        assert_eq!(&m.payload[..], b"2");
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+macro_rules! js_tests {
+    ($($name:ident),*) => {
+        $(
+            mod $name {
+                use super::*;
+                both_reactors!(one_shard, |r| super::super::$name(r, "1"));
+                both_reactors!(four_shards, |r| super::super::$name(r, "4"));
+            }
+        )*
+    };
+}
+
+js_tests!(streams_and_publish, consumers, key_value, object_store_round_trip, restart_keeps_state);
