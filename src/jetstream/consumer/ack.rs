@@ -25,9 +25,11 @@ impl Consumer {
         if self.closed {
             return Vec::new();
         }
-        let info = wire::parse_ack_subject(subject).unwrap_or_default();
+        let Some(info) = wire::parse_ack_subject(subject).filter(|a| a.stream_seq != 0) else {
+            return Vec::new();
+        };
         let (sseq, dseq, dc) = (info.stream_seq, info.consumer_seq, info.deliveries);
-        let mut answer = sseq != 0;
+        let mut answer = true;
         let mut acked = Vec::new();
         match wire::parse_ack(body) {
             AckKind::Ack => match self.ack_msg(env, sseq, dseq, dc, true) {

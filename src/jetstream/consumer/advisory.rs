@@ -48,7 +48,14 @@ impl Consumer {
         self.advise(env, "MSG_NAKED", "io.nats.jetstream.advisory.v1.nak", f);
     }
 
-    pub(super) fn terminated_advisory(&mut self, env: &mut dyn ConsumerEnv, sseq: u64, dseq: u64, dc: u64, reason: &str) {
+    pub(super) fn terminated_advisory(
+        &mut self,
+        env: &mut dyn ConsumerEnv,
+        sseq: u64,
+        dseq: u64,
+        dc: u64,
+        reason: &str,
+    ) {
         let mut f = json!({"stream": self.stream, "consumer": self.name, "consumer_seq": dseq,
             "stream_seq": sseq, "deliveries": dc});
         if let Value::Object(m) = &mut f {
@@ -83,6 +90,11 @@ impl Consumer {
     pub(super) fn unpinned_advisory(&mut self, env: &mut dyn ConsumerEnv, group: &str, reason: &str) {
         let f = json!({"account": self.account, "stream": self.stream, "consumer": self.name,
             "domain": self.domain, "group": group, "reason": reason});
-        self.advise(env, "UNPINNED", "io.nats.jetstream.advisory.v1.consumer_group_unpinned", f);
+        self.advise(
+            env,
+            "UNPINNED",
+            "io.nats.jetstream.advisory.v1.consumer_group_unpinned",
+            f,
+        );
     }
 }

@@ -17,12 +17,16 @@ const POLL_BUDGET: usize = 256;
 enum Next {
     Msg(StoredMsg, u64),
     /// Nothing now; whether this is the end of the stream (not a max ack pending stall).
-    None { eos: bool },
+    None {
+        eos: bool,
+    },
 }
 
 enum Step {
     Sent,
-    Stop { eos: bool },
+    Stop {
+        eos: bool,
+    },
     /// A held delivery is not due yet.
     Wait,
 }
@@ -251,7 +255,12 @@ impl Consumer {
         }
         if let Some((n, b)) = h.req_left {
             if n <= 0 && b > 0 {
-                env.publish(&h.to, "", Some(&wire::status_pending(409, "Batch Completed", n, b)), b"");
+                env.publish(
+                    &h.to,
+                    "",
+                    Some(&wire::status_pending(409, "Batch Completed", n, b)),
+                    b"",
+                );
             }
         }
         if self.cfg.is_push() && self.cfg.idle_heartbeat > 0 {

@@ -258,7 +258,11 @@ impl Consumer {
     /// The limits derived from the configuration.
     fn apply_limits(&mut self, now: Instant) {
         let ack = self.cfg.ack_policy != AckPolicy::None;
-        self.maxp = if ack { usize::try_from(self.cfg.max_ack_pending.max(0)).unwrap_or(usize::MAX) } else { 0 };
+        self.maxp = if ack {
+            usize::try_from(self.cfg.max_ack_pending.max(0)).unwrap_or(usize::MAX)
+        } else {
+            0
+        };
         self.maxdc = u64::try_from(self.cfg.max_deliver.max(0)).unwrap_or(0);
         self.max_waiting = usize::try_from(self.cfg.max_waiting.max(0)).unwrap_or(0);
         self.sfreq = sample_freq(&self.cfg.sample_freq);
@@ -427,8 +431,8 @@ impl Consumer {
             self.wake = true;
         }
         if old.idle_heartbeat != self.cfg.idle_heartbeat {
-            self.hb_next = (self.cfg.is_push() && self.cfg.idle_heartbeat > 0)
-                .then(|| now + dur_ns(self.cfg.idle_heartbeat));
+            self.hb_next =
+                (self.cfg.is_push() && self.cfg.idle_heartbeat > 0).then(|| now + dur_ns(self.cfg.idle_heartbeat));
         }
         if old.filters() != self.cfg.filters() {
             self.filter = Filter::many(self.cfg.filters());

@@ -51,12 +51,20 @@ impl Consumer {
     }
 
     /// A pull request with its reply subject and headers.
-    pub fn on_pull(&mut self, env: &mut dyn ConsumerEnv, reply: &str, header: Option<&[u8]>, body: &[u8], now: Instant) {
+    pub fn on_pull(
+        &mut self,
+        env: &mut dyn ConsumerEnv,
+        reply: &str,
+        header: Option<&[u8]>,
+        body: &[u8],
+        now: Instant,
+    ) {
         self.last_now = now;
         if reply.is_empty() || self.closed {
             return;
         }
-        let err = |env: &mut dyn ConsumerEnv, code: u16, text: &str| Self::send_status(env, reply, &wire::status(code, text));
+        let err =
+            |env: &mut dyn ConsumerEnv, code: u16, text: &str| Self::send_status(env, reply, &wire::status(code, text));
         if self.cfg.is_push() {
             return err(env, 409, "Consumer is push based");
         }
@@ -75,7 +83,11 @@ impl Consumer {
             return err(env, 409, &format!("Exceeded MaxRequestExpires of {d}"));
         }
         if req.max_bytes > 0 && self.cfg.max_bytes > 0 && req.max_bytes > self.cfg.max_bytes {
-            return err(env, 409, &format!("Exceeded MaxRequestMaxBytes of {}", self.cfg.max_bytes));
+            return err(
+                env,
+                409,
+                &format!("Exceeded MaxRequestMaxBytes of {}", self.cfg.max_bytes),
+            );
         }
         let policy = self.cfg.priority_policy;
         if let Some(g) = &req.group {
@@ -106,7 +118,9 @@ impl Consumer {
             }
         }
         if self.waiting.len() >= self.max_waiting
-            && self.last_wait_check.is_none_or(|t| now.saturating_duration_since(t) > Duration::from_secs(1))
+            && self
+                .last_wait_check
+                .is_none_or(|t| now.saturating_duration_since(t) > Duration::from_secs(1))
         {
             self.process_waiting(false, env, now);
         }
@@ -155,7 +169,11 @@ impl Consumer {
     /// Insert after the last request of the same or a more urgent priority.
     fn insert_by_priority(&mut self, wr: PullReq) {
         let p = wr.priority();
-        let at = self.waiting.iter().position(|w| w.priority() > p).unwrap_or(self.waiting.len());
+        let at = self
+            .waiting
+            .iter()
+            .position(|w| w.priority() > p)
+            .unwrap_or(self.waiting.len());
         self.waiting.insert(at, wr);
     }
 
@@ -194,7 +212,12 @@ impl Consumer {
     }
 
     fn assign_pin(&mut self, env: &mut dyn ConsumerEnv, now: Instant) {
-        let Some(group) = self.waiting.front().and_then(|w| w.group.as_ref()).map(|g| g.group.clone()) else {
+        let Some(group) = self
+            .waiting
+            .front()
+            .and_then(|w| w.group.as_ref())
+            .map(|g| g.group.clone())
+        else {
             return;
         };
         if group.is_empty() {

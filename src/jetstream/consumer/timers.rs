@@ -241,7 +241,11 @@ impl Consumer {
         if self.cfg.ack_policy != AckPolicy::FlowControl {
             return Vec::new();
         }
-        let num = |k: &str| header.and_then(|h| wire::header_value(h, k)).and_then(|v| v.parse::<i64>().ok());
+        let num = |k: &str| {
+            header
+                .and_then(|h| wire::header_value(h, k))
+                .and_then(|v| v.parse::<i64>().ok())
+        };
         match (num("Nats-Last-Stream"), num("Nats-Last-Consumer")) {
             (Some(s), c) if s > 0 => {
                 let c = u64::try_from(c.unwrap_or(0).max(0)).unwrap_or(0);

@@ -102,7 +102,9 @@ pub fn parse_ack(body: &[u8]) -> AckKind<'_> {
         let delay = if arg.first() == Some(&b'{') {
             serde_json::from_slice::<NakOpts>(arg).ok().map(|o| o.delay)
         } else {
-            std::str::from_utf8(arg).ok().and_then(|s| conf::parse_duration_nanos(s).ok())
+            std::str::from_utf8(arg)
+                .ok()
+                .and_then(|s| conf::parse_duration_nanos(s).ok())
         };
         return AckKind::Nak(delay);
     }
@@ -276,10 +278,18 @@ mod tests {
         assert_eq!(parse_ack_subject(&s), Some(a));
         let v2 = "$JS.ACK._.HASH.ORDERS.C1.2.7.5.1795975678023265724.3.tok";
         assert_eq!(parse_ack_subject(v2), Some(a));
-        for bad in ["$JS.ACK.S.C.1.2.3.4", "$JS.NAK.S.C.1.2.3.4.5", "foo", "$JS.ACK.S.C.1.2.3.4.5.6"] {
+        for bad in [
+            "$JS.ACK.S.C.1.2.3.4",
+            "$JS.NAK.S.C.1.2.3.4.5",
+            "foo",
+            "$JS.ACK.S.C.1.2.3.4.5.6",
+        ] {
             assert_eq!(parse_ack_subject(bad), None, "{bad}");
         }
-        assert_eq!(parse_ack_subject("$JS.ACK.S.C.x.2.3.4.5").map(|a| a.deliveries), Some(0));
+        assert_eq!(
+            parse_ack_subject("$JS.ACK.S.C.x.2.3.4.5").map(|a| a.deliveries),
+            Some(0)
+        );
     }
 
     #[test]
@@ -307,9 +317,14 @@ mod tests {
         assert_eq!(parse_pull(b"").map(|p| p.batch), Ok(1));
         assert_eq!(parse_pull(b" 10 ").map(|p| p.batch), Ok(10));
         assert_eq!(parse_pull(b"junk").map(|p| p.batch), Ok(1));
-        let p = parse_pull(br#"{"batch":5,"expires":1000000000,"max_bytes":100,"no_wait":true,"group":"g","priority":3,"x":1}"#)
-            .unwrap();
-        assert_eq!((p.batch, p.expires, p.max_bytes, p.no_wait), (5, 1_000_000_000, 100, true));
+        let p = parse_pull(
+            br#"{"batch":5,"expires":1000000000,"max_bytes":100,"no_wait":true,"group":"g","priority":3,"x":1}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (p.batch, p.expires, p.max_bytes, p.no_wait),
+            (5, 1_000_000_000, 100, true)
+        );
         let g = p.group.unwrap();
         assert_eq!((g.group.as_str(), g.priority), ("g", 3));
         assert_eq!(
@@ -331,12 +346,19 @@ mod tests {
                 .to_vec()
         );
         assert_eq!(add_header(b"", "K", "v"), b"NATS/1.0\r\nK: v\r\n\r\n".to_vec());
-        assert_eq!(add_header(b"NATS/1.0\r\nA: b\r\n\r\n", "K", "v"), b"NATS/1.0\r\nA: b\r\nK: v\r\n\r\n".to_vec());
+        assert_eq!(
+            add_header(b"NATS/1.0\r\nA: b\r\n\r\n", "K", "v"),
+            b"NATS/1.0\r\nA: b\r\nK: v\r\n\r\n".to_vec()
+        );
         let h = b"NATS/1.0\r\nNats-Required-Api-Level: 9\r\n\r\n";
         assert_eq!(header_value(h, REQUIRED_API_LEVEL), Some("9"));
         assert!(requires_newer_api(Some(h)));
-        assert!(!requires_newer_api(Some(b"NATS/1.0\r\nNats-Required-Api-Level: 2\r\n\r\n")));
-        assert!(requires_newer_api(Some(b"NATS/1.0\r\nNats-Required-Api-Level: x\r\n\r\n")));
+        assert!(!requires_newer_api(Some(
+            b"NATS/1.0\r\nNats-Required-Api-Level: 2\r\n\r\n"
+        )));
+        assert!(requires_newer_api(Some(
+            b"NATS/1.0\r\nNats-Required-Api-Level: x\r\n\r\n"
+        )));
         assert!(!requires_newer_api(None));
     }
 }
