@@ -266,7 +266,7 @@ impl Consumer {
         self.maxdc = u64::try_from(self.cfg.max_deliver.max(0)).unwrap_or(0);
         self.max_waiting = usize::try_from(self.cfg.max_waiting.max(0)).unwrap_or(0);
         self.sfreq = sample_freq(&self.cfg.sample_freq);
-        self.rate = (self.cfg.rate_limit_bps > 0).then(|| RateLimit {
+        self.rate = (self.cfg.rate_limit_bps > 0).then_some(RateLimit {
             rate: (self.cfg.rate_limit_bps / 8) as f64,
             tokens: RATE_BURST,
             last: now,
