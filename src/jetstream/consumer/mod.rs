@@ -21,10 +21,17 @@
 //! - [`wire`]: the byte formats: ack subjects and payloads, pull request bodies, status
 //!   headers (private parsers until `api::consumer_msgs` is unified with them).
 //! - `advisory`: the consumer advisories and the ack metric (`$JS.EVENT...`).
+//! - `tests_*`: sans-IO tests on a memory store and a recording env; `testdata/` holds
+//!   the script that printed the reference's status bytes the tests assert.
 //!
 //! The caller's contract: call [`Consumer::poll`] after [`Consumer::on_stored`],
-//! [`Consumer::on_pull`], acks and interest changes (and again while it returns true),
-//! and [`Consumer::tick`] when [`Consumer::next_deadline`] passes.
+//! [`Consumer::on_pull`], acks, flow-control replies and interest changes on a push
+//! consumer's deliver subject (and again while it returns true; [`Consumer::wants_poll`]
+//! says whether an event asked for it); call [`Consumer::tick`] when
+//! [`Consumer::next_deadline`] passes (it delivers what became due), then ask
+//! [`Consumer::inactive`]; persist [`Consumer::state`] when [`Consumer::take_dirty`]
+//! says so; feed [`Consumer::on_ack`]'s result and [`Consumer::take_acked`] to interest
+//! retention.
 
 mod ack;
 mod advisory;

@@ -1,6 +1,8 @@
 //! Pull request tests: batches, expiry, no_wait, max bytes, heartbeats, max waiting, the
-//! consumer's request limits, priority groups, interest, stop, inactivity. Status header
-//! bytes were checked against nats-server 2.14.0 (see the `reference_statuses` note).
+//! consumer's request limits, priority groups, interest, stop, inactivity. The status
+//! header bytes asserted here (404, 408 Request Timeout / Requests Pending, 409 Batch
+//! Completed / Message Size Exceeds MaxBytes / Exceeded Max* / Consumer Deleted, 400s,
+//! 100 Idle Heartbeat) were checked against nats-server 2.14.0 over raw TCP.
 
 use super::tests_support::*;
 use crate::jetstream::api::config::PriorityPolicy;
@@ -56,17 +58,15 @@ fn no_wait_statuses() {
     assert_eq!(seqs(&out), vec![1]);
     assert_eq!(statuses(&out), vec!["NATS/1.0 404 No Messages\r\n\r\n"]);
     assert_eq!(c.stats(&mut w.env).num_waiting, 0);
-    // Pending messages already claimed by waiting requests: 408 Requests Pending.
-    let mut c = w.consumer(pull_cfg());
-    w.listen("Q");
-    let now = w.now();
-    c.on_pull(&mut w.env, "Q", None, b"5", now);
-    let out = {
-        let now = w.now();
-        w.listen("R2");
-        c.on_pull(&mut w.env, "R2", None, br#"{"no_wait":true}"#, now);
-        w.take()
-    };
+    // Pending messages already claimed by waiting requests: 408 Requests Pending
+    // (as the reference answers with max_ack_pending 1, 3 messages, a waiting batch of 10).
+    w.store("s.b", b"2");
+    w.store("s.c", b"3");
+    let mut cfg = pull_cfg();
+    cfg.max_ack_pending = 1;
+    let mut c = w.consumer(cfg);
+    assert_eq!(seqs(&w.pull(&mut c, "Q", "10")), vec![1]);
+    let out = w.pull(&mut c, "R2", r#"{"no_wait":true}"#);
     assert_eq!(statuses(&out), vec!["NATS/1.0 408 Requests Pending\r\n\r\n"]);
 }
 
@@ -219,6 +219,11 @@ fn pull_inactivity() {
     assert!(!w.inactive(&c), "a pull request is activity");
     w.tick_after(&mut c, ms(200));
     assert!(w.inactive(&c));
+    assert_eq!(
+        c.next_deadline(),
+        None,
+        "a passed inactivity deadline does not keep firing"
+    );
     let mut d = w.consumer(pull_cfg());
     w.advance(secs(100));
     assert!(!w.inactive(&d), "no threshold: never");

@@ -19,16 +19,20 @@ impl Consumer {
         if self.closed {
             return None;
         }
-        let inactivity = self.inactive_threshold().map(|th| {
-            if self.cfg.is_push() {
+        // Deadlines already passed at the last call and still pending (a held delivery
+        // that cannot go out, an inactivity the caller did not act on) are left out, so
+        // a blocked consumer does not spin its shard.
+        let ahead = |t: Instant| (t > self.last_now).then_some(t);
+        let inactivity = self.inactive_threshold().and_then(|th| {
+            ahead(if self.cfg.is_push() {
                 self.last_interest + th
             } else {
                 self.waiting_last + th
-            }
+            })
         });
         [
             self.ptmr,
-            self.held.as_ref().map(|h| h.not_before),
+            self.held.as_ref().and_then(|h| ahead(h.not_before)),
             self.waiting_deadline(),
             self.hb_next,
             self.pause_end,
@@ -65,6 +69,12 @@ impl Consumer {
             }
         } else {
             self.process_waiting(false, env, now);
+            // Requests whose requester still listens keep a pull consumer alive.
+            if let Some(th) = self.inactive_threshold() {
+                if now >= self.waiting_last + th && !self.waiting.is_empty() {
+                    self.waiting_last = now;
+                }
+            }
         }
         if self.pause_end.is_some_and(|t| now >= t) {
             self.pause_end = None;
