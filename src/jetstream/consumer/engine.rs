@@ -164,8 +164,11 @@ fn sample_freq(s: &str) -> i64 {
     s.trim_end_matches('%').parse().unwrap_or(0)
 }
 
+/// Nanoseconds from configuration or a request as a duration: negative is zero, and
+/// anything beyond a century is a century (so `Instant` arithmetic cannot overflow).
 fn dur_ns(ns: i64) -> Duration {
-    Duration::from_nanos(u64::try_from(ns).unwrap_or(0))
+    const CENTURY: u64 = 100 * 365 * 86_400 * 1_000_000_000;
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(0).min(CENTURY))
 }
 
 impl Consumer {
@@ -343,8 +346,8 @@ impl Consumer {
 
     /// Resume from persisted state.
     fn apply_state(&mut self, st: ConsumerState, env: &mut dyn ConsumerEnv, now: Instant) {
-        self.sseq = st.delivered.stream + 1;
-        self.dseq = st.delivered.consumer + 1;
+        self.sseq = st.delivered.stream.saturating_add(1);
+        self.dseq = st.delivered.consumer.saturating_add(1);
         self.adflr = st.ack_floor.consumer;
         self.asflr = st.ack_floor.stream;
         self.pending = st.pending;
@@ -359,7 +362,7 @@ impl Consumer {
         self.pending.retain(|s, _| *s <= last);
         self.rdc.retain(|s, _| *s <= last);
         if self.pending.is_empty() {
-            self.sseq = self.sseq.max(self.asflr + 1);
+            self.sseq = self.sseq.max(self.asflr.saturating_add(1));
         }
         if !self.pending.is_empty() {
             // Check restored pending soon, as the reference does after a restart.
@@ -455,7 +458,7 @@ impl Consumer {
     fn set_pause(&mut self, env: &mut dyn ConsumerEnv, now: Instant) {
         let wall = env.now_ns();
         self.pause_end = match self.cfg.pause_until {
-            Some(t) if !t.is_zero() && t.0 > wall => Some(now + dur_ns(t.0 - wall)),
+            Some(t) if !t.is_zero() && t.0 > wall => Some(now + dur_ns(t.0.saturating_sub(wall))),
             _ => None,
         };
     }
@@ -596,7 +599,7 @@ impl Consumer {
         }
         let wall = env.now_ns();
         let (paused, pause_remaining) = match self.cfg.pause_until {
-            Some(t) if !t.is_zero() && t.0 > wall => (true, t.0 - wall),
+            Some(t) if !t.is_zero() && t.0 > wall => (true, t.0.saturating_sub(wall)),
             _ => (false, 0),
         };
         let priority_groups = self

@@ -260,3 +260,34 @@ fn flow_control_ack_policy_acks_by_fc_reply() {
     assert_eq!(acked, vec![1, 2, 3]);
     assert_eq!(floors(&mut w, &mut c), (3, 3, 0));
 }
+
+#[test]
+fn hostile_ack_subjects_do_not_panic() {
+    let mut w = world(2);
+    let mut cfg = push_cfg();
+    cfg.flow_control = true;
+    cfg.idle_heartbeat = 1_000_000_000;
+    let mut c = w.consumer(cfg);
+    let out = w.poll(&mut c);
+    w.ack(&mut c, &out[1], "");
+    let now = w.now();
+    let max = u64::MAX;
+    for subj in [
+        format!("$JS.ACK.S.C.1.{max}.{max}.0.0"),
+        format!("$JS.ACK.S.C.{max}.1.{max}.{max}.{max}"),
+        "$JS.ACK.S.C.1.1.1.-5.0".to_string(),
+    ] {
+        for body in [
+            "",
+            "-NAK {\"delay\": 9223372036854775807}",
+            "-NAK -9999h",
+            "+TERM",
+            "+WPI",
+            "+ACK",
+        ] {
+            c.on_ack(&mut w.env, &subj, "r", body.as_bytes(), now);
+        }
+    }
+    w.tick_after(&mut c, secs(5));
+    let _ = c.stats(&mut w.env);
+}

@@ -58,7 +58,7 @@ impl Consumer {
             if let Some(t) = self.hb_next.filter(|t| now >= *t) {
                 let _ = t;
                 if self.active {
-                    let hb = wire::heartbeat(self.dseq - 1, self.sseq - 1, &self.fcid);
+                    let hb = wire::heartbeat(self.dseq.saturating_sub(1), self.sseq.saturating_sub(1), &self.fcid);
                     env.publish(&self.cfg.deliver_subject, "", Some(&hb), b"");
                     if self.cfg.ack_policy == AckPolicy::FlowControl && !self.pending.is_empty() && self.fcid.is_empty()
                     {
@@ -145,7 +145,7 @@ impl Consumer {
                 self.dirty = true;
                 continue;
             }
-            let elapsed = wall - p.timestamp;
+            let elapsed = wall.saturating_sub(p.timestamp);
             let mut deadline = ttl;
             if !backoff.is_empty() {
                 let last = backoff.len() - 1;
@@ -160,16 +160,16 @@ impl Consumer {
                 if !self.rdq.contains(&seq) && !self.has_max_deliveries(env, seq) {
                     expired.push(seq);
                 }
-            } else if deadline - elapsed < next {
-                next = deadline - elapsed;
+            } else if deadline.saturating_sub(elapsed) < next {
+                next = deadline.saturating_sub(elapsed);
             }
         }
         if let Some(first) = expired.first().and_then(|s| self.pending.get(s)) {
             // Redelivery restarts the clock, keeping the order between them.
-            let off = wall - first.timestamp;
+            let off = wall.saturating_sub(first.timestamp);
             for s in &expired {
                 if let Some(p) = self.pending.get_mut(s) {
-                    p.timestamp += off;
+                    p.timestamp = p.timestamp.saturating_add(off);
                 }
                 self.rdq.insert(*s);
             }
