@@ -6,8 +6,9 @@
 //!
 //! Module map:
 //! - [`engine`]: the [`Consumer`] itself: creation (start position per deliver policy,
-//!   restored state), configuration updates, persisted state, stats, pause, reset, stop,
-//!   inactivity and interest-retention queries.
+//!   restored state), configuration updates, pause, reset, removals, stop, unpin.
+//! - `query`: what it reports: [`Consumer::state`], [`Consumer::stats`] ([`ConsumerStats`]),
+//!   [`Consumer::needs`] (interest retention), [`Consumer::inactive`].
 //! - `deliver`: [`Consumer::poll`]: picking the next message (redeliveries first, lowest
 //!   stream sequence first, then the last-per-subject skip list, then new messages),
 //!   max ack pending, replay timing, rate limiting, headers only, the ack reply subject.
@@ -38,6 +39,7 @@ mod advisory;
 mod deliver;
 pub mod engine;
 mod pull;
+mod query;
 mod timers;
 pub mod wire;
 
@@ -52,7 +54,8 @@ mod tests_push;
 #[cfg(test)]
 mod tests_support;
 
-pub use engine::{Consumer, ConsumerStats, PriorityGroupState, SequenceInfo};
+pub use engine::Consumer;
+pub use query::{ConsumerStats, PriorityGroupState, SequenceInfo};
 
 /// What a consumer needs from the shard that owns its stream.
 pub trait ConsumerEnv {
