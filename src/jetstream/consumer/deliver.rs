@@ -238,6 +238,8 @@ impl Consumer {
         }
         let wall = env.now_ns();
         self.ldt = wall;
+        self.delivered.consumer = self.delivered.consumer.max(dseq);
+        self.delivered.stream = self.delivered.stream.max(seq);
         self.dirty = true;
         if self.cfg.ack_policy == AckPolicy::None {
             self.adflr = dseq;

@@ -10,7 +10,7 @@ use crate::jetstream::api::{ApiError, GoTime};
 use crate::system::nuid::Nuid;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
-use storage::{ConsumerState, Filter, Pending, StoredMsg};
+use storage::{ConsumerState, Filter, Pending, SeqPair, StoredMsg};
 
 /// Flow control: bytes allowed in flight at most (the reference's 32 MiB).
 pub(super) const FC_MAX_PENDING: u64 = 32 * 1024 * 1024;
@@ -99,6 +99,8 @@ pub struct Consumer {
     pub(super) pblimit: u64,
     pub(super) fcid: String,
     pub(super) fcsz: u64,
+    /// The highest delivery (consumer and stream sequence) ConsumerInfo reports.
+    pub(super) delivered: SeqPair,
     /// Last delivery / last ack, Unix ns (0: none).
     pub(super) ldt: i64,
     pub(super) lat: i64,
@@ -173,6 +175,7 @@ impl Consumer {
             pblimit: 0,
             fcid: String::new(),
             fcsz: 0,
+            delivered: SeqPair::default(),
             ldt: 0,
             lat: 0,
             pause_end: None,
@@ -306,6 +309,10 @@ impl Consumer {
         self.dseq = 1;
         self.adflr = 0;
         self.asflr = self.sseq - 1;
+        self.delivered = SeqPair {
+            consumer: 0,
+            stream: self.asflr,
+        };
     }
 
     /// Resume from persisted state.
@@ -314,6 +321,7 @@ impl Consumer {
         self.dseq = st.delivered.consumer.saturating_add(1);
         self.adflr = st.ack_floor.consumer;
         self.asflr = st.ack_floor.stream;
+        self.delivered = st.delivered;
         self.pending = st.pending;
         self.rdc = st.redelivered;
         let last = env.store().fast_state().last_seq;
@@ -462,6 +470,10 @@ impl Consumer {
         self.dseq = 1;
         self.adflr = 0;
         self.asflr = seq - 1;
+        self.delivered = SeqPair {
+            consumer: 0,
+            stream: seq - 1,
+        };
         self.ldt = 0;
         self.lat = 0;
         self.dirty = true;
@@ -483,6 +495,7 @@ impl Consumer {
         let first = first_seq_now.max(1);
         if self.sseq < first {
             self.sseq = first;
+            self.delivered.stream = self.delivered.stream.max(first - 1);
         }
         if self.asflr < first {
             self.asflr = first - 1;

@@ -110,8 +110,8 @@ impl Consumer {
             .collect();
         ConsumerStats {
             delivered: SequenceInfo {
-                consumer_seq: self.dseq.saturating_sub(1),
-                stream_seq: self.sseq.saturating_sub(1),
+                consumer_seq: self.delivered.consumer,
+                stream_seq: self.delivered.stream,
                 last_active: (self.ldt != 0).then_some(GoTime(self.ldt)),
             },
             ack_floor: SequenceInfo {

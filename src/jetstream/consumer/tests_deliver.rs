@@ -331,3 +331,16 @@ impl Compact for storage::MemStore {
         storage::Store::compact(self, seq).unwrap();
     }
 }
+
+#[test]
+fn info_delivered_is_the_last_delivery_not_the_scan_position() {
+    let mut w = world4();
+    let mut cfg = push_cfg();
+    cfg.filter_subject = "a.2".into();
+    let mut c = w.consumer(cfg);
+    assert_eq!(seqs(&w.poll(&mut c)), vec![2]);
+    let st = c.stats(&mut w.env);
+    assert_eq!((st.delivered.consumer_seq, st.delivered.stream_seq), (1, 2));
+    assert_eq!(st.num_pending, 0);
+    assert!(st.delivered.last_active.is_some());
+}
