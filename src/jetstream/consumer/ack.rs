@@ -25,9 +25,11 @@ impl Consumer {
         if self.closed {
             return Vec::new();
         }
-        let info = wire::parse_ack_subject(subject).unwrap_or_default();
+        let Some(info) = wire::parse_ack_subject(subject).filter(|a| a.stream_seq != 0) else {
+            return Vec::new();
+        };
         let (sseq, dseq, dc) = (info.stream_seq, info.consumer_seq, info.deliveries);
-        let mut answer = sseq != 0;
+        let mut answer = true;
         let mut acked = Vec::new();
         match wire::parse_ack(body) {
             AckKind::Ack => match self.ack_msg(env, sseq, dseq, dc, true) {
@@ -96,7 +98,8 @@ impl Consumer {
                     } else if d == self.adflr + 1 {
                         self.adflr = d;
                         self.asflr = sseq;
-                        if let Some((s, q)) = self.pending.range(sseq + 1..self.sseq).next() {
+                        let next = self.pending.range(sseq.saturating_add(1)..).next();
+                        if let Some((s, q)) = next.filter(|(s, _)| **s < self.sseq) {
                             if q.sequence > 0 {
                                 self.adflr = q.sequence - 1;
                                 self.asflr = s - 1;
@@ -113,15 +116,19 @@ impl Consumer {
                     return Some(out);
                 }
                 self.adflr = dseq;
-                let floor_before = self.asflr;
                 self.asflr = sseq;
+                // What this consumer held in the range: its pending deliveries (the rest
+                // was acknowledged before, or never matched its filter).
                 let gone: Vec<u64> = self.pending.range(..=sseq).map(|(s, _)| *s).collect();
-                for s in gone {
-                    self.pending.remove(&s);
+                for s in &gone {
+                    self.pending.remove(s);
                 }
                 self.rdc.retain(|s, _| *s > sseq);
                 self.rdq.retain(|s| *s > sseq);
-                out.extend(floor_before + 1..=sseq);
+                out = gone;
+                if out.last() != Some(&sseq) {
+                    out.push(sseq);
+                }
             }
             AckPolicy::None => return Some(out),
         }
@@ -144,7 +151,7 @@ impl Consumer {
             let ack_wait = self.cfg.ack_wait;
             if let Some(p) = self.pending.get_mut(&sseq) {
                 // Expired at now - ack_wait; the delay counts from there.
-                p.timestamp = wall - ack_wait + d;
+                p.timestamp = wall.saturating_sub(ack_wait).saturating_add(d);
                 self.dirty = true;
                 if self.ptmr.is_some() {
                     self.ptmr = Some(now + Duration::from_millis(10));
@@ -172,7 +179,7 @@ impl Consumer {
             f => rand::thread_rng().gen_range(0..100) <= f,
         };
         if sample {
-            let ack_time = env.now_ns() - delivered_at;
+            let ack_time = env.now_ns().saturating_sub(delivered_at);
             self.ack_metric(env, sseq, dseq, dc, ack_time);
         }
     }

@@ -129,7 +129,7 @@ impl Consumer {
         };
         let mut delay = Duration::ZERO;
         if self.replay && self.lts > 0 {
-            let gap = Duration::from_nanos(u64::try_from(msg.ts - self.lts).unwrap_or(0));
+            let gap = Self::dur(msg.ts.saturating_sub(self.lts));
             if gap > Duration::from_millis(1) {
                 delay = gap;
             }
@@ -238,6 +238,8 @@ impl Consumer {
         }
         let wall = env.now_ns();
         self.ldt = wall;
+        self.delivered.consumer = self.delivered.consumer.max(dseq);
+        self.delivered.stream = self.delivered.stream.max(seq);
         self.dirty = true;
         if self.cfg.ack_policy == AckPolicy::None {
             self.adflr = dseq;

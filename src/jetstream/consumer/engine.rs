@@ -1,6 +1,6 @@
 //! The [`Consumer`]: its state, creation (the start position of each deliver policy, or a
-//! restored [`ConsumerState`]), configuration updates, the persisted state, stats, pause,
-//! reset, stop, and the queries the stream asks (inactivity, interest retention).
+//! restored [`ConsumerState`]), configuration updates, pause, reset, removals, stop and
+//! unpin. What it reports is in `query`.
 
 use super::pull::PullReq;
 use super::ConsumerEnv;
@@ -8,7 +8,6 @@ use crate::jetstream::api::config::{AckPolicy, ConsumerConfig, DeliverPolicy, Pr
 use crate::jetstream::api::errors_table as errs;
 use crate::jetstream::api::{ApiError, GoTime};
 use crate::system::nuid::Nuid;
-use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 use storage::{ConsumerState, Filter, Pending, SeqPair, StoredMsg};
@@ -19,41 +18,6 @@ pub(super) const FC_MAX_PENDING: u64 = 32 * 1024 * 1024;
 pub(super) const ACK_WAIT_DELAY: Duration = Duration::from_millis(1);
 /// Burst of the rate limiter (the server's default max payload).
 pub(super) const RATE_BURST: f64 = 1024.0 * 1024.0;
-
-/// A sequence pair with its last activity, as ConsumerInfo shows `delivered`/`ack_floor`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct SequenceInfo {
-    pub consumer_seq: u64,
-    pub stream_seq: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_active: Option<GoTime>,
-}
-
-/// One priority group's state in ConsumerInfo.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct PriorityGroupState {
-    pub group: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub pinned_client_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pinned_ts: Option<GoTime>,
-}
-
-/// The dynamic part of ConsumerInfo.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ConsumerStats {
-    pub delivered: SequenceInfo,
-    pub ack_floor: SequenceInfo,
-    pub num_ack_pending: usize,
-    pub num_redelivered: usize,
-    pub num_waiting: usize,
-    pub num_pending: u64,
-    pub push_bound: bool,
-    pub paused: bool,
-    /// Nanoseconds (0 when not paused).
-    pub pause_remaining: i64,
-    pub priority_groups: Vec<PriorityGroupState>,
-}
 
 /// The last-per-subject start: the sequences still to deliver, then where to resume.
 pub(super) struct SkipList {
@@ -135,6 +99,8 @@ pub struct Consumer {
     pub(super) pblimit: u64,
     pub(super) fcid: String,
     pub(super) fcsz: u64,
+    /// The highest delivery (consumer and stream sequence) ConsumerInfo reports.
+    pub(super) delivered: SeqPair,
     /// Last delivery / last ack, Unix ns (0: none).
     pub(super) ldt: i64,
     pub(super) lat: i64,
@@ -164,8 +130,11 @@ fn sample_freq(s: &str) -> i64 {
     s.trim_end_matches('%').parse().unwrap_or(0)
 }
 
+/// Nanoseconds from configuration or a request as a duration: negative is zero, and
+/// anything beyond a century is a century (so `Instant` arithmetic cannot overflow).
 fn dur_ns(ns: i64) -> Duration {
-    Duration::from_nanos(u64::try_from(ns).unwrap_or(0))
+    const CENTURY: u64 = 100 * 365 * 86_400 * 1_000_000_000;
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(0).min(CENTURY))
 }
 
 impl Consumer {
@@ -206,6 +175,7 @@ impl Consumer {
             pblimit: 0,
             fcid: String::new(),
             fcsz: 0,
+            delivered: SeqPair::default(),
             ldt: 0,
             lat: 0,
             pause_end: None,
@@ -266,7 +236,7 @@ impl Consumer {
         self.maxdc = u64::try_from(self.cfg.max_deliver.max(0)).unwrap_or(0);
         self.max_waiting = usize::try_from(self.cfg.max_waiting.max(0)).unwrap_or(0);
         self.sfreq = sample_freq(&self.cfg.sample_freq);
-        self.rate = (self.cfg.rate_limit_bps > 0).then(|| RateLimit {
+        self.rate = (self.cfg.rate_limit_bps > 0).then_some(RateLimit {
             rate: (self.cfg.rate_limit_bps / 8) as f64,
             tokens: RATE_BURST,
             last: now,
@@ -339,14 +309,19 @@ impl Consumer {
         self.dseq = 1;
         self.adflr = 0;
         self.asflr = self.sseq - 1;
+        self.delivered = SeqPair {
+            consumer: 0,
+            stream: self.asflr,
+        };
     }
 
     /// Resume from persisted state.
     fn apply_state(&mut self, st: ConsumerState, env: &mut dyn ConsumerEnv, now: Instant) {
-        self.sseq = st.delivered.stream + 1;
-        self.dseq = st.delivered.consumer + 1;
+        self.sseq = st.delivered.stream.saturating_add(1);
+        self.dseq = st.delivered.consumer.saturating_add(1);
         self.adflr = st.ack_floor.consumer;
         self.asflr = st.ack_floor.stream;
+        self.delivered = st.delivered;
         self.pending = st.pending;
         self.rdc = st.redelivered;
         let last = env.store().fast_state().last_seq;
@@ -359,7 +334,7 @@ impl Consumer {
         self.pending.retain(|s, _| *s <= last);
         self.rdc.retain(|s, _| *s <= last);
         if self.pending.is_empty() {
-            self.sseq = self.sseq.max(self.asflr + 1);
+            self.sseq = self.sseq.max(self.asflr.saturating_add(1));
         }
         if !self.pending.is_empty() {
             // Check restored pending soon, as the reference does after a restart.
@@ -455,7 +430,7 @@ impl Consumer {
     fn set_pause(&mut self, env: &mut dyn ConsumerEnv, now: Instant) {
         let wall = env.now_ns();
         self.pause_end = match self.cfg.pause_until {
-            Some(t) if !t.is_zero() && t.0 > wall => Some(now + dur_ns(t.0 - wall)),
+            Some(t) if !t.is_zero() && t.0 > wall => Some(now + dur_ns(t.0.saturating_sub(wall))),
             _ => None,
         };
     }
@@ -495,6 +470,10 @@ impl Consumer {
         self.dseq = 1;
         self.adflr = 0;
         self.asflr = seq - 1;
+        self.delivered = SeqPair {
+            consumer: 0,
+            stream: seq - 1,
+        };
         self.ldt = 0;
         self.lat = 0;
         self.dirty = true;
@@ -516,6 +495,7 @@ impl Consumer {
         let first = first_seq_now.max(1);
         if self.sseq < first {
             self.sseq = first;
+            self.delivered.stream = self.delivered.stream.max(first - 1);
         }
         if self.asflr < first {
             self.asflr = first - 1;
@@ -545,91 +525,6 @@ impl Consumer {
         }
         self.dirty = true;
         self.wake = true;
-    }
-
-    /// Does this consumer still need `seq` (interest retention)?
-    pub fn needs(&self, seq: u64, subject: &str) -> bool {
-        if !self.filter.matches(subject) {
-            return false;
-        }
-        let need = match self.cfg.ack_policy {
-            AckPolicy::None | AckPolicy::All | AckPolicy::FlowControl => seq > self.asflr,
-            AckPolicy::Explicit => seq > self.asflr && (seq >= self.sseq || self.pending.contains_key(&seq)),
-        };
-        need || self.rdc.contains_key(&seq)
-    }
-
-    /// The state to persist.
-    pub fn state(&self) -> ConsumerState {
-        ConsumerState {
-            delivered: SeqPair {
-                consumer: self.dseq.saturating_sub(1),
-                stream: self.sseq.saturating_sub(1),
-            },
-            ack_floor: SeqPair {
-                consumer: self.adflr,
-                stream: self.asflr,
-            },
-            pending: self.pending.clone(),
-            redelivered: self.rdc.clone(),
-        }
-    }
-
-    /// Whether the state changed since the last call.
-    pub fn take_dirty(&mut self) -> bool {
-        std::mem::take(&mut self.dirty)
-    }
-
-    /// Messages left to deliver (matching the filter).
-    pub(super) fn num_pending(&self, env: &mut dyn ConsumerEnv) -> u64 {
-        let store = env.store();
-        let lps = self.lss.is_some();
-        let np = store.num_pending(self.sseq, &self.filter, lps);
-        np.min(store.fast_state().msgs)
-    }
-
-    /// What ConsumerInfo shows.
-    pub fn stats(&mut self, env: &mut dyn ConsumerEnv) -> ConsumerStats {
-        let now = self.last_now;
-        if !self.cfg.is_push() {
-            self.process_waiting(false, env, now);
-        }
-        let wall = env.now_ns();
-        let (paused, pause_remaining) = match self.cfg.pause_until {
-            Some(t) if !t.is_zero() && t.0 > wall => (true, t.0 - wall),
-            _ => (false, 0),
-        };
-        let priority_groups = self
-            .cfg
-            .priority_groups
-            .first()
-            .map(|g| PriorityGroupState {
-                group: g.clone(),
-                pinned_client_id: self.pin_id.clone(),
-                pinned_ts: (self.pinned_ts != 0).then_some(GoTime(self.pinned_ts)),
-            })
-            .into_iter()
-            .collect();
-        ConsumerStats {
-            delivered: SequenceInfo {
-                consumer_seq: self.dseq.saturating_sub(1),
-                stream_seq: self.sseq.saturating_sub(1),
-                last_active: (self.ldt != 0).then_some(GoTime(self.ldt)),
-            },
-            ack_floor: SequenceInfo {
-                consumer_seq: self.adflr,
-                stream_seq: self.asflr,
-                last_active: (self.lat != 0).then_some(GoTime(self.lat)),
-            },
-            num_ack_pending: self.pending.len(),
-            num_redelivered: if self.cfg.max_deliver == 1 { 0 } else { self.rdc.len() },
-            num_waiting: self.waiting.len(),
-            num_pending: self.num_pending(env),
-            push_bound: self.cfg.is_push() && self.active,
-            paused,
-            pause_remaining,
-            priority_groups,
-        }
     }
 
     /// Stop: pending pull requests get `status` (e.g. `409 Consumer Deleted`).
@@ -662,32 +557,6 @@ impl Consumer {
 
     pub(super) fn is_pinned_policy(&self) -> bool {
         self.cfg.priority_policy == PriorityPolicy::PinnedClient
-    }
-
-    /// Ephemerals and `inactive_threshold`: should the consumer be deleted now? Push
-    /// consumers count as active while their deliver subject has interest, pull consumers
-    /// while they receive pull requests (or hold ones whose requester still listens).
-    pub fn inactive(&self, env: &mut dyn ConsumerEnv, now: Instant) -> bool {
-        let Some(th) = self.inactive_threshold() else {
-            return false;
-        };
-        if self.closed {
-            return false;
-        }
-        if self.cfg.is_push() {
-            if env.has_interest(&self.cfg.deliver_subject) {
-                return false;
-            }
-            return now.saturating_duration_since(self.last_interest) >= th;
-        }
-        if now.saturating_duration_since(self.waiting_last) < th {
-            return false;
-        }
-        !self.waiting.iter().any(|w| env.has_interest(&w.reply))
-    }
-
-    pub(super) fn inactive_threshold(&self) -> Option<Duration> {
-        (self.cfg.inactive_threshold > 0).then(|| dur_ns(self.cfg.inactive_threshold))
     }
 
     /// Ack wait for a delay (`ZERO`: the configured ack wait), with the timer slack.

@@ -6,8 +6,9 @@
 //!
 //! Module map:
 //! - [`engine`]: the [`Consumer`] itself: creation (start position per deliver policy,
-//!   restored state), configuration updates, persisted state, stats, pause, reset, stop,
-//!   inactivity and interest-retention queries.
+//!   restored state), configuration updates, pause, reset, removals, stop, unpin.
+//! - `query`: what it reports: [`Consumer::state`], [`Consumer::stats`] ([`ConsumerStats`]),
+//!   [`Consumer::needs`] (interest retention), [`Consumer::inactive`].
 //! - `deliver`: [`Consumer::poll`]: picking the next message (redeliveries first, lowest
 //!   stream sequence first, then the last-per-subject skip list, then new messages),
 //!   max ack pending, replay timing, rate limiting, headers only, the ack reply subject.
@@ -21,16 +22,24 @@
 //! - [`wire`]: the byte formats: ack subjects and payloads, pull request bodies, status
 //!   headers (private parsers until `api::consumer_msgs` is unified with them).
 //! - `advisory`: the consumer advisories and the ack metric (`$JS.EVENT...`).
+//! - `tests_*`: sans-IO tests on a memory store and a recording env; `testdata/` holds
+//!   the script that printed the reference's status bytes the tests assert.
 //!
 //! The caller's contract: call [`Consumer::poll`] after [`Consumer::on_stored`],
-//! [`Consumer::on_pull`], acks and interest changes (and again while it returns true),
-//! and [`Consumer::tick`] when [`Consumer::next_deadline`] passes.
+//! [`Consumer::on_pull`], acks, flow-control replies and interest changes on a push
+//! consumer's deliver subject (and again while it returns true; [`Consumer::wants_poll`]
+//! says whether an event asked for it); call [`Consumer::tick`] when
+//! [`Consumer::next_deadline`] passes (it delivers what became due), then ask
+//! [`Consumer::inactive`]; persist [`Consumer::state`] when [`Consumer::take_dirty`]
+//! says so; feed [`Consumer::on_ack`]'s result and [`Consumer::take_acked`] to interest
+//! retention.
 
 mod ack;
 mod advisory;
 mod deliver;
 pub mod engine;
 mod pull;
+mod query;
 mod timers;
 pub mod wire;
 
@@ -45,7 +54,8 @@ mod tests_push;
 #[cfg(test)]
 mod tests_support;
 
-pub use engine::{Consumer, ConsumerStats, PriorityGroupState, SequenceInfo};
+pub use engine::Consumer;
+pub use query::{ConsumerStats, PriorityGroupState, SequenceInfo};
 
 /// What a consumer needs from the shard that owns its stream.
 pub trait ConsumerEnv {

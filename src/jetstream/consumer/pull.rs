@@ -105,7 +105,7 @@ impl Consumer {
                 if g.group.is_empty() {
                     return err(env, 400, "Bad Request - Priority Group missing");
                 }
-                if !self.cfg.priority_groups.iter().any(|x| *x == g.group) {
+                if !self.cfg.priority_groups.contains(&g.group) {
                     return err(env, 400, "Bad Request - Invalid Priority Group");
                 }
                 if !self.pin_id.is_empty() {

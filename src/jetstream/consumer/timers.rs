@@ -19,16 +19,20 @@ impl Consumer {
         if self.closed {
             return None;
         }
-        let inactivity = self.inactive_threshold().map(|th| {
-            if self.cfg.is_push() {
+        // Deadlines already passed at the last call and still pending (a held delivery
+        // that cannot go out, an inactivity the caller did not act on) are left out, so
+        // a blocked consumer does not spin its shard.
+        let ahead = |t: Instant| (t > self.last_now).then_some(t);
+        let inactivity = self.inactive_threshold().and_then(|th| {
+            ahead(if self.cfg.is_push() {
                 self.last_interest + th
             } else {
                 self.waiting_last + th
-            }
+            })
         });
         [
             self.ptmr,
-            self.held.as_ref().map(|h| h.not_before),
+            self.held.as_ref().and_then(|h| ahead(h.not_before)),
             self.waiting_deadline(),
             self.hb_next,
             self.pause_end,
@@ -54,7 +58,7 @@ impl Consumer {
             if let Some(t) = self.hb_next.filter(|t| now >= *t) {
                 let _ = t;
                 if self.active {
-                    let hb = wire::heartbeat(self.dseq - 1, self.sseq - 1, &self.fcid);
+                    let hb = wire::heartbeat(self.dseq.saturating_sub(1), self.sseq.saturating_sub(1), &self.fcid);
                     env.publish(&self.cfg.deliver_subject, "", Some(&hb), b"");
                     if self.cfg.ack_policy == AckPolicy::FlowControl && !self.pending.is_empty() && self.fcid.is_empty()
                     {
@@ -65,6 +69,12 @@ impl Consumer {
             }
         } else {
             self.process_waiting(false, env, now);
+            // Requests whose requester still listens keep a pull consumer alive.
+            if let Some(th) = self.inactive_threshold() {
+                if now >= self.waiting_last + th && !self.waiting.is_empty() {
+                    self.waiting_last = now;
+                }
+            }
         }
         if self.pause_end.is_some_and(|t| now >= t) {
             self.pause_end = None;
@@ -135,7 +145,7 @@ impl Consumer {
                 self.dirty = true;
                 continue;
             }
-            let elapsed = wall - p.timestamp;
+            let elapsed = wall.saturating_sub(p.timestamp);
             let mut deadline = ttl;
             if !backoff.is_empty() {
                 let last = backoff.len() - 1;
@@ -150,16 +160,16 @@ impl Consumer {
                 if !self.rdq.contains(&seq) && !self.has_max_deliveries(env, seq) {
                     expired.push(seq);
                 }
-            } else if deadline - elapsed < next {
-                next = deadline - elapsed;
+            } else if deadline.saturating_sub(elapsed) < next {
+                next = deadline.saturating_sub(elapsed);
             }
         }
         if let Some(first) = expired.first().and_then(|s| self.pending.get(s)) {
             // Redelivery restarts the clock, keeping the order between them.
-            let off = wall - first.timestamp;
+            let off = wall.saturating_sub(first.timestamp);
             for s in &expired {
                 if let Some(p) = self.pending.get_mut(s) {
-                    p.timestamp += off;
+                    p.timestamp = p.timestamp.saturating_add(off);
                 }
                 self.rdq.insert(*s);
             }
