@@ -21,7 +21,11 @@ async fn js(s: &Server) -> (async_nats::Client, jetstream::Context) {
 }
 
 fn store_dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("rnats-js-{name}-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let d = std::env::temp_dir().join(format!(
+        "rnats-js-{name}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     let _ = std::fs::remove_dir_all(&d);
     d
 }
@@ -42,22 +46,42 @@ fn streams_and_publish(r: common::Reactor, shards: &str) {
             .unwrap();
         assert_eq!(st.cached_info().config.name, "ORDERS");
         for i in 0..10 {
-            let ack = js.publish(format!("orders.{i}"), "x".into()).await.unwrap().await.unwrap();
+            let ack = js
+                .publish(format!("orders.{i}"), "x".into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
             assert_eq!(ack.sequence, i + 1);
             assert_eq!(ack.stream, "ORDERS");
         }
         // Dedupe within the window: the original sequence, flagged duplicate.
         let mut h = async_nats::HeaderMap::new();
         h.insert("Nats-Msg-Id", "one");
-        let a1 = js.publish_with_headers("orders.d", h.clone(), "d".into()).await.unwrap().await.unwrap();
-        let a2 = js.publish_with_headers("orders.d", h, "d".into()).await.unwrap().await.unwrap();
+        let a1 = js
+            .publish_with_headers("orders.d", h.clone(), "d".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        let a2 = js
+            .publish_with_headers("orders.d", h, "d".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
         assert_eq!(a1.sequence, 11);
         assert_eq!(a2.sequence, 11);
         assert!(a2.duplicate);
         // Expected last sequence: wrong → error 10071.
         let mut h = async_nats::HeaderMap::new();
         h.insert("Nats-Expected-Last-Sequence", "5");
-        let err = js.publish_with_headers("orders.x", h, "x".into()).await.unwrap().await.unwrap_err();
+        let err = js
+            .publish_with_headers("orders.x", h, "x".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("wrong last sequence: 11"), "{err}");
         let mut st = js.get_stream("ORDERS").await.unwrap();
         let info = st.info().await.unwrap();
@@ -91,7 +115,11 @@ fn consumers(r: common::Reactor, shards: &str) {
             .await
             .unwrap();
         for i in 0..20 {
-            js.publish(format!("ev.{}", i % 2), format!("m{i}").into()).await.unwrap().await.unwrap();
+            js.publish(format!("ev.{}", i % 2), format!("m{i}").into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
         }
         let pull = st
             .create_consumer(consumer::pull::Config {
@@ -136,9 +164,16 @@ fn consumers(r: common::Reactor, shards: &str) {
             .unwrap();
         let mut msgs = push.messages().await.unwrap();
         for i in 0..10 {
-            let m = tokio::time::timeout(Duration::from_secs(5), msgs.next()).await.unwrap().unwrap().unwrap();
+            let m = tokio::time::timeout(Duration::from_secs(5), msgs.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
             assert_eq!(m.subject.as_str(), "ev.1");
-            assert_eq!(String::from_utf8(m.payload.to_vec()).unwrap(), format!("m{}", 2 * i + 1));
+            assert_eq!(
+                String::from_utf8(m.payload.to_vec()).unwrap(),
+                format!("m{}", 2 * i + 1)
+            );
         }
         let names: Vec<String> = st.consumer_names().map(|n| n.unwrap()).collect().await;
         assert_eq!(names.len(), 2);
@@ -168,9 +203,19 @@ fn key_value(r: common::Reactor, shards: &str) {
         kv.put("b", "3".into()).await.unwrap();
         assert_eq!(&kv.get("a.x").await.unwrap().unwrap()[..], b"2");
         assert!(kv.get("nope").await.unwrap().is_none());
-        let e = tokio::time::timeout(Duration::from_secs(5), watch.next()).await.unwrap().unwrap().unwrap();
+        let e = tokio::time::timeout(Duration::from_secs(5), watch.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         assert_eq!((e.key.as_str(), &e.value[..]), ("a.x", &b"1"[..]));
-        let hist: Vec<_> = kv.history("a.x").await.unwrap().map(|e| e.unwrap().revision).collect().await;
+        let hist: Vec<_> = kv
+            .history("a.x")
+            .await
+            .unwrap()
+            .map(|e| e.unwrap().revision)
+            .collect()
+            .await;
         assert_eq!(hist, [1, 2]);
         kv.delete("a.x").await.unwrap();
         assert!(kv.get("a.x").await.unwrap().is_none());
@@ -265,4 +310,10 @@ macro_rules! js_tests {
     };
 }
 
-js_tests!(streams_and_publish, consumers, key_value, object_store_round_trip, restart_keeps_state);
+js_tests!(
+    streams_and_publish,
+    consumers,
+    key_value,
+    object_store_round_trip,
+    restart_keeps_state
+);

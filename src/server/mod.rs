@@ -832,7 +832,11 @@ fn jetstream_settings(opts: &Options) -> Result<Option<crate::jetstream::JsSetti
             ..Default::default()
         },
         accounts,
-        max_ack_pending: if o.limits.max_ack_pending > 0 { o.limits.max_ack_pending } else { -1 },
+        max_ack_pending: if o.limits.max_ack_pending > 0 {
+            o.limits.max_ack_pending
+        } else {
+            -1
+        },
         max_duplicate_window: i64::try_from(o.limits.duplicate_window.as_nanos()).unwrap_or(0),
         max_request_batch: o.limits.max_request_batch,
     }))

@@ -155,7 +155,7 @@ impl ConsumerPauseRequest {
     /// or array; anything else is an empty request.
     pub fn decode(body: &[u8]) -> Result<ConsumerPauseRequest, ApiError> {
         let t = body.trim_ascii();
-        if !(t.starts_with(b"{") && t.ends_with(b"}")) && !(t.starts_with(b"[") && t.ends_with(b"]")) {
+        if !(t.starts_with(b"{") && t.ends_with(b"}") || t.starts_with(b"[") && t.ends_with(b"]")) {
             return Ok(ConsumerPauseRequest::default());
         }
         serde_json::from_slice(t).map_err(|e| JS_INVALID_JSON_ERR.err_with(json_error_text(&e)))

@@ -13,6 +13,9 @@ use std::time::{Duration, Instant};
 
 const FC_DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
+/// How often a push consumer without interest checks its deliver subject again.
+const INTEREST_RECHECK: std::time::Duration = std::time::Duration::from_millis(20);
+
 impl Consumer {
     /// When [`Consumer::tick`] next has work.
     pub fn next_deadline(&self) -> Option<Instant> {
@@ -38,6 +41,9 @@ impl Consumer {
             self.pause_end,
             self.pin_deadline,
             inactivity,
+            // A push consumer nobody listens to yet looks for interest again soon (the
+            // shard does not announce subscriptions to it).
+            (self.cfg.is_push() && !self.active).then(|| self.last_now + INTEREST_RECHECK),
         ]
         .into_iter()
         .flatten()
@@ -54,7 +60,11 @@ impl Consumer {
             self.check_pending(env, now);
         }
         if self.cfg.is_push() {
+            let was_active = self.active;
             self.refresh_interest(env, now);
+            if self.active && !was_active {
+                self.wake = true;
+            }
             if let Some(t) = self.hb_next.filter(|t| now >= *t) {
                 let _ = t;
                 if self.active {

@@ -129,22 +129,6 @@ pub struct PriorityGroup {
     pub priority: i64,
 }
 
-#[derive(Deserialize)]
-struct NextRequest {
-    #[serde(default)]
-    batch: i64,
-    #[serde(default)]
-    expires: i64,
-    #[serde(default)]
-    max_bytes: i64,
-    #[serde(default)]
-    no_wait: bool,
-    #[serde(default)]
-    idle_heartbeat: i64,
-    #[serde(flatten)]
-    group: PriorityGroup,
-}
-
 /// A parsed pull request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PullParams {
@@ -159,35 +143,25 @@ pub struct PullParams {
     pub group: Option<PriorityGroup>,
 }
 
-/// Parse a pull request body: empty (batch 1), an integer (batch n), or JSON. The error
-/// is the text after `Bad Request - `.
+/// Parse a pull request body: empty (batch 1), an integer (batch n), or JSON, with the
+/// reference's decoding (`api::consumer_msgs::parse_pull`). The error is the text after
+/// `Bad Request - `.
 pub fn parse_pull(body: &[u8]) -> Result<PullParams, String> {
-    let req = body.trim_ascii();
-    let one = PullParams {
-        batch: 1,
-        ..PullParams::default()
-    };
-    if req.is_empty() {
-        return Ok(one);
-    }
-    if req.first() == Some(&b'{') {
-        let r: NextRequest = serde_json::from_slice(req).map_err(|e| e.to_string())?;
-        if r.idle_heartbeat > 0 && r.idle_heartbeat.saturating_mul(2) > r.expires {
-            return Err("heartbeat value too large".to_string());
-        }
-        return Ok(PullParams {
-            batch: r.batch,
-            expires: r.expires,
-            max_bytes: r.max_bytes,
-            no_wait: r.no_wait,
-            heartbeat: r.idle_heartbeat,
-            group: Some(r.group),
-        });
-    }
-    match std::str::from_utf8(req).ok().and_then(|s| s.parse::<i64>().ok()) {
-        Some(n) => Ok(PullParams { batch: n, ..one }),
-        None => Ok(one),
-    }
+    let r = crate::jetstream::api::consumer_msgs::parse_pull(body)?;
+    Ok(PullParams {
+        batch: r.batch,
+        expires: r.expires,
+        max_bytes: r.max_bytes,
+        no_wait: r.no_wait,
+        heartbeat: r.idle_heartbeat,
+        group: r.is_json.then_some(PriorityGroup {
+            group: r.group,
+            min_pending: r.min_pending,
+            min_ack_pending: r.min_ack_pending,
+            id: r.id,
+            priority: r.priority,
+        }),
+    })
 }
 
 /// `NATS/1.0 <code> <text>\r\n\r\n`.

@@ -21,6 +21,8 @@ use std::time::Instant;
 
 const NAMES_LIMIT: usize = 1024;
 const LIST_LIMIT: usize = 256;
+/// The reference's default `inactive_threshold` of ephemeral consumers (5 s).
+const EPHEMERAL_INACTIVE_THRESHOLD: i64 = 5_000_000_000;
 
 fn fail(core: &mut ShardCore, js: &JetStream, req: &Request, suffix: &str, err: &ApiError, now: Instant) {
     js.count_request(true);
@@ -193,6 +195,10 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
             cc::set_static_metadata(&mut cfg);
             if let Err(err) = cc::apply_defaults(&mut cfg, &ctx).and_then(|_| cc::check(&cfg, &ctx, false)) {
                 return fail(core, &js2, &req, suffix, &err, now);
+            }
+            // Ephemerals go away after 5 s without interest unless told otherwise.
+            if cfg.durable_name.is_empty() && cfg.inactive_threshold == 0 {
+                cfg.inactive_threshold = EPHEMERAL_INACTIVE_THRESHOLD;
             }
             let existing = st.consumers.get(&name).map(|s| s.c.config().clone());
             if let Some(old) = existing {

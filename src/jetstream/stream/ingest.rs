@@ -87,6 +87,7 @@ impl Stream {
     /// Take a publish on `subject`. `now` is the wall clock in Unix ns; `interest` tells
     /// (interest retention) whether any consumer wants this subject; `max_payload` is the
     /// server's limit.
+    #[allow(clippy::too_many_arguments)]
     pub fn ingest(
         &mut self,
         subject: &str,
