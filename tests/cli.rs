@@ -269,13 +269,10 @@ fn reference_flags_of_missing_features() {
     ] {
         assert_eq!(on(bin(), args), on(&reference, args), "{args:?}");
     }
-    for (args, feature) in [
-        (&["-js"][..], "JetStream (-js/--jetstream)"),
-        (
-            &["--cluster", "nats://127.0.0.1:-1"][..],
-            "clustering (--cluster, --cluster_listen, --routes)",
-        ),
-    ] {
+    for (args, feature) in [(
+        &["--cluster", "nats://127.0.0.1:-1"][..],
+        "clustering (--cluster, --cluster_listen, --routes)",
+    )] {
         let (code, err) = on(bin(), &[&["-p", "-1"][..], args].concat());
         assert_eq!(
             (code, err.as_str()),

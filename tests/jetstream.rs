@@ -317,3 +317,68 @@ js_tests!(
     object_store_round_trip,
     restart_keeps_state
 );
+
+/// A store directory written by nats-server 2.14 opens in rnats with its stream, every
+/// message and the durable consumer's ack floor.
+fn reference_store_opens(r: common::Reactor, shards: &str) {
+    let dir = store_dir("fromref");
+    let sd = dir.to_str().unwrap().to_string();
+    {
+        let reference = common::reference_server();
+        let s = Server::start_cmd(&reference, &["-a", "127.0.0.1", "-p", "-1", "-js", "-sd", &sd]);
+        rt().block_on(async {
+            let (_c, js) = js(&s).await;
+            let st = js
+                .create_stream(stream::Config {
+                    name: "OLD".into(),
+                    subjects: vec!["old.*".into()],
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            for i in 0..50 {
+                js.publish(format!("old.{}", i % 5), format!("v{i}").into())
+                    .await
+                    .unwrap()
+                    .await
+                    .unwrap();
+            }
+            let c = st
+                .create_consumer(consumer::pull::Config {
+                    durable_name: Some("DUR".into()),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            let mut b = c.fetch().max_messages(10).messages().await.unwrap();
+            while let Some(m) = b.next().await {
+                m.unwrap().double_ack().await.unwrap();
+            }
+        });
+    }
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let mut st = js.get_stream("OLD").await.unwrap();
+        let info = st.info().await.unwrap();
+        assert_eq!(info.state.messages, 50);
+        assert_eq!(info.config.subjects, ["old.*"]);
+        for seq in [1u64, 25, 50] {
+            let m = st.get_raw_message(seq).await.unwrap();
+            assert_eq!(&m.payload[..], format!("v{}", seq - 1).as_bytes());
+        }
+        let mut c: consumer::PullConsumer = st.get_consumer("DUR").await.unwrap();
+        assert_eq!(c.info().await.unwrap().ack_floor.stream_sequence, 10);
+        let mut b = c.fetch().max_messages(1).messages().await.unwrap();
+        let m = b.next().await.unwrap().unwrap();
+        assert_eq!(&m.payload[..], b"v10");
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+mod reference_store {
+    use super::*;
+    both_reactors!(opens, |r| super::reference_store_opens(r, "2"));
+}

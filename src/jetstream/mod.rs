@@ -1,6 +1,7 @@
 //! JetStream on one server: streams, consumers, the `$JS.API` services, KV and object
 //! store support (FEATURES.md §14.1-14.3).
 //!
+//! - [`advisory`]: stream/consumer action advisories and the API audit.
 //! - [`api`]: the API's wire shapes (configs, requests, responses, the error table).
 //! - [`consumer`]: the sans-IO consumer engine a stream's shard drives (deliveries, acks,
 //!   pull requests, redelivery, push heartbeats and flow control).
@@ -18,6 +19,7 @@
 //! service listens on shard 0 and hands stream-scoped requests to the owning shard as
 //! jobs; the owning shard answers the requester itself.
 
+pub mod advisory;
 pub mod api;
 pub mod consumer;
 pub mod consumers;

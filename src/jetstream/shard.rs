@@ -36,6 +36,12 @@ pub struct ShardJs {
     expire_at: Option<Instant>,
     /// The earliest consumer timer.
     consumer_at: Option<Instant>,
+    /// Shard 0: the accounts whose `$JS.API.>` is subscribed, and the account table seen
+    /// last (new accounts get theirs when it changes).
+    api_accounts: Option<(
+        std::collections::HashSet<AccountId>,
+        Arc<crate::core::accounts::AccountTable>,
+    )>,
 }
 
 /// Wall clock, Unix nanoseconds.
@@ -59,6 +65,7 @@ impl ShardJs {
             poll_at: None,
             expire_at: None,
             consumer_at: None,
+            api_accounts: None,
         }
     }
 
@@ -77,8 +84,12 @@ impl ShardJs {
             super::api::config::StorageType::File => Some(self.js.streams_dir(&account).join(&cfg.name)),
             super::api::config::StorageType::Memory => None,
         };
-        let store = stream::open_store(&cfg, dir.as_ref(), &self.js.settings.store)
+        let staged = dir.as_ref().and_then(|d| stream::import::stage(d, &cfg.name));
+        let mut store = stream::open_store(&cfg, dir.as_ref(), &self.js.settings.store)
             .map_err(|e| super::api::errors_table::JS_STREAM_CREATE_ERR_F.err_with(e))?;
+        if let Some(staging) = staged {
+            stream::import::import(&staging, &account, store.as_mut());
+        }
         if let Some(d) = &dir {
             stream::persist::write_stream_meta(d, &cfg, created)
                 .map_err(|e| super::api::errors_table::JS_STREAM_CREATE_ERR_F.err_with(e))?;
@@ -119,6 +130,15 @@ impl ShardJs {
         if let Some(st) = self.streams.get_mut(&(acc, name.to_string())) {
             st.subs = subs;
         }
+    }
+
+    /// Shard 0: subscribe the API in accounts not seen yet.
+    pub fn watch_accounts(&mut self, core: &mut ShardCore, now: Instant) {
+        let table = core.account_table().clone();
+        let mut seen = self.api_accounts.take().map(|(s, _)| s).unwrap_or_default();
+        let js = self.js.clone();
+        super::service::subscribe_accounts(core, &js, &mut seen, now);
+        self.api_accounts = Some((seen, table));
     }
 
     /// Something happened that the next step end must look at.
@@ -267,6 +287,13 @@ impl ShardJs {
 
 impl ShardExt for ShardJs {
     fn after_step(&mut self, core: &mut ShardCore, now: Instant) {
+        if self
+            .api_accounts
+            .as_ref()
+            .is_some_and(|(_, t)| !Arc::ptr_eq(t, core.account_table()))
+        {
+            self.watch_accounts(core, now);
+        }
         self.release_acks(core, now);
     }
 

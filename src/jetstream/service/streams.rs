@@ -206,6 +206,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
                 let body = envelope(suffix, stream_info(&js2, st, consumers, false, ""));
                 js2.count_request(false);
                 respond(core, &req, &body, now);
+                crate::jetstream::advisory::stream_action(core, &js2, acc, &cfg.name, "modify", now);
             },
             now,
         );
@@ -289,6 +290,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
             }
             js2.count_request(false);
             respond(core, &req, &envelope(suffix, v), now);
+            crate::jetstream::advisory::stream_action(core, &js2, acc, &cfg.name, "create", now);
         },
         now,
     );
@@ -432,6 +434,7 @@ fn delete(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, n
             js2.registry().remove(acc, &name);
             js2.count_request(false);
             respond(core, &req, &envelope(suffix, json!({"success": true})), now);
+            crate::jetstream::advisory::stream_action(core, &js2, acc, &name, "delete", now);
         },
         now,
     );

@@ -4,6 +4,7 @@
 //! - [`ingest`]: a publish into the stream (the reference's header checks, dedupe,
 //!   rollups, TTLs, limits) and its PubAck.
 //! - [`direct`]: direct get (`allow_direct`).
+//! - [`import`]: a stream directory written by nats-server, replayed on first open.
 //! - [`dedupe`]: the `Nats-Msg-Id` window.
 //! - [`persist`]: the stream's directory (`meta.inf`, `meta.sum`, `msgs/`, `obs/`).
 //!
@@ -11,6 +12,7 @@
 
 pub mod dedupe;
 pub mod direct;
+pub mod import;
 pub mod ingest;
 pub mod persist;
 
