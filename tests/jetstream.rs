@@ -298,6 +298,93 @@ fn restart_keeps_state(r: common::Reactor, shards: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Work-queue and interest retention: acknowledged messages leave the stream.
+fn retention(r: common::Reactor, shards: &str) {
+    let dir = store_dir("retention");
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let mut wq = js
+            .create_stream(stream::Config {
+                name: "WQ".into(),
+                subjects: vec!["wq".into()],
+                retention: stream::RetentionPolicy::WorkQueue,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        for i in 0..5 {
+            js.publish("wq", format!("{i}").into()).await.unwrap().await.unwrap();
+        }
+        let c = wq
+            .create_consumer(consumer::pull::Config {
+                durable_name: Some("W".into()),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut b = c.fetch().max_messages(2).messages().await.unwrap();
+        while let Some(m) = b.next().await {
+            m.unwrap().double_ack().await.unwrap();
+        }
+        assert_eq!(wq.info().await.unwrap().state.messages, 3);
+
+        let mut st = js
+            .create_stream(stream::Config {
+                name: "INT".into(),
+                subjects: vec!["int".into()],
+                retention: stream::RetentionPolicy::Interest,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        // Nobody interested yet: the sequence is taken, nothing kept.
+        let ack = js.publish("int", "lost".into()).await.unwrap().await.unwrap();
+        assert_eq!(ack.sequence, 1);
+        assert_eq!(st.info().await.unwrap().state.messages, 0);
+        let mut cs = Vec::new();
+        for name in ["A", "B"] {
+            cs.push(
+                st.create_consumer(consumer::pull::Config {
+                    durable_name: Some(name.into()),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ..Default::default()
+                })
+                .await
+                .unwrap(),
+            );
+        }
+        js.publish("int", "kept".into()).await.unwrap().await.unwrap();
+        assert_eq!(st.info().await.unwrap().state.messages, 1);
+        let ack_one = |c: consumer::PullConsumer| async move {
+            let mut b = c.fetch().max_messages(1).messages().await.unwrap();
+            let m = b.next().await.unwrap().unwrap();
+            assert_eq!(&m.payload[..], b"kept");
+            m.double_ack().await.unwrap();
+        };
+        ack_one(cs[0].clone()).await;
+        assert_eq!(st.info().await.unwrap().state.messages, 1);
+        ack_one(cs[1].clone()).await;
+        assert_eq!(st.info().await.unwrap().state.messages, 0);
+        // A message only a deleted consumer still needed goes with it.
+        js.publish("int", "again".into()).await.unwrap().await.unwrap();
+        ack_one_payload(cs[0].clone(), b"again").await;
+        assert_eq!(st.info().await.unwrap().state.messages, 1);
+        st.delete_consumer("B").await.unwrap();
+        assert_eq!(st.info().await.unwrap().state.messages, 0);
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn ack_one_payload(c: consumer::PullConsumer, want: &[u8]) {
+    let mut b = c.fetch().max_messages(1).messages().await.unwrap();
+    let m = b.next().await.unwrap().unwrap();
+    assert_eq!(&m.payload[..], want);
+    m.double_ack().await.unwrap();
+}
+
 macro_rules! js_tests {
     ($($name:ident),*) => {
         $(
@@ -315,7 +402,8 @@ js_tests!(
     consumers,
     key_value,
     object_store_round_trip,
-    restart_keeps_state
+    restart_keeps_state,
+    retention
 );
 
 /// A store directory written by nats-server 2.14 opens in rnats with its stream, every
