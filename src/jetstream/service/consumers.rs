@@ -71,7 +71,7 @@ pub fn consumer_info(js: &JetStream, stream: &str, c: &mut Consumer, env: &mut E
         num_redelivered: s.num_redelivered as i64,
         num_waiting: s.num_waiting as i64,
         num_pending: s.num_pending,
-        cluster: Some(json!({ "leader": js.server_name })),
+        cluster: None,
         push_bound: s.push_bound,
         paused: s.paused,
         pause_remaining: s.pause_remaining,
