@@ -470,3 +470,63 @@ mod reference_store {
     use super::*;
     both_reactors!(opens, |r| super::reference_store_opens(r, "2"));
 }
+
+/// Encryption at rest (`jetstream { key }`): no plaintext in the stream's files, and the
+/// messages read back after a restart.
+fn encrypted_at_rest(r: common::Reactor) {
+    let dir = store_dir("enc");
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("js.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "jetstream {{ store_dir: {:?}, key: \"s3cr3t-key\", cipher: aes }}\n",
+            dir.join("sd")
+        ),
+    )
+    .unwrap();
+    let args = ["--shards", "2", "-c", conf.to_str().unwrap()];
+    const MARK: &str = "plaintext-marker-that-must-not-be-on-disk";
+    {
+        let s = Server::start(r, &args);
+        rt().block_on(async {
+            let (_c, js) = js(&s).await;
+            js.create_stream(stream::Config {
+                name: "SEC".into(),
+                subjects: vec!["sec".into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+            for i in 0..20 {
+                js.publish("sec", format!("{MARK} {i}").into())
+                    .await
+                    .unwrap()
+                    .await
+                    .unwrap();
+            }
+        });
+    }
+    let msgs = dir.join("sd/jetstream/$G/streams/SEC/msgs");
+    let mut files = 0;
+    for e in std::fs::read_dir(&msgs).unwrap() {
+        let bytes = std::fs::read(e.unwrap().path()).unwrap();
+        files += 1;
+        assert!(
+            !bytes.windows(MARK.len()).any(|w| w == MARK.as_bytes()),
+            "plaintext on disk"
+        );
+    }
+    assert!(files > 0);
+    let s = Server::start(r, &args);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let st = js.get_stream("SEC").await.unwrap();
+        let m = st.get_raw_message(20).await.unwrap();
+        assert_eq!(&m.payload[..], format!("{MARK} 19").as_bytes());
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+both_reactors!(encryption_at_rest, |r| encrypted_at_rest(r));

@@ -85,10 +85,16 @@ impl ShardJs {
             super::api::config::StorageType::Memory => None,
         };
         let staged = dir.as_ref().and_then(|d| stream::import::stage(d, &cfg.name));
-        let mut store = stream::open_store(&cfg, dir.as_ref(), &self.js.settings.store)
+        let keys = self
+            .js
+            .settings
+            .encryption
+            .as_ref()
+            .map(|enc| storage::crypto::StreamKeys::new(enc, &account, &cfg.name));
+        let mut store = stream::open_store(&cfg, dir.as_ref(), &self.js.settings.store, keys.as_ref())
             .map_err(|e| super::api::errors_table::JS_STREAM_CREATE_ERR_F.err_with(e))?;
         if let Some(staging) = staged {
-            stream::import::import(&staging, &account, store.as_mut());
+            stream::import::import(&staging, &account, self.js.settings.encryption.as_ref(), store.as_mut());
         }
         if let Some(d) = &dir {
             stream::persist::write_stream_meta(d, &cfg, created)

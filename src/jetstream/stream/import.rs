@@ -55,8 +55,8 @@ pub fn stage(dir: &Path, name: &str) -> Option<std::path::PathBuf> {
 }
 
 /// Replay the staged reference blocks into `store`.
-pub fn import(staging: &Path, account: &str, store: &mut dyn Store) {
-    let sd = match storage::reference::dir::StreamDir::open(staging, account, None) {
+pub fn import(staging: &Path, account: &str, enc: Option<&storage::crypto::EncryptionConfig>, store: &mut dyn Store) {
+    let sd = match storage::reference::dir::StreamDir::open(staging, account, enc) {
         Ok(sd) => sd,
         Err(e) => {
             tracing::error!(
