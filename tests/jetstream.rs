@@ -530,3 +530,50 @@ fn encrypted_at_rest(r: common::Reactor) {
 }
 
 both_reactors!(encryption_at_rest, |r| encrypted_at_rest(r));
+
+/// Max age and per-message TTLs expire messages without further traffic.
+fn expiry(r: common::Reactor) {
+    let dir = store_dir("expiry");
+    let s = start(r, "2", &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let mut st = js
+            .create_stream(stream::Config {
+                name: "AGE".into(),
+                subjects: vec!["age".into()],
+                max_age: Duration::from_millis(500),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        js.publish("age", "x".into()).await.unwrap().await.unwrap();
+        assert_eq!(st.info().await.unwrap().state.messages, 1);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(st.info().await.unwrap().state.messages, 0);
+        let mut ttl = js
+            .create_stream(stream::Config {
+                name: "TTL".into(),
+                subjects: vec!["ttl".into()],
+                allow_message_ttl: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut h = async_nats::HeaderMap::new();
+        h.insert("Nats-TTL", "1s");
+        js.publish_with_headers("ttl", h, "short".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        js.publish("ttl", "kept".into()).await.unwrap().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        let info = ttl.info().await.unwrap();
+        assert_eq!(info.state.messages, 1);
+        assert_eq!(info.state.first_sequence, 2);
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+both_reactors!(expiry_without_traffic, |r| expiry(r));

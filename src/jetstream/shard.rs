@@ -234,6 +234,13 @@ impl ShardJs {
                     }
                     slot.c.on_stored(seq, subject);
                 }
+                // A first message under max age or with a TTL starts the expiry timer.
+                if let Some(at) = st.store.next_expiry() {
+                    let t = now + Duration::from_nanos(at.saturating_sub(wall_ns()).max(0) as u64);
+                    if self.expire_at.is_none_or(|e| t < e) {
+                        self.expire_at = Some(t);
+                    }
+                }
                 self.attention = true;
             }
             Ingested::Reply(body) => {
