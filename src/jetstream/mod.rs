@@ -65,9 +65,30 @@ pub struct ApiStats {
     pub errors: AtomicU64,
 }
 
+/// Bytes stored, by storage type (an account's, or the server's).
+#[derive(Default, Debug)]
+pub struct Usage {
+    pub memory: std::sync::atomic::AtomicI64,
+    pub store: std::sync::atomic::AtomicI64,
+}
+
+impl Usage {
+    pub fn of(&self, memory: bool) -> &std::sync::atomic::AtomicI64 {
+        if memory {
+            &self.memory
+        } else {
+            &self.store
+        }
+    }
+}
+
 /// JetStream's shared state.
 pub struct JetStream {
     pub settings: JsSettings,
+    /// Bytes stored per account and in all, kept by the streams' shards (atomics: no lock
+    /// on the message path).
+    usage: Mutex<HashMap<AccountId, Arc<Usage>>>,
+    pub total: Arc<Usage>,
     pub registry: Mutex<registry::Registry>,
     pub api: ApiStats,
     /// The server's name and id (advisories, cluster info).
@@ -80,10 +101,22 @@ impl JetStream {
         Arc::new(JetStream {
             settings,
             registry: Mutex::new(registry::Registry::new(shards)),
+            usage: Mutex::new(HashMap::new()),
+            total: Arc::new(Usage::default()),
             api: ApiStats::default(),
             server_name,
             server_id,
         })
+    }
+
+    /// The usage counters of an account (created on first use).
+    pub fn usage(&self, acc: AccountId) -> Arc<Usage> {
+        self.usage
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(acc)
+            .or_default()
+            .clone()
     }
 
     pub fn registry(&self) -> std::sync::MutexGuard<'_, registry::Registry> {

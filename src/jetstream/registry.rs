@@ -49,6 +49,11 @@ impl Registry {
         self.accounts.get(&acc).into_iter().flat_map(|m| m.iter())
     }
 
+    /// Every stream of every account.
+    pub fn all(&self) -> impl Iterator<Item = &Entry> {
+        self.accounts.values().flat_map(|m| m.values())
+    }
+
     pub fn count(&self, acc: AccountId) -> usize {
         self.accounts.get(&acc).map_or(0, BTreeMap::len)
     }

@@ -101,6 +101,13 @@ impl ShardJs {
                 .map_err(|e| super::api::errors_table::JS_STREAM_CREATE_ERR_F.err_with(e))?;
         }
         let mut st = Stream::new(acc, cfg, created, store, dir);
+        let limits = self.js.account_limits(&account);
+        st.limits = match st.cfg.storage {
+            super::api::config::StorageType::Memory => (limits.max_memory, self.js.settings.max_memory),
+            super::api::config::StorageType::File => (limits.max_store, self.js.settings.max_store),
+        };
+        st.usage = Some((self.js.usage(acc), self.js.total.clone()));
+        st.sync_usage();
         st.subs = subscribe_stream(core, acc, &st.cfg, now);
         self.streams.insert((acc, st.name.clone()), st);
         self.schedule_expiry(now);
@@ -111,6 +118,12 @@ impl ShardJs {
     /// remove its directory.
     pub fn close_stream(&mut self, core: &mut ShardCore, acc: AccountId, name: &str, delete: bool) -> Option<Stream> {
         let mut st = self.streams.remove(&(acc, name.to_string()))?;
+        // Its bytes leave the usage counters.
+        if let Some((a, all)) = &st.usage {
+            let memory = st.cfg.storage == super::api::config::StorageType::Memory;
+            a.of(memory).fetch_sub(st.counted, std::sync::atomic::Ordering::Relaxed);
+            all.of(memory).fetch_sub(st.counted, std::sync::atomic::Ordering::Relaxed);
+        }
         for id in st.subs.drain(..) {
             core.unsubscribe_internal(id);
         }
@@ -211,6 +224,23 @@ impl ShardJs {
         let Ok(subject) = std::str::from_utf8(&m.subject) else {
             return;
         };
+        let size = st.store.msg_size(
+            std::str::from_utf8(&m.subject).unwrap_or_default(),
+            m.header.as_deref().unwrap_or_default(),
+            &m.payload,
+        );
+        if let Some(server) = st.over_limits(size) {
+            let err = if server {
+                super::api::errors_table::JS_INSUFFICIENT_RESOURCES_ERR.err()
+            } else {
+                super::api::errors_table::JS_ACCOUNT_RESOURCES_EXCEEDED_ERR.err()
+            };
+            if !m.reply.is_empty() && !st.cfg.no_ack {
+                let body = super::stream::ingest::pub_ack_error(&st.name, &err);
+                core.publish_jetstream(acc, &m.reply, b"", None, &body, now);
+            }
+            return;
+        }
         let interest = st.cfg.retention != super::api::config::Retention::Interest || {
             let next = st.store.fast_state().last_seq + 1;
             st.consumers.values().any(|s| s.c.needs(next, subject))
@@ -261,6 +291,7 @@ impl ShardJs {
         let mut waiting = more;
         let mut out = Vec::new();
         for st in self.streams.values_mut() {
+            st.sync_usage();
             for a in st.durable_acks() {
                 out.push((st.account, a));
             }

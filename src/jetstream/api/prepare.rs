@@ -16,14 +16,20 @@ pub fn stream_create_request(body: &[u8], name: &str) -> Result<(StreamConfig, b
 
 fn limits_ctx<'a>(
     js: &JetStream,
+    cfg: &StreamConfig,
     pedantic: bool,
+    limits: &crate::auth::config::JetStreamAccountLimits,
     lookup: &'a dyn Fn(&str) -> Option<StreamConfig>,
 ) -> super::stream_check::StreamLimitsCtx<'a> {
+    let max_stream_bytes = match cfg.storage {
+        super::config::StorageType::Memory => limits.memory_max_stream_bytes,
+        super::config::StorageType::File => limits.store_max_stream_bytes,
+    };
     super::stream_check::StreamLimitsCtx {
         max_duplicate_window: js.settings.max_duplicate_window,
         pedantic,
-        max_bytes_required: false,
-        max_stream_bytes: 0,
+        max_bytes_required: limits.max_bytes_required,
+        max_stream_bytes: max_stream_bytes.max(0),
         standalone: true,
         lookup,
     }
@@ -34,9 +40,11 @@ pub fn stream_create(
     cfg: &mut StreamConfig,
     js: &JetStream,
     pedantic: bool,
+    limits: &crate::auth::config::JetStreamAccountLimits,
     lookup: &dyn Fn(&str) -> Option<StreamConfig>,
 ) -> Result<(), ApiError> {
-    super::stream_check::normalize_and_check(cfg, &limits_ctx(js, pedantic, lookup))?;
+    let ctx = limits_ctx(js, cfg, pedantic, limits, lookup);
+    super::stream_check::normalize_and_check(cfg, &ctx)?;
     refuse_unbuilt(cfg)?;
     super::stream_check::set_static_metadata(cfg);
     Ok(())
@@ -68,9 +76,11 @@ pub fn stream_update(
     new: &mut StreamConfig,
     js: &JetStream,
     pedantic: bool,
+    limits: &crate::auth::config::JetStreamAccountLimits,
     lookup: &dyn Fn(&str) -> Option<StreamConfig>,
 ) -> Result<(), ApiError> {
-    super::stream_check::check_update(old, new, &limits_ctx(js, pedantic, lookup))?;
+    let ctx = limits_ctx(js, new, pedantic, limits, lookup);
+    super::stream_check::check_update(old, new, &ctx)?;
     refuse_unbuilt(new)?;
     super::stream_check::set_static_metadata(new);
     Ok(())

@@ -178,6 +178,41 @@ pub fn stream_info_as(
     Value::Object(m)
 }
 
+/// A stream's `max_bytes` is reserved from its account's and the server's limits for its
+/// storage: refuse it when the reservations would exceed them (the reference's
+/// `checkBytesLimits`).
+fn check_reservation(
+    js: &JetStream,
+    reg: &crate::jetstream::registry::Registry,
+    acc: AccountId,
+    cfg: &StreamConfig,
+    limits: &crate::auth::config::JetStreamAccountLimits,
+) -> Result<(), ApiError> {
+    use crate::jetstream::api::config::StorageType;
+    let (account_limit, server_limit, err) = match cfg.storage {
+        StorageType::Memory => (limits.max_memory, js.settings.max_memory, e::JS_MEMORY_RESOURCES_EXCEEDED_ERR),
+        StorageType::File => (limits.max_store, js.settings.max_store, e::JS_STORAGE_RESOURCES_EXCEEDED_ERR),
+    };
+    if cfg.max_bytes <= 0 {
+        return Ok(());
+    }
+    let reserved = |entries: &mut dyn Iterator<Item = &crate::jetstream::registry::Entry>| -> i64 {
+        entries
+            .filter(|e| e.cfg.storage == cfg.storage && e.cfg.max_bytes > 0)
+            .map(|e| e.cfg.max_bytes)
+            .sum()
+    };
+    let mine = reserved(&mut reg.streams(acc).map(|(_, e)| e));
+    if account_limit >= 0 && mine.saturating_add(cfg.max_bytes) > account_limit {
+        return Err(err.err());
+    }
+    let all = reserved(&mut reg.all());
+    if server_limit >= 0 && all.saturating_add(cfg.max_bytes) > server_limit {
+        return Err(err.err());
+    }
+    Ok(())
+}
+
 /// The configurations of an account's streams, by name (for the checks' lookups).
 fn account_configs(js: &JetStream, acc: AccountId) -> std::collections::HashMap<String, StreamConfig> {
     js.registry()
@@ -201,6 +236,8 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
         Err(err) => return fail(core, js, &req, suffix, &err, now),
     };
     let acc = req.account;
+    let account_name = core.account_table().name(acc).to_string();
+    let limits = js.account_limits(&account_name);
     let existing = js.registry().get(acc, &cfg.name).cloned();
     if update {
         let Some(old) = existing else {
@@ -208,7 +245,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
         };
         let others = account_configs(js, acc);
         let lookup = |n: &str| others.get(n).cloned();
-        if let Err(err) = crate::jetstream::api::prepare::stream_update(&old.cfg, &mut cfg, js, pedantic, &lookup) {
+        if let Err(err) = crate::jetstream::api::prepare::stream_update(&old.cfg, &mut cfg, js, pedantic, &limits, &lookup) {
             return fail(core, js, &req, suffix, &err, now);
         }
         if let Some(other) = js.registry().overlapping(acc, &cfg.name, &cfg.subjects) {
@@ -249,7 +286,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
     }
     let others = account_configs(js, acc);
     let lookup = |n: &str| others.get(n).cloned();
-    if let Err(err) = crate::jetstream::api::prepare::stream_create(&mut cfg, js, pedantic, &lookup) {
+    if let Err(err) = crate::jetstream::api::prepare::stream_create(&mut cfg, js, pedantic, &limits, &lookup) {
         return fail(core, js, &req, suffix, &err, now);
     }
     if let Some(old) = existing {
@@ -279,13 +316,15 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
         );
         return;
     }
-    let account_name = core.account_table().name(acc).to_string();
-    let limits = js.account_limits(&account_name);
     let shard = {
         let mut reg = js.registry();
         if limits.max_streams >= 0 && reg.count(acc) as i64 >= limits.max_streams {
             drop(reg);
             return fail(core, js, &req, suffix, &e::JS_MAXIMUM_STREAMS_LIMIT_ERR.err(), now);
+        }
+        if let Err(err) = check_reservation(js, &reg, acc, &cfg, &limits) {
+            drop(reg);
+            return fail(core, js, &req, suffix, &err, now);
         }
         if reg.overlapping(acc, &cfg.name, &cfg.subjects).is_some() {
             drop(reg);

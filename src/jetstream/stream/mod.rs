@@ -55,6 +55,12 @@ pub struct Stream {
     /// Stream sequences acknowledged since the last poll (interest and work-queue
     /// retention remove them once no consumer needs them).
     pub acked: Vec<u64>,
+    /// The account's and the server's usage counters, and the bytes this stream has
+    /// counted in them.
+    pub usage: Option<(std::sync::Arc<crate::jetstream::Usage>, std::sync::Arc<crate::jetstream::Usage>)>,
+    pub counted: i64,
+    /// The account's and the server's byte limits for this stream's storage (-1: none).
+    pub limits: (i64, i64),
 }
 
 /// What the store of a stream enforces, from its configuration.
@@ -142,6 +148,9 @@ impl Stream {
             dirty: false,
             consumers: Default::default(),
             acked: Vec::new(),
+            usage: None,
+            counted: 0,
+            limits: (-1, -1),
         }
     }
 
@@ -175,6 +184,35 @@ impl Stream {
             }
         }
         out
+    }
+
+    /// Bring the usage counters up to the store's bytes.
+    pub fn sync_usage(&mut self) {
+        let Some((acc, all)) = &self.usage else { return };
+        let now = i64::try_from(self.store.fast_state().bytes).unwrap_or(i64::MAX);
+        let delta = now - self.counted;
+        if delta != 0 {
+            let memory = self.cfg.storage == StorageType::Memory;
+            acc.of(memory).fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
+            all.of(memory).fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
+            self.counted = now;
+        }
+    }
+
+    /// Would `size` more bytes exceed the account's limit (`Some(false)`) or the server's
+    /// (`Some(true)`)?
+    pub fn over_limits(&self, size: u64) -> Option<bool> {
+        let (acc, all) = self.usage.as_ref()?;
+        let memory = self.cfg.storage == StorageType::Memory;
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        let used = |u: &crate::jetstream::Usage| u.of(memory).load(std::sync::atomic::Ordering::Relaxed);
+        if self.limits.0 >= 0 && used(acc).saturating_add(size) > self.limits.0 {
+            return Some(false);
+        }
+        if self.limits.1 >= 0 && used(all).saturating_add(size) > self.limits.1 {
+            return Some(true);
+        }
+        None
     }
 
     /// Acknowledgements still wait for the disk.

@@ -148,8 +148,13 @@ impl<L> Engine<L> {
                 }
                 return out;
             }
-            for (s, _) in self.index.iter_from(start) {
-                add(&mut out, s);
+            let msgs = self.index.count_from(start) as u64;
+            if msgs > 0 {
+                out = SimpleState {
+                    msgs,
+                    first: self.index.next_at_or_after(start).map_or(0, |(s, _)| s),
+                    last: self.index.last().unwrap_or(self.last_seq),
+                };
             }
             return out;
         }
@@ -218,6 +223,9 @@ impl<L> Engine<L> {
     /// Messages pending for a consumer starting at `start` with `filter`; with
     /// `last_per_subject`, only the last message of each matching subject counts.
     pub fn num_pending(&mut self, start: u64, filter: &Filter, last_per_subject: bool) -> u64 {
+        if !last_per_subject && filter.is_all() {
+            return self.index.count_from(start.max(self.first_seq)) as u64;
+        }
         if !last_per_subject {
             return self.filtered_state(start, filter).msgs;
         }
