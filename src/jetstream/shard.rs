@@ -122,7 +122,8 @@ impl ShardJs {
         if let Some((a, all)) = &st.usage {
             let memory = st.cfg.storage == super::api::config::StorageType::Memory;
             a.of(memory).fetch_sub(st.counted, std::sync::atomic::Ordering::Relaxed);
-            all.of(memory).fetch_sub(st.counted, std::sync::atomic::Ordering::Relaxed);
+            all.of(memory)
+                .fetch_sub(st.counted, std::sync::atomic::Ordering::Relaxed);
         }
         for id in st.subs.drain(..) {
             core.unsubscribe_internal(id);

@@ -170,3 +170,23 @@ fn sync_modes() {
     let used = faults.syncs() - before;
     assert!((1..=20).contains(&used), "1000 writes took {used} fdatasyncs");
 }
+
+/// One write at a time (a synchronous publisher): each becomes durable only through its
+/// own fdatasync, never before the sync that covers it has completed.
+#[test]
+fn one_write_at_a_time_pays_one_sync_each() {
+    let dir = TempDir::new(None, "one-at-a-time");
+    let faults = Faults::new();
+    let mut s = file_store(dir.path(), SyncMode::GroupCommit, IoChoice::Faulty(faults.clone()));
+    s.sync().expect("sync");
+    let before = faults.syncs();
+    for i in 1..=50u64 {
+        s.store_msg("one", b"", b"x", 0).expect("store");
+        let synced = faults.syncs();
+        assert!(s.durable_seq() < i, "write {i} durable before any sync");
+        s.submit().expect("submit");
+        wait_durable(&mut s, i).expect("durable");
+        assert!(faults.syncs() > synced, "write {i} durable without a new fdatasync");
+    }
+    assert!(faults.syncs() - before >= 50);
+}

@@ -190,8 +190,16 @@ fn check_reservation(
 ) -> Result<(), ApiError> {
     use crate::jetstream::api::config::StorageType;
     let (account_limit, server_limit, err) = match cfg.storage {
-        StorageType::Memory => (limits.max_memory, js.settings.max_memory, e::JS_MEMORY_RESOURCES_EXCEEDED_ERR),
-        StorageType::File => (limits.max_store, js.settings.max_store, e::JS_STORAGE_RESOURCES_EXCEEDED_ERR),
+        StorageType::Memory => (
+            limits.max_memory,
+            js.settings.max_memory,
+            e::JS_MEMORY_RESOURCES_EXCEEDED_ERR,
+        ),
+        StorageType::File => (
+            limits.max_store,
+            js.settings.max_store,
+            e::JS_STORAGE_RESOURCES_EXCEEDED_ERR,
+        ),
     };
     if cfg.max_bytes <= 0 {
         return Ok(());
@@ -245,7 +253,9 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
         };
         let others = account_configs(js, acc);
         let lookup = |n: &str| others.get(n).cloned();
-        if let Err(err) = crate::jetstream::api::prepare::stream_update(&old.cfg, &mut cfg, js, pedantic, &limits, &lookup) {
+        if let Err(err) =
+            crate::jetstream::api::prepare::stream_update(&old.cfg, &mut cfg, js, pedantic, &limits, &lookup)
+        {
             return fail(core, js, &req, suffix, &err, now);
         }
         if let Some(other) = js.registry().overlapping(acc, &cfg.name, &cfg.subjects) {

@@ -57,7 +57,10 @@ pub struct Stream {
     pub acked: Vec<u64>,
     /// The account's and the server's usage counters, and the bytes this stream has
     /// counted in them.
-    pub usage: Option<(std::sync::Arc<crate::jetstream::Usage>, std::sync::Arc<crate::jetstream::Usage>)>,
+    pub usage: Option<(
+        std::sync::Arc<crate::jetstream::Usage>,
+        std::sync::Arc<crate::jetstream::Usage>,
+    )>,
     pub counted: i64,
     /// The account's and the server's byte limits for this stream's storage (-1: none).
     pub limits: (i64, i64),
