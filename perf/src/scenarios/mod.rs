@@ -228,6 +228,11 @@ pub struct ParamArgs {
     /// `kv-put`, `kv-get`: distinct keys.
     #[arg(long, default_value_t = 10_000)]
     pub keys: usize,
+    /// JetStream: idle connections opened before any other, to shift where a server that
+    /// places connections round-robin over shards (rnats) puts the scenario's connections
+    /// relative to its streams (see the README).
+    #[arg(long, default_value_t = 0)]
+    pub pad_conns: usize,
 }
 
 /// Resolved parameters of one run.
@@ -256,6 +261,8 @@ pub struct Params {
     pub fetch: usize,
     #[serde(default)]
     pub keys: usize,
+    #[serde(default)]
+    pub pad_conns: usize,
 }
 
 impl Params {
@@ -283,6 +290,7 @@ impl Params {
             inflight: args.inflight,
             fetch: args.fetch,
             keys: args.keys,
+            pad_conns: args.pad_conns,
         };
         let bad = |s: &str| Err(PerfError::Param(format!("{}: {s}", scenario.name())));
         if p.msgs == 0 {
@@ -324,6 +332,9 @@ impl Params {
             }
             if p.keys == 0 || p.keys > 10_000_000 {
                 return bad("--keys must be in 1..=10000000");
+            }
+            if p.pad_conns > 1000 {
+                return bad("--pad-conns must be at most 1000");
             }
         }
         Ok(p)
@@ -382,12 +393,12 @@ pub fn run(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<RunResu
         Scenario::Perms => perms::run(params, ctx),
         Scenario::Import => import::run(params, ctx),
         Scenario::Sysevents => sysevents::run(params, ctx),
-        Scenario::JsPubAsync => js::publish::run_async(params, ctx),
-        Scenario::JsPubSync => js::publish::run_sync(params, ctx),
-        Scenario::JsPull => js::consume::run(params, ctx, true),
-        Scenario::JsPush => js::consume::run(params, ctx, false),
-        Scenario::KvPut => js::kv::run(params, ctx, true),
-        Scenario::KvGet => js::kv::run(params, ctx, false),
+        Scenario::JsPubAsync
+        | Scenario::JsPubSync
+        | Scenario::JsPull
+        | Scenario::JsPush
+        | Scenario::KvPut
+        | Scenario::KvGet => js::run(scenario, params, ctx),
     }
 }
 

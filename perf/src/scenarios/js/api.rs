@@ -61,6 +61,15 @@ impl Drop for StoreDir {
     }
 }
 
+/// `n` idle connections, opened before the scenario's own and held until it ends (rnats
+/// hands connections to its shards round-robin, so this moves the scenario's connections
+/// to other shards; see `--pad-conns`).
+pub fn pad_conns(ctx: &Ctx<'_>, n: usize) -> Result<Vec<Conn>> {
+    (0..n)
+        .map(|_| Conn::connect(ctx.addr, ctx.handshake_timeout, b""))
+        .collect()
+}
+
 /// A connection that sends `$JS.API` requests one at a time and waits for their answers.
 pub struct Api {
     conn: Conn,

@@ -19,7 +19,26 @@ pub mod kv;
 pub mod publish;
 pub mod window;
 
-use crate::scenarios::Params;
+use crate::error::{PerfError, Result};
+use crate::report::RunResult;
+use crate::scenarios::{Ctx, Params, Scenario};
+
+/// Runs one JetStream scenario, after opening the `--pad-conns` idle connections.
+pub fn run(scenario: Scenario, p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
+    let _pads = api::pad_conns(ctx, p.pad_conns)?;
+    match scenario {
+        Scenario::JsPubAsync => publish::run_async(p, ctx),
+        Scenario::JsPubSync => publish::run_sync(p, ctx),
+        Scenario::JsPull => consume::run(p, ctx, true),
+        Scenario::JsPush => consume::run(p, ctx, false),
+        Scenario::KvPut => kv::run(p, ctx, true),
+        Scenario::KvGet => kv::run(p, ctx, false),
+        other => Err(PerfError::Param(format!(
+            "{} is not a JetStream scenario",
+            other.name()
+        ))),
+    }
+}
 
 /// The JetStream parameters of a run, for the reports' parameter lines.
 pub fn describe(p: &Params) -> String {
