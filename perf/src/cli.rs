@@ -50,6 +50,20 @@ pub enum Cmd {
     /// `pubsub` on `foo.bench` under 1,000 connects/s, nobody listening to the system account,
     /// then a `$SYS.>` listener, then nobody again, on the lab's auth config.
     Sysevents(RunArgs),
+    /// JetStream: publishes with acks into --streams file streams (one publisher each by
+    /// default), --inflight acks outstanding per publisher; acked msgs/s.
+    JsPubAsync(RunArgs),
+    /// JetStream: one publish at a time into a file stream; PubAck latency (p50, p99, ...).
+    JsPubSync(RunArgs),
+    /// JetStream: a pre-filled stream through a durable pull consumer (batches of --fetch,
+    /// explicit acks); consumed msgs/s.
+    JsPull(RunArgs),
+    /// JetStream: a pre-filled stream through a durable push consumer (explicit acks).
+    JsPush(RunArgs),
+    /// JetStream KV: puts (publishes with acks to `$KV.b.<key>`, --keys keys) per second.
+    KvPut(RunArgs),
+    /// JetStream KV: direct gets (`$JS.API.DIRECT.GET.KV_b.$KV.b.<key>`) per second.
+    KvGet(RunArgs),
     /// Every scenario (or --scenarios) one after the other against one target.
     All(AllArgs),
     /// Start two servers (A = rnats, B = nats-server by default) and compare them scenario by

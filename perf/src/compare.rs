@@ -16,6 +16,7 @@ use crate::chart;
 use crate::error::{PerfError, Result};
 use crate::progress;
 use crate::report::{fmt_num, table, Better, RunResult};
+use crate::scenarios::js::api::StoreDir;
 use crate::scenarios::{self, Ctx, ParamArgs, Params, Scenario};
 use crate::server::Target;
 use crate::stats::{median, ratio, spread};
@@ -226,9 +227,13 @@ fn run_once(
 ) -> Result<RunResult> {
     // The config folder lives until the server is stopped.
     let config = scenario.auth_config().then(ConfigDir::write).transpose()?;
+    let store = scenario.jetstream().then(StoreDir::create).transpose()?;
     let mut args = side.args.clone();
     if let Some(c) = &config {
         args.extend(c.server_args()?);
+    }
+    if let Some(d) = &store {
+        args.extend(d.server_args()?);
     }
     let mut target = Target::start(&side.bin, &args, scenario.login().as_ref())?;
     let ctx = Ctx {
@@ -364,6 +369,7 @@ pub fn render(report: &CompareReport) -> String {
             match s.scenario {
                 Scenario::Subjects => format!(" subjects={}", p.subjects),
                 Scenario::Conns => format!(" conns={}", p.conns),
+                s if s.jetstream() => scenarios::js::describe(p),
                 _ => String::new(),
             }
         ));

@@ -79,7 +79,13 @@ fn run(cmd: Cmd) -> Result<bool> {
         | Cmd::Handshakes(a)
         | Cmd::Perms(a)
         | Cmd::Import(a)
-        | Cmd::Sysevents(a) => a.params.transport,
+        | Cmd::Sysevents(a)
+        | Cmd::JsPubAsync(a)
+        | Cmd::JsPubSync(a)
+        | Cmd::JsPull(a)
+        | Cmd::JsPush(a)
+        | Cmd::KvPut(a)
+        | Cmd::KvGet(a) => a.params.transport,
         Cmd::All(a) => a.params.transport,
         Cmd::Compare(c) => c.sides.params.transport,
         Cmd::CompareAuth(c) => c.sides.params.transport,
@@ -101,6 +107,12 @@ fn run(cmd: Cmd) -> Result<bool> {
         Cmd::Perms(a) => single(Scenario::Perms, a),
         Cmd::Import(a) => single(Scenario::Import, a),
         Cmd::Sysevents(a) => single(Scenario::Sysevents, a),
+        Cmd::JsPubAsync(a) => single(Scenario::JsPubAsync, a),
+        Cmd::JsPubSync(a) => single(Scenario::JsPubSync, a),
+        Cmd::JsPull(a) => single(Scenario::JsPull, a),
+        Cmd::JsPush(a) => single(Scenario::JsPush, a),
+        Cmd::KvPut(a) => single(Scenario::KvPut, a),
+        Cmd::KvGet(a) => single(Scenario::KvGet, a),
         Cmd::AuthConfig(a) => {
             match &a.file {
                 Some(path) => authlab::write_to(path)?,
@@ -210,11 +222,18 @@ fn run_scenarios(list: &[Scenario], t: &TargetArgs, params: &ParamArgs, scale: f
     let config = (auth && t.server.is_some())
         .then(authlab::ConfigDir::write)
         .transpose()?;
+    // The same for the JetStream store folder of a started server (-js -sd <dir>).
+    let store = (list.iter().any(|s| s.jetstream()) && t.server.is_some())
+        .then(scenarios::js::api::StoreDir::create)
+        .transpose()?;
     let mut target = match &t.server {
         Some(bin) => {
             let mut args = split_args(t.server_args.as_deref());
             if let Some(c) = &config {
                 args.extend(c.server_args()?);
+            }
+            if let Some(d) = &store {
+                args.extend(d.server_args()?);
             }
             let login = list.first().and_then(|s| s.login());
             Target::start(bin, &args, login.as_ref())?

@@ -153,7 +153,7 @@ impl RunResult {
             }
         };
         match self.scenario {
-            Scenario::Reqrep => {
+            Scenario::Reqrep | Scenario::JsPubSync => {
                 let l = self.latency_us.as_ref();
                 push("p50 us", l.map(|l| l.p50), Better::Lower);
                 push("p90 us", l.map(|l| l.p90), Better::Lower);
@@ -303,6 +303,7 @@ pub fn render_run(r: &RunResult) -> String {
         match r.scenario {
             Scenario::Subjects => format!(" subjects={}", p.subjects),
             Scenario::Conns | Scenario::Monpoll => format!(" conns={}", p.conns),
+            s if s.jetstream() => crate::scenarios::js::describe(p),
             _ => String::new(),
         }
     );

@@ -368,3 +368,62 @@ fn auth_scenarios_refuse_a_server_without_the_lab_config() {
         show(&out)
     );
 }
+
+/// The JetStream scenarios against one server binary the lab starts (with `-js -sd <tmp>`).
+fn jetstream_scenarios_against(name: &str, bin: &Path, dir: &Path) {
+    let bin = bin.to_str().unwrap();
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "js-pub-async",
+            &["--msgs", "5000", "--streams", "2", "--inflight", "100"],
+        ),
+        ("js-pub-sync", &["--msgs", "300"]),
+        ("js-pull", &["--msgs", "3000", "--fetch", "200"]),
+        ("js-push", &["--msgs", "3000", "--size", "1024"]),
+        ("kv-put", &["--msgs", "3000", "--keys", "500"]),
+        (
+            "kv-get",
+            &["--msgs", "3000", "--keys", "500", "--size", "100", "--pad-conns", "1"],
+        ),
+    ];
+    for (scenario, extra) in cases {
+        let json = dir.join(format!("{name}-{scenario}.json"));
+        let mut args = vec![*scenario, "--server", bin, "--quiet", "--duration", "20"];
+        args.extend_from_slice(&["--json", json.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let out = perf(&args);
+        assert!(out.status.success(), "{name} {scenario}: {}", show(&out));
+        let r = &json_file(&json)[0];
+        assert_eq!(r["scenario"], *scenario);
+        assert_eq!(r["complete"], true, "{name} {scenario}: {r:#}");
+        assert_eq!(r["delivered"], r["expected"], "{name} {scenario}");
+        assert!(number(&r["msgs_per_s"]) > 0.0, "{name} {scenario}");
+        match *scenario {
+            "js-pub-async" => assert_eq!(r["params"]["pubs"], 2, "one publisher per stream"),
+            "js-pub-sync" => {
+                let l = &r["latency_us"];
+                let (p50, p99) = (number(&l["p50"]), number(&l["p99"]));
+                assert!(0.0 < p50 && p50 <= p99, "{name}: {l:#}");
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn jetstream_scenarios_briefly_against_both_servers() {
+    let dir = tmp("jetstream");
+    let mut ran = 0;
+    if let Some(r) = reference() {
+        jetstream_scenarios_against("reference", &r, &dir);
+        ran += 1;
+    }
+    if let Some(r) = rnats() {
+        jetstream_scenarios_against("rnats", &r, &dir);
+        ran += 1;
+    }
+    if ran == 0 {
+        eprintln!("SKIPPED: no server binary (set NATS_REFERENCE_SERVER or RNATS_BIN)");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

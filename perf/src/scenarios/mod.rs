@@ -15,6 +15,7 @@
 //! | `import` | [`import`] | request/reply through a service import, against the same account |
 //! | `handshakes` | [`handshakes`] | connections opened and closed per second (full TLS handshakes with `--transport tls`) |
 //! | `sysevents` | [`sysevents`] | `pubsub` under 1,000 connects/s, with and without a `$SYS.>` listener |
+//! | `js-pub-async`, `js-pub-sync`, `js-pull`, `js-push`, `kv-put`, `kv-get` | [`js`] | JetStream: acked publishes, publish latency, consumers, KV puts and direct gets |
 //!
 //! Every scenario runs over the transport chosen with `--transport` (TCP, TLS, WebSocket,
 //! WebSocket over TLS; see `crate::transport`).
@@ -26,6 +27,7 @@ pub mod conns;
 pub mod flow;
 pub mod handshakes;
 pub mod import;
+pub mod js;
 pub mod monpoll;
 pub mod perms;
 pub mod pubsub;
@@ -66,6 +68,19 @@ pub enum Scenario {
     Import,
     /// Not in [`Scenario::ALL`]: it runs on the lab's auth configuration (its system account).
     Sysevents,
+    /// The JetStream scenarios (not in [`Scenario::ALL`]: the servers need `-js`; see [`js`]).
+    #[serde(rename = "js-pub-async")]
+    JsPubAsync,
+    #[serde(rename = "js-pub-sync")]
+    JsPubSync,
+    #[serde(rename = "js-pull")]
+    JsPull,
+    #[serde(rename = "js-push")]
+    JsPush,
+    #[serde(rename = "kv-put")]
+    KvPut,
+    #[serde(rename = "kv-get")]
+    KvGet,
 }
 
 impl Scenario {
@@ -97,6 +112,12 @@ impl Scenario {
             Scenario::Perms => "perms",
             Scenario::Import => "import",
             Scenario::Sysevents => "sysevents",
+            Scenario::JsPubAsync => "js-pub-async",
+            Scenario::JsPubSync => "js-pub-sync",
+            Scenario::JsPull => "js-pull",
+            Scenario::JsPush => "js-push",
+            Scenario::KvPut => "kv-put",
+            Scenario::KvGet => "kv-get",
         }
     }
 
@@ -104,6 +125,19 @@ impl Scenario {
     /// the lab starts gets `-c <that file>`.
     pub fn auth_config(self) -> bool {
         matches!(self, Scenario::Perms | Scenario::Import | Scenario::Sysevents)
+    }
+
+    /// Whether the scenario needs JetStream: a server the lab starts gets `-js -sd <fresh folder>`.
+    pub fn jetstream(self) -> bool {
+        matches!(
+            self,
+            Scenario::JsPubAsync
+                | Scenario::JsPubSync
+                | Scenario::JsPull
+                | Scenario::JsPush
+                | Scenario::KvPut
+                | Scenario::KvGet
+        )
     }
 
     /// Who to log in as to check that a server is up and read its limits (`None`: no
@@ -132,6 +166,11 @@ impl Scenario {
             Scenario::Perms => (128, 3_000_000, 1, 1),
             Scenario::Import => (128, 20_000, 1, 1),
             Scenario::Sysevents => (128, 2_000_000, 1, 1),
+            // js-pub-async: one publisher per stream unless --pubs says otherwise.
+            Scenario::JsPubAsync => (16, 1_000_000, 0, 0),
+            Scenario::JsPubSync => (16, 20_000, 1, 0),
+            Scenario::JsPull | Scenario::JsPush => (16, 500_000, 1, 0),
+            Scenario::KvPut | Scenario::KvGet => (16, 500_000, 1, 0),
         }
     }
 }
@@ -177,6 +216,23 @@ pub struct ParamArgs {
     /// server, the perf lab writes the configuration that turns it on.
     #[arg(long, value_enum, default_value_t = crate::transport::Transport::Tcp)]
     pub transport: crate::transport::Transport,
+    /// JetStream: streams `js-pub-async` publishes into (one publisher each unless --pubs).
+    #[arg(long, default_value_t = 1)]
+    pub streams: usize,
+    /// JetStream: unanswered publishes (acks) or direct gets per connection.
+    #[arg(long, default_value_t = 1000)]
+    pub inflight: u64,
+    /// `js-pull`: messages per pull request (two requests are kept outstanding).
+    #[arg(long, default_value_t = 500)]
+    pub fetch: usize,
+    /// `kv-put`, `kv-get`: distinct keys.
+    #[arg(long, default_value_t = 10_000)]
+    pub keys: usize,
+    /// JetStream: idle connections opened before any other, to shift where a server that
+    /// places connections round-robin over shards (rnats) puts the scenario's connections
+    /// relative to its streams (see the README).
+    #[arg(long, default_value_t = 0)]
+    pub pad_conns: usize,
 }
 
 /// Resolved parameters of one run.
@@ -197,6 +253,16 @@ pub struct Params {
     pub poll_ms: u64,
     #[serde(default)]
     pub transport: crate::transport::Transport,
+    #[serde(default)]
+    pub streams: usize,
+    #[serde(default)]
+    pub inflight: u64,
+    #[serde(default)]
+    pub fetch: usize,
+    #[serde(default)]
+    pub keys: usize,
+    #[serde(default)]
+    pub pad_conns: usize,
 }
 
 impl Params {
@@ -206,8 +272,8 @@ impl Params {
         let p = Params {
             size: args.size.unwrap_or(size),
             msgs: args.msgs.unwrap_or(msgs),
-            pubs: args.pubs.unwrap_or(pubs),
-            subs: if matches!(scenario, Scenario::Conns | Scenario::Handshakes) {
+            pubs: args.pubs.unwrap_or(if pubs == 0 { args.streams } else { pubs }),
+            subs: if matches!(scenario, Scenario::Conns | Scenario::Handshakes) || scenario.jetstream() {
                 0
             } else {
                 args.subs.unwrap_or(subs)
@@ -220,6 +286,11 @@ impl Params {
             monitor: args.monitor.clone(),
             poll_ms: args.poll_ms,
             transport: args.transport,
+            streams: args.streams,
+            inflight: args.inflight,
+            fetch: args.fetch,
+            keys: args.keys,
+            pad_conns: args.pad_conns,
         };
         let bad = |s: &str| Err(PerfError::Param(format!("{}: {s}", scenario.name())));
         if p.msgs == 0 {
@@ -228,7 +299,9 @@ impl Params {
         if p.pubs == 0 || p.pubs > 1024 {
             return bad("--pubs must be in 1..=1024");
         }
-        if !matches!(scenario, Scenario::Pub | Scenario::Conns | Scenario::Handshakes) && (p.subs == 0 || p.subs > 1024)
+        if !matches!(scenario, Scenario::Pub | Scenario::Conns | Scenario::Handshakes)
+            && !scenario.jetstream()
+            && (p.subs == 0 || p.subs > 1024)
         {
             return bad("--subs must be in 1..=1024");
         }
@@ -246,6 +319,23 @@ impl Params {
         }
         if p.batch == 0 || p.batch > 64 << 20 || p.window == 0 {
             return bad("--batch and --window must be positive (batch ≤ 64 MiB)");
+        }
+        if scenario.jetstream() {
+            if p.streams == 0 || p.streams > 1000 {
+                return bad("--streams must be in 1..=1000");
+            }
+            if p.inflight == 0 || p.inflight > 1_000_000 {
+                return bad("--inflight must be in 1..=1000000");
+            }
+            if p.fetch == 0 || p.fetch > 100_000 {
+                return bad("--fetch must be in 1..=100000");
+            }
+            if p.keys == 0 || p.keys > 10_000_000 {
+                return bad("--keys must be in 1..=10000000");
+            }
+            if p.pad_conns > 1000 {
+                return bad("--pad-conns must be at most 1000");
+            }
         }
         Ok(p)
     }
@@ -303,6 +393,12 @@ pub fn run(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<RunResu
         Scenario::Perms => perms::run(params, ctx),
         Scenario::Import => import::run(params, ctx),
         Scenario::Sysevents => sysevents::run(params, ctx),
+        Scenario::JsPubAsync
+        | Scenario::JsPubSync
+        | Scenario::JsPull
+        | Scenario::JsPush
+        | Scenario::KvPut
+        | Scenario::KvGet => js::run(scenario, params, ctx),
     }
 }
 
@@ -419,8 +515,30 @@ mod tests {
         .is_err());
     }
 
+    #[test]
+    fn jetstream_defaults() {
+        let p = Params::resolve(Scenario::JsPubAsync, &ParamArgs { streams: 4, ..args() }).unwrap();
+        assert_eq!((p.pubs, p.subs, p.streams, p.size), (4, 0, 4, 16));
+        let p = Params::resolve(
+            Scenario::JsPubAsync,
+            &ParamArgs {
+                streams: 2,
+                pubs: Some(6),
+                ..args()
+            },
+        )
+        .unwrap();
+        assert_eq!(p.pubs, 6);
+        assert!(Scenario::KvGet.jetstream() && !Scenario::Pub.jetstream());
+        assert!(Params::resolve(Scenario::JsPull, &ParamArgs { fetch: 0, ..args() }).is_err());
+    }
+
     fn args() -> ParamArgs {
         ParamArgs {
+            streams: 1,
+            inflight: 100,
+            fetch: 10,
+            keys: 10,
             subjects: 100,
             conns: 10,
             duration: 1.0,
