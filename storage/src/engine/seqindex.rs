@@ -205,6 +205,7 @@ impl<E> SeqIndex<E> {
         in_chunk + after
     }
 
+    #[cfg(test)]
     pub fn first(&self) -> Option<u64> {
         let c = self.chunks.front()?;
         c.next_from(0).map(|o| c.base + o as u64)
