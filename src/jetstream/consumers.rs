@@ -1,7 +1,11 @@
 //! A stream's consumers on the stream's shard: each [`Slot`] holds the sans-IO engine
 //! ([`super::consumer::Consumer`]), its subscriptions (acks, pull requests, flow control
 //! replies) and, for durable consumers of file streams, its directory (`obs/<name>`:
-//! `meta.inf` and the `o.dat` state, rewritten after each step that changed it).
+//! `meta.inf` and the `o.dat` state, rewritten in place after each step that changed it:
+//! one `pwrite` into the page cache, so a kill -9 never loses an ack the client saw
+//! confirmed, and no fdatasync on the shard's thread; it is synced when the consumer
+//! stops. A power loss may replay the last acknowledgements' messages (redelivered, not
+//! lost).
 //!
 //! The shard drives them: new messages wake them, [`ShardJs::poll_consumers`] delivers
 //! after each step, timers come through the shard extension's deadline, and acks on
@@ -25,6 +29,49 @@ pub struct Slot {
     pub subs: Vec<SubId>,
     /// `obs/<name>` of a durable consumer on file storage.
     pub dir: Option<PathBuf>,
+    /// Its open `o.dat`.
+    pub state_file: Option<std::fs::File>,
+}
+
+impl Slot {
+    /// Write the consumer's state over `o.dat` (page cache; `sync`: and fdatasync it).
+    fn persist(&mut self, sync: bool) {
+        let Some(d) = &self.dir else { return };
+        let bytes = storage::consumer_state::encode(&self.c.state());
+        let r = (|| -> std::io::Result<()> {
+            if self.state_file.is_none() {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(d.join("o.dat"))?;
+                self.state_file = Some(f);
+            }
+            let Some(f) = &self.state_file else { return Ok(()) };
+            write_at(f, &bytes)?;
+            f.set_len(bytes.len() as u64)?;
+            if sync {
+                f.sync_data()?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = r {
+            tracing::warn!("JetStream consumer '{}' state write failed: {e}", self.c.name());
+            self.state_file = None;
+        }
+    }
+}
+
+#[cfg(unix)]
+fn write_at(f: &std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(f, bytes, 0)
+}
+
+#[cfg(not(unix))]
+fn write_at(mut f: &std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::{Seek, Write};
+    f.seek(std::io::SeekFrom::Start(0))?;
+    f.write_all(bytes)
 }
 
 /// What a consumer sees of its shard.
@@ -134,7 +181,15 @@ impl ShardJs {
         c.set_retention_acks(retention);
         let subs = subscribe_consumer(core, acc, stream, name, &domain, now);
         if let Some(st) = self.streams.get_mut(&key) {
-            st.consumers.insert(name.to_string(), Slot { c, subs, dir });
+            st.consumers.insert(
+                name.to_string(),
+                Slot {
+                    c,
+                    subs,
+                    dir,
+                    state_file: None,
+                },
+            );
         }
         self.touch();
         Ok(())
@@ -193,11 +248,8 @@ impl ShardJs {
             if let Some(d) = &slot.dir {
                 let _ = std::fs::remove_dir_all(d);
             }
-        } else if let Some(d) = &slot.dir {
-            let _ = super::stream::persist::write_atomic(
-                &d.join("o.dat"),
-                &storage::consumer_state::encode(&slot.c.state()),
-            );
+        } else {
+            slot.persist(true);
         }
         self.touch();
         true
@@ -225,12 +277,7 @@ impl ShardJs {
                 }
                 acked.extend(slot.c.take_acked());
                 if slot.c.take_dirty() {
-                    if let Some(d) = &slot.dir {
-                        let bytes = storage::consumer_state::encode(&slot.c.state());
-                        if let Err(e) = super::stream::persist::write_atomic(&d.join("o.dat"), &bytes) {
-                            tracing::warn!("JetStream consumer '{}' state write failed: {e}", slot.c.name());
-                        }
-                    }
+                    slot.persist(false);
                 }
             }
             if !acked.is_empty() {
