@@ -196,10 +196,21 @@ fn idz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instant) {
 
 fn varz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instant) {
     if let Some(((), req)) = Request::start(sys, core, &m, filter_only("VarzEventOptions"), now) {
-        let mut v = monitor::varz(&sys.monitor);
-        // Built on shard 0, whose thread is pinned to one CPU.
-        v.cores = sys.cores;
-        req.answer(core, Answer::json(&v), now);
+        let cores = sys.cores;
+        let ctx = sys.monitor.clone();
+        monitor::varz::varz_on_shard(
+            core,
+            &ctx,
+            Box::new(move |core: &mut ShardCore, r, now| {
+                let r = r.map(|mut v| {
+                    // Built on shard 0, whose thread is pinned to one CPU.
+                    v.cores = cores;
+                    v
+                });
+                req.answer(core, Answer::from_result(r), now)
+            }),
+            now,
+        );
     }
 }
 
@@ -274,19 +285,37 @@ fn accountz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instan
 fn jsz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instant) {
     let decode = with_values("JszEventOptions", &disabled::JSZ_FIELDS);
     if let Some((v, req)) = Request::start(sys, core, &m, decode, now) {
-        // `leader_only`: a server without JetStream is not the leader and stays silent.
-        let answer = match disabled::jsz(&sys.monitor, bool_of(&v, "leader_only")) {
-            Ok(j) => Answer::json(&j),
-            Err(_) => Answer::Skip,
-        };
-        req.answer(core, answer, now);
+        let ctx = sys.monitor.clone();
+        let o = monitor::jsz::JszOptions::from_values(&v);
+        monitor::jsz::jsz_on_shard(
+            core,
+            &ctx,
+            o,
+            Box::new(move |core: &mut ShardCore, r, now| {
+                // `leader_only` on a server that is not the leader: no answer at all.
+                let answer = match r {
+                    Ok(j) => Answer::json(&j),
+                    Err(monitor::MonitorError::BadRequest(_)) => Answer::Skip,
+                    Err(e) => Answer::from_result::<()>(Err(e)),
+                };
+                req.answer(core, answer, now)
+            }),
+            now,
+        );
     }
 }
 
 fn healthz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instant) {
     if let Some((o, req)) = Request::start(sys, core, &m, HealthzOptions::from_json, now) {
         let h: HealthzOptions = o;
-        req.answer(core, Answer::json(&monitor::healthz(&h)), now);
+        let ctx = sys.monitor.clone();
+        monitor::healthz::healthz_on_shard(
+            core,
+            &ctx,
+            &h,
+            Box::new(move |core: &mut ShardCore, r, now| req.answer(core, Answer::from_result(r), now)),
+            now,
+        );
     }
 }
 
