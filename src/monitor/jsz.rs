@@ -446,7 +446,7 @@ fn disabled(ctx: &Context, opts: &JszOptions) -> Result<Jsz, MonitorError> {
 
 /// What answering `/jsz` takes: an answer at once, or a plan for the shards.
 pub enum JszWork {
-    Ready(Result<Jsz, MonitorError>),
+    Ready(Box<Result<Jsz, MonitorError>>),
     Gather(Plan<Vec<StreamPart>, Jsz>),
 }
 
@@ -455,7 +455,7 @@ pub enum JszWork {
 pub fn jsz_work(ctx: &Context, opts: JszOptions) -> JszWork {
     let opts = opts.normalized();
     let Some(js) = ctx.jetstream() else {
-        return JszWork::Ready(disabled(ctx, &opts));
+        return JszWork::Ready(Box::new(disabled(ctx, &opts)));
     };
     let inp = inputs(ctx, js, opts);
     let w = want(&inp.opts);
@@ -468,7 +468,7 @@ pub fn jsz_work(ctx: &Context, opts: JszOptions) -> JszWork {
 /// `/jsz` from the HTTP server.
 pub async fn jsz_async(ctx: &Arc<Context>, opts: JszOptions) -> Result<Jsz, MonitorError> {
     match jsz_work(ctx, opts) {
-        JszWork::Ready(r) => r,
+        JszWork::Ready(r) => *r,
         JszWork::Gather(p) => p.run_async(ctx).await,
     }
 }
@@ -476,7 +476,7 @@ pub async fn jsz_async(ctx: &Arc<Context>, opts: JszOptions) -> Result<Jsz, Moni
 /// `/jsz` from a shard (the system services).
 pub fn jsz_on_shard(core: &mut ShardCore, ctx: &Arc<Context>, opts: JszOptions, done: Done<Jsz>, now: Instant) {
     match jsz_work(ctx, opts) {
-        JszWork::Ready(r) => done(core, r, now),
+        JszWork::Ready(r) => done(core, *r, now),
         JszWork::Gather(p) => p.run_on_shard(core, done, now),
     }
 }
