@@ -305,6 +305,23 @@ fn scenario(r: Reactor, shards: usize) {
         let b = sys_view(&request(&reference, "sys", subject, body));
         compare_json(&format!("{subject} {body}"), &a, &b, &mut failures);
     }
+    // A stream directory nothing recovered and an account directory no account has.
+    for side in ["ours", "ref"] {
+        let root = dir.join(side).join("jetstream");
+        std::fs::create_dir_all(root.join("A").join("streams").join("GHOST")).unwrap();
+        std::fs::create_dir_all(root.join("ZZZ")).unwrap();
+    }
+    for path in [
+        "/healthz",
+        "/healthz?details=1",
+        "/healthz?account=A&stream=GHOST",
+        "/healthz?account=ZZZ",
+    ] {
+        let (a, b) = (ours.http_get(path), reference.http_get(path));
+        if a != b {
+            failures.push(format!("{path}: {a:?} vs reference {b:?}"));
+        }
+    }
     assert!(
         failures.is_empty(),
         "{} differ:\n{}",

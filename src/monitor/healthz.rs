@@ -428,6 +428,36 @@ mod tests {
     }
 
     #[test]
+    fn jetstream_configured_but_not_running() {
+        let none = |_: &str| None;
+        let no = |_: AccountId, _: &str, _: &str| false;
+        let jh = || JsHealth {
+            js: None,
+            account_id: &none,
+            has_consumer: &no,
+        };
+        let text = "JetStream not enabled (10076)";
+        let h = healthz(&HealthzOptions::default(), Some(jh()));
+        assert_eq!(
+            (h.status.as_str(), h.status_code, h.error.as_str()),
+            ("unavailable", 503, text)
+        );
+        let details = HealthzOptions {
+            details: true,
+            ..Default::default()
+        };
+        let h = healthz(&details, Some(jh()));
+        assert_eq!((h.status.as_str(), h.errors.len()), ("error", 1));
+        assert_eq!(h.errors.first().map(|e| e.kind.as_str()), Some("JETSTREAM"));
+        // `js-server-only` checks no JetStream at all.
+        let server_only = HealthzOptions {
+            js_server_only: true,
+            ..Default::default()
+        };
+        assert_eq!(healthz(&server_only, Some(jh())).status_code, 200);
+    }
+
+    #[test]
     fn json_options() {
         let (o, _) =
             HealthzOptions::from_json(br#"{"js-server-only":true,"details":true,"account":"A"}"#).unwrap_or_default();
