@@ -300,6 +300,11 @@ fn scenario(r: Reactor, shards: usize) {
         &jetstream(&reference),
         &mut failures,
     );
+    let statsz = |s: &Server| {
+        let v: Value = serde_json::from_str(&request(s, "sys", "$SYS.REQ.SERVER.PING.STATSZ", "")).unwrap();
+        v["statsz"]["jetstream"].to_string()
+    };
+    compare_json("STATSZ jetstream", &statsz(&ours), &statsz(&reference), &mut failures);
     for (subject, body) in SYS {
         let a = sys_view(&request(&ours, "sys", subject, body));
         let b = sys_view(&request(&reference, "sys", subject, body));

@@ -520,8 +520,9 @@ pub fn account_on_shard(
     .run_on_shard(core, done, now);
 }
 
-/// The usage `/varz` reports (memory, storage, reservations), gathered from the shards.
-pub fn usage_plan(ctx: &Context) -> Option<Plan<Vec<StreamPart>, JetStreamVarz>> {
+/// `/varz`'s and STATSZ's `jetstream` (STATSZ shows no `store_dir`), with the usage
+/// (memory, storage, reservations) gathered from the shards.
+pub fn usage_plan(ctx: &Context, store_dir: bool) -> Option<Plan<Vec<StreamPart>, JetStreamVarz>> {
     let js = ctx.jetstream()?.clone();
     let (accounts, listed) = snapshot(ctx, &js);
     let o = ctx.state().live().opts.jetstream.clone();
@@ -530,7 +531,7 @@ pub fn usage_plan(ctx: &Context) -> Option<Plan<Vec<StreamPart>, JetStreamVarz>>
         move |parts: Vec<Vec<StreamPart>>| {
             let by_key = index(&parts);
             Ok(JetStreamVarz {
-                config: Some(js_config(&js, &o, true)),
+                config: Some(js_config(&js, &o, store_dir)),
                 stats: Some(server_stats(&js, accounts.len(), &listed, &by_key)),
                 limits: Some(js_limits(&o)),
             })

@@ -235,7 +235,7 @@ pub fn varz(ctx: &Context) -> Varz {
 /// the shards; if they do not answer, the section keeps only what needs no shard).
 pub async fn varz_async(ctx: &Context) -> Varz {
     let mut v = varz(ctx);
-    if let Some(plan) = super::jsz::usage_plan(ctx) {
+    if let Some(plan) = super::jsz::usage_plan(ctx, true) {
         v.jetstream = plan
             .run_async(ctx)
             .await
@@ -252,7 +252,7 @@ pub fn varz_on_shard(
     now: Instant,
 ) {
     let v = varz(ctx);
-    let Some(plan) = super::jsz::usage_plan(ctx) else {
+    let Some(plan) = super::jsz::usage_plan(ctx, true) else {
         return done(core, Ok(v), now);
     };
     let ctx2 = ctx.clone();

@@ -158,7 +158,7 @@ fn statsz_req(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Inst
             return;
         }
     }
-    req.raw(core, &statsz::message(sys), now);
+    statsz::with_message(core, sys, move |core, body, now| req.raw(core, &body, now), now);
 }
 
 /// The periodic broadcast (posted by the timer thread to shard 0 when it is due).
@@ -170,8 +170,14 @@ pub fn broadcast_statsz(core: &mut ShardCore, sys: &Arc<System>, now: Instant) {
     if sys.stopped() || !core.has_interest(acc, subject.as_bytes()) {
         return;
     }
-    let body = statsz::message(sys);
-    core.publish_internal(acc, subject.as_bytes(), b"", None, &body, now);
+    statsz::with_message(
+        core,
+        sys,
+        move |core, body, now| {
+            core.publish_internal(acc, subject.as_bytes(), b"", None, &body, now);
+        },
+        now,
+    );
 }
 
 /// `IDZ`: `{"name","host","id"}`, no envelope.
