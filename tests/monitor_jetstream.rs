@@ -381,4 +381,5 @@ both_reactors!(without_jetstream_jsz_is_disabled_and_varz_empty, |r| {
         (400, "filtered response: not leader".to_string())
     );
     assert_eq!(s.http_get("/healthz?account=A").0, 200);
+    assert!(s.http_get("/metrics").1.contains("\nnats_jetstream_enabled 0\n"));
 });
