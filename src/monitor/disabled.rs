@@ -1,11 +1,10 @@
-//! What nats-server answers on `/routez`, `/gatewayz`, `/leafz`, `/jsz` and `/raftz`
-//! while clustering, gateways, leaf nodes and JetStream are off (rnats does not have them
-//! yet), and `/ipqueuesz` with rnats's own queues: each shard's internal delivery queue
+//! What nats-server answers on `/routez`, `/gatewayz`, `/leafz` and `/raftz` while
+//! clustering, gateways and leaf nodes are off (rnats does not have them yet), the option
+//! fields of their `$SYS` requests (and `/jsz`'s, see [`super::jsz`]), and `/ipqueuesz` with rnats's own queues: each shard's internal delivery queue
 //! and its inbound mesh rings.
 
 use super::gather::Plan;
 use super::optjson::{self, f, EventFilter, Field, Kind, Val};
-use super::query::Query;
 use super::{json_time, Context, MonitorError};
 use crate::core::report::ShardReport;
 use crate::core::shard::ShardCore;
@@ -42,42 +41,6 @@ pub struct Leafz {
     pub leafs: Vec<serde_json::Value>,
 }
 
-/// JetStream's API counters.
-#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct JsApi {
-    pub level: i64,
-    pub total: u64,
-    pub errors: u64,
-}
-
-/// JetStream's configuration (zero while disabled).
-#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct JsConfig {
-    pub max_memory: i64,
-    pub max_storage: i64,
-}
-
-/// `/jsz` with JetStream disabled.
-#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
-pub struct Jsz {
-    pub memory: u64,
-    pub storage: u64,
-    pub reserved_memory: u64,
-    pub reserved_storage: u64,
-    pub accounts: u64,
-    pub ha_assets: u64,
-    pub api: JsApi,
-    pub server_id: String,
-    pub now: String,
-    pub disabled: bool,
-    pub config: JsConfig,
-    pub streams: u64,
-    pub consumers: u64,
-    pub messages: u64,
-    pub bytes: u64,
-    pub total: u64,
-}
-
 pub fn routez(ctx: &Context) -> Routez {
     let live = ctx.state().live();
     Routez {
@@ -102,34 +65,6 @@ pub fn leafz(ctx: &Context) -> Leafz {
         now: json_time(SystemTime::now()),
         ..Default::default()
     }
-}
-
-/// `/jsz`; `leader_only` asks for an answer only from the meta leader, and a server
-/// without JetStream is none (the system services then stay silent).
-pub fn jsz(ctx: &Context, leader_only: bool) -> Result<Jsz, MonitorError> {
-    if leader_only {
-        return Err(MonitorError::BadRequest("filtered response: not leader".into()));
-    }
-    Ok(Jsz {
-        server_id: ctx.server_id(),
-        now: json_time(SystemTime::now()),
-        disabled: true,
-        ..Default::default()
-    })
-}
-
-/// The `/jsz` query options nats-server checks (all booleans but `acc`, `offset`,
-/// `limit`); returns `leader-only`.
-pub fn jsz_query(q: &Query) -> Result<bool, MonitorError> {
-    for b in ["accounts", "streams", "consumers", "direct-consumers", "config"] {
-        q.bool(b)?;
-    }
-    q.int("offset")?;
-    q.int("limit")?;
-    let leader = q.bool("leader-only")?;
-    q.bool("raft")?;
-    q.bool("stream-leader-only")?;
-    Ok(leader)
 }
 
 /// Options of the `$SYS` requests for the endpoints of this file: the JSON fields of
@@ -263,16 +198,6 @@ pub fn ipqueuesz(ctx: &Arc<Context>, all: bool, filter: &str) -> Result<BTreeMap
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn jsz_query_checks_every_boolean() {
-        assert_eq!(jsz_query(&Query::parse("accounts=1&leader-only=true")), Ok(true));
-        assert_eq!(
-            jsz_query(&Query::parse("raft=x")).err().map(|e| e.to_string()),
-            Some("Error decoding boolean for 'raft': strconv.ParseBool: parsing \"x\": invalid syntax".into())
-        );
-        assert!(jsz_query(&Query::parse("limit=x")).is_err());
-    }
 
     #[test]
     fn event_options_check_types_and_split_the_filter() {

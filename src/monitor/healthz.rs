@@ -1,11 +1,21 @@
-//! `/healthz` (monitoring.md §11). Without JetStream a running server is healthy; only
-//! the option checks can fail (a stream without an account, a consumer without a
-//! stream), with nats-server's texts and status codes.
+//! `/healthz` (monitoring.md §11): the option checks (a stream without an account, a
+//! consumer without a stream), then with JetStream configured a standalone server's
+//! checks: JetStream enabled (`js-enabled-only` stops there, `js-server-only` skips it
+//! all), every stream directory of the store recovered, and the asked account, stream
+//! and consumer present, with nats-server's texts and status codes.
 
+use super::gather::{Done, Plan};
+use super::jsz::{self, StreamPart};
 use super::optjson::{self, f, EventFilter, Field, Kind, Val};
 use super::query::Query;
-use super::MonitorError;
+use super::{Context, MonitorError};
+use crate::core::accounts::AccountId;
+use crate::core::shard::ShardCore;
+use crate::jetstream::JetStream;
 use serde::Serialize;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
 
 /// nats-server's `HealthzOptions`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -112,8 +122,18 @@ fn is_zero(n: &u16) -> bool {
     *n == 0
 }
 
-/// The server's health for `opts`.
-pub fn healthz(opts: &HealthzOptions) -> HealthStatus {
+/// What the JetStream checks look at (JetStream is configured).
+pub struct JsHealth<'a> {
+    /// JetStream, if it runs.
+    pub js: Option<&'a JetStream>,
+    /// An account's id by name.
+    pub account_id: &'a dyn Fn(&str) -> Option<AccountId>,
+    /// Whether a stream of an account has a consumer of that name.
+    pub has_consumer: &'a dyn Fn(AccountId, &str, &str) -> bool,
+}
+
+/// The server's health for `opts`; `js` is `None` when JetStream is not configured.
+pub fn healthz(opts: &HealthzOptions, js: Option<JsHealth<'_>>) -> HealthStatus {
     let mut h = HealthStatus {
         status: "ok".into(),
         ..Default::default()
@@ -137,8 +157,11 @@ pub fn healthz(opts: &HealthzOptions) -> HealthStatus {
             h.status = "error".into();
             h.error = text.into();
         }
+    } else if !opts.js_server_only {
+        if let Some(js) = js {
+            check_jetstream(opts, &js, &mut h);
+        }
     }
-    // Without JetStream configured, a running server has nothing more to check.
     if opts.details {
         h.status = if h.errors.is_empty() { "ok" } else { "error" }.into();
     }
@@ -152,13 +175,223 @@ pub fn healthz(opts: &HealthzOptions) -> HealthStatus {
     h
 }
 
+const UNAVAILABLE: &str = "unavailable";
+/// The store directory's staging area for snapshots (not an account).
+const SNAP_STAGING_DIR: &str = ".snap-staging";
+
+/// Record one problem: the first one ends the check without `details`. Returns whether
+/// to go on.
+fn problem(h: &mut HealthStatus, details: bool, e: HealthzError) -> bool {
+    if details {
+        h.errors.push(e);
+        true
+    } else {
+        h.status = UNAVAILABLE.into();
+        h.error = e.error;
+        false
+    }
+}
+
+/// The sorted names in a directory (none if it cannot be read).
+fn dir_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// A standalone server's JetStream checks: enabled, then every stream directory of the
+/// store (or the asked account's, stream's, consumer's) recovered.
+fn check_jetstream(opts: &HealthzOptions, jh: &JsHealth<'_>, h: &mut HealthStatus) {
+    let details = opts.details;
+    let Some(js) = jh.js else {
+        let text = crate::jetstream::api::errors_table::JS_NOT_ENABLED_ERR.err();
+        let text = format!("{} ({})", text.description, text.err_code);
+        h.status_code = 503;
+        h.status = UNAVAILABLE.into();
+        if details {
+            h.errors.push(HealthzError {
+                kind: "JETSTREAM".into(),
+                error: text,
+                ..Default::default()
+            });
+        } else {
+            h.error = text;
+        }
+        return;
+    };
+    if opts.js_enabled_only || opts.js_enabled {
+        return;
+    }
+    let root = &js.settings.root;
+    let (mut acc_found, mut stream_found, mut consumer_found) = (false, false, false);
+    for account in dir_names(root) {
+        if account == SNAP_STAGING_DIR {
+            continue;
+        }
+        if !opts.account.is_empty() {
+            if account != opts.account {
+                continue;
+            }
+            acc_found = true;
+        }
+        let Some(acc) = (jh.account_id)(&account) else {
+            let e = HealthzError {
+                kind: "ACCOUNT".into(),
+                account: account.clone(),
+                error: format!("JetStream account '{account}' could not be resolved"),
+                ..Default::default()
+            };
+            if !problem(h, details, e) {
+                return;
+            }
+            continue;
+        };
+        for stream in dir_names(&root.join(&account).join("streams")) {
+            if !opts.stream.is_empty() {
+                if stream != opts.stream {
+                    continue;
+                }
+                stream_found = true;
+            }
+            if js.registry().get(acc, &stream).is_none() {
+                let e = HealthzError {
+                    kind: "STREAM".into(),
+                    account: account.clone(),
+                    stream: stream.clone(),
+                    error: format!("JetStream stream '{account} > {stream}' could not be recovered"),
+                    ..Default::default()
+                };
+                if !problem(h, details, e) {
+                    return;
+                }
+                continue;
+            }
+            if stream_found {
+                if !opts.consumer.is_empty() {
+                    consumer_found = (jh.has_consumer)(acc, &stream, &opts.consumer);
+                }
+                break;
+            }
+        }
+        if acc_found {
+            break;
+        }
+    }
+    let q = |s: &str| crate::proto::reply::go_quote(s.as_bytes());
+    let missing = if !opts.account.is_empty() && !acc_found {
+        Some(HealthzError {
+            kind: "ACCOUNT".into(),
+            account: opts.account.clone(),
+            error: format!("JetStream account {} not found", q(&opts.account)),
+            ..Default::default()
+        })
+    } else if !opts.stream.is_empty() && !stream_found {
+        Some(HealthzError {
+            kind: "STREAM".into(),
+            account: opts.account.clone(),
+            stream: opts.stream.clone(),
+            error: format!(
+                "JetStream stream {} not found on account {}",
+                q(&opts.stream),
+                q(&opts.account)
+            ),
+            ..Default::default()
+        })
+    } else if !opts.consumer.is_empty() && !consumer_found {
+        Some(HealthzError {
+            kind: "CONSUMER".into(),
+            account: opts.account.clone(),
+            stream: opts.stream.clone(),
+            consumer: opts.consumer.clone(),
+            error: format!(
+                "JetStream consumer {} not found for stream {} on account {}",
+                q(&opts.consumer),
+                q(&opts.stream),
+                q(&opts.account)
+            ),
+        })
+    } else {
+        None
+    };
+    if let Some(e) = missing {
+        h.status_code = 404;
+        if details {
+            h.errors = vec![e];
+        } else {
+            h.status = UNAVAILABLE.into();
+            h.error = e.error;
+        }
+    }
+}
+
+/// The check for this server: JetStream's parts from `ctx`, and the consumers (asked of
+/// the shards only when a consumer is checked) from `parts`.
+fn healthz_ctx(ctx: &Context, opts: &HealthzOptions, parts: &[Vec<StreamPart>]) -> HealthStatus {
+    if !ctx.state().live().opts.jetstream.enabled {
+        return healthz(opts, None);
+    }
+    let table = ctx.state().shared.accounts.snapshot();
+    let account_id = |name: &str| table.iter().find(|d| d.name == name).map(|d| d.id);
+    let has_consumer = |acc: AccountId, stream: &str, c: &str| jsz::has_consumer(parts, acc, stream, c);
+    let jh = JsHealth {
+        js: ctx.jetstream().map(|j| j.as_ref()),
+        account_id: &account_id,
+        has_consumer: &has_consumer,
+    };
+    healthz(opts, Some(jh))
+}
+
+/// Whether answering `opts` needs the consumers of the shards.
+fn needs_consumers(ctx: &Context, opts: &HealthzOptions) -> bool {
+    ctx.jetstream().is_some() && !opts.consumer.is_empty()
+}
+
+fn consumers_plan(ctx: &Arc<Context>, opts: &HealthzOptions) -> Plan<Vec<StreamPart>, HealthStatus> {
+    let (ctx2, opts2) = (ctx.clone(), opts.clone());
+    Plan::new(
+        |core: &mut ShardCore, now| jsz::shard_streams(core, jsz::PartWant::default(), now),
+        move |parts| Ok(healthz_ctx(&ctx2, &opts2, &parts)),
+    )
+}
+
+/// `/healthz` from the HTTP server.
+pub async fn healthz_async(ctx: &Arc<Context>, opts: &HealthzOptions) -> HealthStatus {
+    if !needs_consumers(ctx, opts) {
+        return healthz_ctx(ctx, opts, &[]);
+    }
+    consumers_plan(ctx, opts)
+        .run_async(ctx)
+        .await
+        .unwrap_or_else(|_| healthz_ctx(ctx, opts, &[]))
+}
+
+/// `/healthz` from a shard (the system services).
+pub fn healthz_on_shard(
+    core: &mut ShardCore,
+    ctx: &Arc<Context>,
+    opts: &HealthzOptions,
+    done: Done<HealthStatus>,
+    now: Instant,
+) {
+    if !needs_consumers(ctx, opts) {
+        return done(core, Ok(healthz_ctx(ctx, opts, &[])), now);
+    }
+    consumers_plan(ctx, opts).run_on_shard(core, done, now);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn check(q: &str) -> (u16, String) {
         let o = HealthzOptions::from_query(&Query::parse(q)).unwrap_or_default();
-        let mut h = healthz(&o);
+        let mut h = healthz(&o, None);
         let code = h.status_code;
         h.status_code = 0;
         (
@@ -192,6 +425,36 @@ mod tests {
         for (q, code, body) in cases {
             assert_eq!(check(q), (code, body.to_string()), "{q}");
         }
+    }
+
+    #[test]
+    fn jetstream_configured_but_not_running() {
+        let none = |_: &str| None;
+        let no = |_: AccountId, _: &str, _: &str| false;
+        let jh = || JsHealth {
+            js: None,
+            account_id: &none,
+            has_consumer: &no,
+        };
+        let text = "JetStream not enabled (10076)";
+        let h = healthz(&HealthzOptions::default(), Some(jh()));
+        assert_eq!(
+            (h.status.as_str(), h.status_code, h.error.as_str()),
+            ("unavailable", 503, text)
+        );
+        let details = HealthzOptions {
+            details: true,
+            ..Default::default()
+        };
+        let h = healthz(&details, Some(jh()));
+        assert_eq!((h.status.as_str(), h.errors.len()), ("error", 1));
+        assert_eq!(h.errors.first().map(|e| e.kind.as_str()), Some("JETSTREAM"));
+        // `js-server-only` checks no JetStream at all.
+        let server_only = HealthzOptions {
+            js_server_only: true,
+            ..Default::default()
+        };
+        assert_eq!(healthz(&server_only, Some(jh())).status_code, 200);
     }
 
     #[test]

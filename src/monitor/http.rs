@@ -11,7 +11,7 @@
 //! ([`super::https`]).
 
 use super::query::Query;
-use super::{accountz, connz, disabled, healthz, index, metrics, shardz, subsz, varz, Context, MonitorError};
+use super::{accountz, connz, disabled, healthz, index, jsz, metrics, shardz, subsz, varz, Context, MonitorError};
 use crate::proto::gojson;
 use bytes::Bytes;
 use http_body_util::Full;
@@ -251,7 +251,7 @@ async fn handle(ctx: &Arc<Context>, base: &str, uri: &hyper::Uri) -> Resp {
         }
         "/varz" => {
             ctx.count_hit("/varz");
-            json(&q, &varz::varz(ctx))
+            json(&q, &varz::varz_async(ctx).await)
         }
         "/connz" => match connz::ConnzOptions::from_query(&q) {
             Err(e) => error(&e),
@@ -302,17 +302,17 @@ async fn handle(ctx: &Arc<Context>, base: &str, uri: &hyper::Uri) -> Resp {
         }
         "/jsz" => {
             ctx.count_hit("/jsz");
-            json_or_error(
-                &q,
-                disabled::jsz_query(&q).and_then(|leader| disabled::jsz(ctx, leader)),
-            )
+            match jsz::JszOptions::from_query(&q) {
+                Err(e) => error(&e),
+                Ok(o) => json_or_error(&q, jsz::jsz_async(ctx, o).await),
+            }
         }
         "/healthz" => {
             ctx.count_hit("/healthz");
             match healthz::HealthzOptions::from_query(&q) {
                 Err(e) => error(&e),
                 Ok(o) => {
-                    let mut h = healthz::healthz(&o);
+                    let mut h = healthz::healthz_async(ctx, &o).await;
                     if !h.error.is_empty() {
                         tracing::warn!(
                             "Healthcheck failed: {}",

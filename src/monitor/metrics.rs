@@ -201,7 +201,8 @@ fn render(ctx: &Context, parts: Option<Vec<MetricsPart>>) -> String {
     for (path, n) in &v.http_req_stats {
         o.sample("nats_server_http_requests_total", &[("path", path)], *n as f64);
     }
-    o.one("nats_jetstream_enabled", "gauge", "JetStream is enabled (jsz).", 0.0);
+    let js_on = if ctx.jetstream().is_some() { 1.0 } else { 0.0 };
+    o.one("nats_jetstream_enabled", "gauge", "JetStream is enabled (jsz).", js_on);
     let Some(parts) = parts else {
         o.one(
             "rnats_shards_answered",

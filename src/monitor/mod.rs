@@ -10,7 +10,8 @@
 //!   HTTP threads, a blocking caller, or a shard.
 //! - [`varz`], [`connz`], [`subsz`], [`accountz`] (`/accountz`, `/accstatz`),
 //!   [`disabled`] (`/routez`, `/gatewayz`, `/leafz`, `/jsz`, `/raftz`, `/ipqueuesz`: what
-//!   the reference answers while those features are off), [`healthz`], [`shardz`]
+//!   the reference answers while those features are off; `/jsz` while JetStream is off),
+//!   [`jsz`] (`/jsz` and `/varz`'s `jetstream` with JetStream on), [`healthz`], [`shardz`]
 //!   (with `/stacksz`), [`metrics`] (Prometheus text), [`index`] (the `/` page).
 //! - [`query`] (URL query values), [`optjson`] (JSON request bodies of `$SYS` requests),
 //!   [`gofmt`] (Go's duration, uptime and strconv texts).
@@ -29,6 +30,8 @@ pub mod healthz;
 pub mod http;
 pub mod https;
 pub mod index;
+pub mod jsz;
+pub mod jsz_types;
 pub mod metrics;
 pub mod optjson;
 pub mod query;
@@ -78,6 +81,7 @@ impl MonitorError {
 pub struct Context {
     state: Arc<ServerState>,
     post: OnceLock<Arc<dyn Post>>,
+    jetstream: OnceLock<Arc<crate::jetstream::JetStream>>,
     hits: Mutex<BTreeMap<String, u64>>,
     cpu: Mutex<varz::CpuSampler>,
 }
@@ -89,6 +93,7 @@ impl Context {
         Arc::new(Context {
             state,
             post: OnceLock::new(),
+            jetstream: OnceLock::new(),
             hits: Mutex::new(BTreeMap::new()),
             cpu: Mutex::new(varz::CpuSampler::default()),
         })
@@ -97,6 +102,16 @@ impl Context {
     /// Attach the shards' job poster (once).
     pub fn set_post(&self, post: Arc<dyn Post>) {
         let _ = self.post.set(post);
+    }
+
+    /// Attach JetStream (once, after it was installed on the shards).
+    pub fn set_jetstream(&self, js: Arc<crate::jetstream::JetStream>) {
+        let _ = self.jetstream.set(js);
+    }
+
+    /// JetStream, when it runs.
+    pub fn jetstream(&self) -> Option<&Arc<crate::jetstream::JetStream>> {
+        self.jetstream.get()
     }
 
     /// The shards' job poster.

@@ -62,7 +62,7 @@ pub struct Varz {
     pub leaf: Empty,
     pub mqtt: Empty,
     pub websocket: Empty,
-    pub jetstream: Empty,
+    pub jetstream: super::jsz_types::JetStreamVarz,
     pub tls_timeout: f64,
     pub write_deadline: u128,
     pub start: String,
@@ -228,6 +228,54 @@ pub fn varz(ctx: &Context) -> Varz {
         rnats_shards: state.nshards,
         rnats_reactor: state.reactor.clone(),
         ..Default::default()
+    }
+}
+
+/// `/varz` with its `jetstream` section, from the HTTP server (the usage is asked of
+/// the shards; if they do not answer, the section keeps only what needs no shard).
+pub async fn varz_async(ctx: &Context) -> Varz {
+    let mut v = varz(ctx);
+    if let Some(plan) = super::jsz::usage_plan(ctx, true) {
+        v.jetstream = plan
+            .run_async(ctx)
+            .await
+            .unwrap_or_else(|_| jetstream_without_shards(ctx));
+    }
+    v
+}
+
+/// `/varz` with its `jetstream` section, from a shard (the system services).
+pub fn varz_on_shard(
+    core: &mut crate::core::shard::ShardCore,
+    ctx: &std::sync::Arc<Context>,
+    done: super::gather::Done<Varz>,
+    now: Instant,
+) {
+    let v = varz(ctx);
+    let Some(plan) = super::jsz::usage_plan(ctx, true) else {
+        return done(core, Ok(v), now);
+    };
+    let ctx2 = ctx.clone();
+    plan.run_on_shard(
+        core,
+        Box::new(move |core, r, now| {
+            let mut v = v;
+            v.jetstream = r.unwrap_or_else(|_| jetstream_without_shards(&ctx2));
+            done(core, Ok(v), now)
+        }),
+        now,
+    );
+}
+
+fn jetstream_without_shards(ctx: &Context) -> super::jsz_types::JetStreamVarz {
+    let Some(js) = ctx.jetstream() else {
+        return Default::default();
+    };
+    let o = &ctx.state().live().opts.jetstream;
+    super::jsz_types::JetStreamVarz {
+        config: Some(super::jsz::js_config(js, o, true)),
+        stats: None,
+        limits: Some(super::jsz::js_limits(o)),
     }
 }
 

@@ -455,6 +455,7 @@ impl Server {
                 host: opts.host.clone(),
                 id: info.server_id.clone(),
                 version: NATS_VERSION.into(),
+                jetstream: opts.jetstream.enabled,
                 ..Default::default()
             },
         });
@@ -468,7 +469,8 @@ impl Server {
         if let Some(settings) = js_settings {
             let js =
                 crate::jetstream::JetStream::new(settings, nshards, info.server_name.clone(), info.server_id.clone());
-            crate::jetstream::service::install(Arc::new(running.controls.clone()), js);
+            crate::jetstream::service::install(Arc::new(running.controls.clone()), js.clone());
+            mon_ctx.set_jetstream(js);
         }
 
         let pid_file = if opts.pid_file.is_empty() {

@@ -97,14 +97,21 @@ fn leafz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instant) 
     }
 }
 
+/// `JSZ`: the account's JetStream detail (nats-server's `JszAccount`).
 fn jsz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instant) {
+    let Some(acc) = account_of(&m.subject) else { return };
     let decode = |b: &[u8]| event_options(b, "JszEventOptions", &disabled::JSZ_FIELDS);
-    if let Some((_, req)) = Request::start(sys, core, &m, decode, now) {
-        let answer = Answer::Failed {
-            description: "jetstream not enabled".into(),
-            null_data: true,
-        };
-        req.answer(core, answer, now);
+    if let Some((v, req)) = Request::start(sys, core, &m, decode, now) {
+        let ctx = sys.monitor.clone();
+        let mut o = monitor::jsz::JszOptions::from_values(&v);
+        o.account = acc;
+        monitor::jsz::account_on_shard(
+            core,
+            &ctx,
+            o,
+            Box::new(move |core: &mut ShardCore, r, now| req.answer(core, Answer::from_result(r), now)),
+            now,
+        );
     }
 }
 

@@ -21,6 +21,10 @@ pub struct ServerIdentity {
     pub seq: AtomicU64,
 }
 
+/// `flags` of a JetStream server: JetStream enabled (1), binary stream snapshots (2) and
+/// account NRG (4), as nats-server 2.14 sets them.
+pub const JS_CAPABILITIES: u64 = 1 | 2 | 4;
+
 /// nats-server's `ServerInfo` as JSON.
 #[derive(Serialize)]
 pub struct ServerInfo<'a> {
@@ -55,7 +59,7 @@ impl ServerIdentity {
             tags: &self.tags,
             feature_flags: FeatureFlags::default(),
             jetstream: self.jetstream,
-            flags: u64::from(self.jetstream),
+            flags: if self.jetstream { JS_CAPABILITIES } else { 0 },
             seq: self.seq.fetch_add(1, Ordering::Relaxed) + 1,
             time: gotime::rfc3339_nano(SystemTime::now()),
         }

@@ -158,7 +158,7 @@ fn statsz_req(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Inst
             return;
         }
     }
-    req.raw(core, &statsz::message(sys), now);
+    statsz::with_message(core, sys, move |core, body, now| req.raw(core, &body, now), now);
 }
 
 /// The periodic broadcast (posted by the timer thread to shard 0 when it is due).
@@ -170,8 +170,14 @@ pub fn broadcast_statsz(core: &mut ShardCore, sys: &Arc<System>, now: Instant) {
     if sys.stopped() || !core.has_interest(acc, subject.as_bytes()) {
         return;
     }
-    let body = statsz::message(sys);
-    core.publish_internal(acc, subject.as_bytes(), b"", None, &body, now);
+    statsz::with_message(
+        core,
+        sys,
+        move |core, body, now| {
+            core.publish_internal(acc, subject.as_bytes(), b"", None, &body, now);
+        },
+        now,
+    );
 }
 
 /// `IDZ`: `{"name","host","id"}`, no envelope.
@@ -196,10 +202,21 @@ fn idz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instant) {
 
 fn varz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instant) {
     if let Some(((), req)) = Request::start(sys, core, &m, filter_only("VarzEventOptions"), now) {
-        let mut v = monitor::varz(&sys.monitor);
-        // Built on shard 0, whose thread is pinned to one CPU.
-        v.cores = sys.cores;
-        req.answer(core, Answer::json(&v), now);
+        let cores = sys.cores;
+        let ctx = sys.monitor.clone();
+        monitor::varz::varz_on_shard(
+            core,
+            &ctx,
+            Box::new(move |core: &mut ShardCore, r, now| {
+                let r = r.map(|mut v| {
+                    // Built on shard 0, whose thread is pinned to one CPU.
+                    v.cores = cores;
+                    v
+                });
+                req.answer(core, Answer::from_result(r), now)
+            }),
+            now,
+        );
     }
 }
 
@@ -274,19 +291,37 @@ fn accountz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instan
 fn jsz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instant) {
     let decode = with_values("JszEventOptions", &disabled::JSZ_FIELDS);
     if let Some((v, req)) = Request::start(sys, core, &m, decode, now) {
-        // `leader_only`: a server without JetStream is not the leader and stays silent.
-        let answer = match disabled::jsz(&sys.monitor, bool_of(&v, "leader_only")) {
-            Ok(j) => Answer::json(&j),
-            Err(_) => Answer::Skip,
-        };
-        req.answer(core, answer, now);
+        let ctx = sys.monitor.clone();
+        let o = monitor::jsz::JszOptions::from_values(&v);
+        monitor::jsz::jsz_on_shard(
+            core,
+            &ctx,
+            o,
+            Box::new(move |core: &mut ShardCore, r, now| {
+                // `leader_only` on a server that is not the leader: no answer at all.
+                let answer = match r {
+                    Ok(j) => Answer::json(&j),
+                    Err(monitor::MonitorError::BadRequest(_)) => Answer::Skip,
+                    Err(e) => Answer::from_result::<()>(Err(e)),
+                };
+                req.answer(core, answer, now)
+            }),
+            now,
+        );
     }
 }
 
 fn healthz(core: &mut ShardCore, sys: &Arc<System>, m: InternalMsg, now: Instant) {
     if let Some((o, req)) = Request::start(sys, core, &m, HealthzOptions::from_json, now) {
         let h: HealthzOptions = o;
-        req.answer(core, Answer::json(&monitor::healthz(&h)), now);
+        let ctx = sys.monitor.clone();
+        monitor::healthz::healthz_on_shard(
+            core,
+            &ctx,
+            &h,
+            Box::new(move |core: &mut ShardCore, r, now| req.answer(core, Answer::from_result(r), now)),
+            now,
+        );
     }
 }
 

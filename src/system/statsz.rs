@@ -5,8 +5,11 @@
 //! more than once a second, and only while someone listens (a standalone server).
 
 use super::System;
+use crate::core::shard::ShardCore;
+use crate::monitor::jsz_types::JetStreamVarz;
 use crate::monitor::varz::ScStats;
 use serde::Serialize;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The first broadcast interval.
@@ -76,8 +79,7 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// nats-server's `ServerStats` (the fields a server without routes, gateways and
-/// JetStream has).
+/// nats-server's `ServerStats` (the fields a server without routes and gateways has).
 #[derive(Serialize, Clone, Debug, Default)]
 pub struct ServerStats {
     pub start: String,
@@ -101,6 +103,9 @@ pub struct ServerStats {
     pub stalled_clients: u64,
     #[serde(skip_serializing_if = "is_zero")]
     pub active_servers: u64,
+    /// JetStream's configuration (without the store directory), usage and limits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jetstream: Option<JetStreamVarz>,
     #[serde(skip_serializing_if = "is_zero")]
     pub gomaxprocs: u64,
 }
@@ -144,22 +149,44 @@ pub fn stats(sys: &System) -> ServerStats {
         stale_connection_stats: some(t.stale_connections),
         stalled_clients: 0,
         active_servers: 1,
+        jetstream: None,
         gomaxprocs: state.nshards as u64,
     }
 }
 
-/// `{"server":...,"statsz":...}` with the next sequence number.
-pub fn message(sys: &System) -> Vec<u8> {
+/// `{"server":...,"statsz":...}` with the next sequence number and `jetstream` (if it
+/// runs, from the shards' usage).
+pub fn message(sys: &System, jetstream: Option<JetStreamVarz>) -> Vec<u8> {
     #[derive(Serialize)]
     struct Msg<'a> {
         server: super::envelope::ServerInfo<'a>,
         statsz: ServerStats,
     }
-    let statsz = stats(sys);
+    let mut statsz = stats(sys);
+    statsz.jetstream = jetstream;
     crate::proto::gojson::to_vec(&Msg {
         server: sys.server().info(),
         statsz,
     })
+}
+
+/// Build the statistics message and hand it to `send` on this shard: at once without
+/// JetStream, after asking the shards for JetStream's usage with it.
+pub fn with_message(
+    core: &mut ShardCore,
+    sys: &Arc<System>,
+    send: impl FnOnce(&mut ShardCore, Vec<u8>, Instant) + Send + 'static,
+    now: Instant,
+) {
+    let Some(plan) = crate::monitor::jsz::usage_plan(&sys.monitor, false) else {
+        return send(core, message(sys, None), now);
+    };
+    let sys = sys.clone();
+    plan.run_on_shard(
+        core,
+        Box::new(move |core: &mut ShardCore, r, now| send(core, message(&sys, r.ok()), now)),
+        now,
+    );
 }
 
 #[cfg(test)]
