@@ -155,7 +155,7 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
     if !enabled {
         let suffix = streams::type_suffix(api);
         let Some(suffix) = suffix else { return };
-        js.count_request(true);
+        // Not counted: the account has no JetStream API statistics to count in.
         let body = error_envelope(
             suffix,
             &super::api::errors_table::JS_NOT_ENABLED_FOR_ACCOUNT_ERR.err(),
