@@ -577,3 +577,100 @@ fn expiry(r: common::Reactor) {
 }
 
 both_reactors!(expiry_without_traffic, |r| expiry(r));
+
+/// Operator mode: an account whose JWT has JetStream limits gets JetStream, one without
+/// gets `10039 JetStream not enabled for account`.
+fn operator_accounts(r: common::Reactor) {
+    use nkeys::KeyPair;
+    use rnats::auth::jwt::{AccountClaims, Encode, OperatorClaims, UserClaims};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let op = KeyPair::new_operator();
+    let sys = KeyPair::new_account();
+    let with_js = KeyPair::new_account();
+    let without = KeyPair::new_account();
+    let mut oc = OperatorClaims::new(op.public_key());
+    oc.claims.name = "OP".into();
+    oc.nats.system_account = sys.public_key();
+    let op_jwt = oc.encode(&op, now).unwrap();
+    let acc_jwt = |kp: &KeyPair, js: bool| {
+        let mut c = AccountClaims::new(kp.public_key());
+        c.claims.name = "acc".into();
+        if js {
+            c.nats.limits.jetstream.mem_storage = -1;
+            c.nats.limits.jetstream.disk_storage = -1;
+            c.nats.limits.jetstream.streams = 2;
+        }
+        c.encode(&op, now).unwrap()
+    };
+    let dir = store_dir("operator");
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("op.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "operator: {op_jwt}\nsystem_account: {}\nresolver: MEMORY\nresolver_preload: {{\n {}: {}\n {}: {}\n {}: {}\n}}\njetstream {{ store_dir: {:?} }}\n",
+            sys.public_key(),
+            sys.public_key(),
+            acc_jwt(&sys, false),
+            with_js.public_key(),
+            acc_jwt(&with_js, true),
+            without.public_key(),
+            acc_jwt(&without, false),
+            dir.join("sd"),
+        ),
+    )
+    .unwrap();
+    let s = Server::start(r, &["--shards", "2", "-c", conf.to_str().unwrap()]);
+    let connect = |acc: &KeyPair| {
+        let u = KeyPair::new_user();
+        let jwt = UserClaims::new(u.public_key()).encode(acc, now).unwrap();
+        let u = std::sync::Arc::new(u);
+        let url = s.url();
+        async move {
+            async_nats::ConnectOptions::with_jwt(jwt, move |nonce| {
+                let u = u.clone();
+                async move { u.sign(&nonce).map_err(async_nats::AuthError::new) }
+            })
+            .connect(url)
+            .await
+            .unwrap()
+        }
+    };
+    rt().block_on(async {
+        let js = jetstream::new(connect(&with_js).await);
+        js.create_stream(stream::Config {
+            name: "OPS".into(),
+            subjects: vec!["ops".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let ack = js.publish("ops", "x".into()).await.unwrap().await.unwrap();
+        assert_eq!(ack.sequence, 1);
+        js.create_stream(stream::Config {
+            name: "OPS2".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        // The JWT allows two streams.
+        let err = js
+            .create_stream(stream::Config {
+                name: "OPS3".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("maximum number of streams reached"), "{err}");
+        let none = jetstream::new(connect(&without).await);
+        let err = none.query_account().await.unwrap_err();
+        assert!(err.to_string().contains("not enabled for account"), "{err}");
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+both_reactors!(operator_mode_accounts, |r| operator_accounts(r));

@@ -62,7 +62,7 @@ fn shape(hdr: &str, body: &str) -> String {
 fn play(port: u16, reqs: &[Req]) -> Vec<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-    s.write_all(b"CONNECT {\"verbose\":false,\"headers\":true}\r\nSUB _r.> 1\r\nPING\r\n")
+    s.write_all(b"CONNECT {\"verbose\":false,\"headers\":true,\"no_responders\":true}\r\nSUB _r.> 1\r\nPING\r\n")
         .unwrap();
     let mut buf = Vec::new();
     read_until(&mut s, &mut buf, |b| find(b, b"PONG\r\n").is_some());
@@ -305,6 +305,29 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
                     r#"{"batch":1,"idle_heartbeat":2000000000,"expires":1000000000}"#,
                 ),
                 r("$JS.API.CONSUMER.MSG.NEXT.K.P", r#"{"batch":bad}"#),
+                r("$JS.API.CONSUMER.MSG.NEXT.K.NOPE", ""),
+                r("$JS.API.CONSUMER.MSG.NEXT.NOPE.P", ""),
+                r("$JS.API.DIRECT.GET.NOPE", r#"{"seq":1}"#),
+                r(
+                    "$JS.API.STREAM.CREATE.R",
+                    r#"{"name":"R","subjects":["r.*"],"allow_rollup_hdrs":true}"#,
+                ),
+                h("r.a", "Nats-Rollup: sub", "first"),
+                r("$JS.API.STREAM.MSG.GET.R", r#"{"last_by_subj":"r.a"}"#),
+                r(
+                    "$JS.API.STREAM.UPDATE.R",
+                    r#"{"name":"R","subjects":["r.*"],"allow_rollup_hdrs":true,"sealed":true}"#,
+                ),
+                r("r.b", "after seal"),
+                r("$JS.API.STREAM.CREATE.L", r#"{"name":"L","subjects":["l"]}"#),
+                r(
+                    "$JS.API.CONSUMER.CREATE.L.D",
+                    r#"{"stream_name":"L","config":{"durable_name":"D","ack_policy":"explicit"}}"#,
+                ),
+                r(
+                    "$JS.API.STREAM.UPDATE.L",
+                    r#"{"name":"L","subjects":["l"],"consumer_limits":{"max_ack_pending":10}}"#,
+                ),
             ],
         ),
     ]

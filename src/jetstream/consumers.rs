@@ -339,7 +339,7 @@ impl ShardJs {
         for (key, name) in gone {
             self.remove_consumer(core, &key, &name, true, now);
             if let Some(e) = self.js.registry().get_mut(key.0, &key.1) {
-                e.consumers = e.consumers.saturating_sub(1);
+                e.consumers.remove(&name);
             }
         }
         self.touch();
@@ -377,7 +377,7 @@ impl ShardJs {
             if let Err(err) = self.add_consumer(core, acc, stream, &name, cfg, created, state, now) {
                 tracing::warn!("JetStream: could not recover consumer '{stream} > {name}': {err}");
             } else if let Some(en) = self.js.registry().get_mut(acc, stream) {
-                en.consumers += 1;
+                en.consumers.insert(name.clone());
             }
         }
     }

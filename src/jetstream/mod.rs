@@ -11,13 +11,13 @@
 //! - [`stream`]: a stream on its shard: store, ingest, dedupe, its directory.
 //! - [`shard`]: the per-shard part ([`shard::ShardJs`], the shard's extension): the
 //!   streams it owns, acknowledgements after group commit, timers.
-//! - [`service`]: the `$JS.API.>` request handlers.
+//! - [`service`]: the `$JS.API.>` request handlers (on every shard, one queue group).
 //!
 //! Ownership: each stream and its consumers live on one shard (ARCHITECTURE.md invariant
 //! 11), which opens its store and runs its consumers; publishes reach it through its
 //! internal subscriptions like any subscriber, over the mesh from other shards. The API
-//! service listens on shard 0 and hands stream-scoped requests to the owning shard as
-//! jobs; the owning shard answers the requester itself.
+//! service listens on every shard (one queue group per account) and hands stream-scoped
+//! requests to the owning shard as jobs; the owning shard answers the requester itself.
 
 pub mod advisory;
 pub mod api;
@@ -56,6 +56,8 @@ pub struct JsSettings {
     /// Encryption at rest (`key`, `cipher`, `prev_key`): message blocks are sealed with
     /// keys derived per account and stream, as the reference derives them.
     pub encryption: Option<storage::crypto::EncryptionConfig>,
+    /// Operator mode: accounts get JetStream from their JWT's limits.
+    pub operator: Option<Arc<crate::auth::operator::accounts::OperatorAccounts>>,
 }
 
 /// API counters (`$JS.API.INFO`'s `api`).
@@ -123,21 +125,58 @@ impl JetStream {
         self.registry.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Is JetStream enabled for the account `name` (the system account never is)?
-    pub fn enabled_for(&self, name: &str, is_system: bool) -> bool {
-        if is_system {
-            return false;
+    /// The account's JetStream setting: from its JWT in operator mode, else from the
+    /// config (`$G` only when no accounts are configured).
+    pub fn account_setting(&self, name: &str) -> AccountJetStream {
+        if let Some(op) = &self.settings.operator {
+            let Some(known) = op.known(name) else {
+                return AccountJetStream::Disabled;
+            };
+            let limits = &known.claims.nats.limits;
+            if !limits.is_js_enabled() {
+                return AccountJetStream::Disabled;
+            }
+            let l = limits
+                .jetstream_tiered
+                .get("R1")
+                .or_else(|| limits.jetstream_tiered.values().next())
+                .unwrap_or(&limits.jetstream);
+            return AccountJetStream::Limits(crate::auth::config::JetStreamAccountLimits {
+                max_memory: l.mem_storage,
+                max_store: l.disk_storage,
+                max_streams: if l.streams == 0 { -1 } else { l.streams },
+                max_consumers: if l.consumer == 0 { -1 } else { l.consumer },
+                max_ack_pending: if l.max_ack_pending == 0 { -1 } else { l.max_ack_pending },
+                memory_max_stream_bytes: if l.mem_max_stream_bytes == 0 {
+                    -1
+                } else {
+                    l.mem_max_stream_bytes
+                },
+                store_max_stream_bytes: if l.disk_max_stream_bytes == 0 {
+                    -1
+                } else {
+                    l.disk_max_stream_bytes
+                },
+                max_bytes_required: l.max_bytes_required,
+                ..Default::default()
+            });
         }
         match &self.settings.accounts {
-            None => name == "$G",
-            Some(m) => m.get(name).is_some_and(|j| !matches!(j, AccountJetStream::Disabled)),
+            None if name == "$G" => AccountJetStream::Enabled,
+            None => AccountJetStream::Disabled,
+            Some(m) => m.get(name).cloned().unwrap_or_default(),
         }
+    }
+
+    /// Is JetStream enabled for the account `name` (the system account never is)?
+    pub fn enabled_for(&self, name: &str, is_system: bool) -> bool {
+        !is_system && !matches!(self.account_setting(name), AccountJetStream::Disabled)
     }
 
     /// The account's JetStream limits (unlimited where not configured).
     pub fn account_limits(&self, name: &str) -> crate::auth::config::JetStreamAccountLimits {
-        match self.settings.accounts.as_ref().and_then(|m| m.get(name)) {
-            Some(AccountJetStream::Limits(l)) => l.clone(),
+        match self.account_setting(name) {
+            AccountJetStream::Limits(l) => l,
             _ => Default::default(),
         }
     }

@@ -16,8 +16,8 @@ pub struct Entry {
     pub shard: usize,
     pub cfg: StreamConfig,
     pub created: GoTime,
-    /// Durable and ephemeral consumers, by name (kept in step by the owning shard).
-    pub consumers: usize,
+    /// Its consumers' names (kept in step by the owning shard).
+    pub consumers: std::collections::BTreeSet<String>,
 }
 
 /// Streams of every account.

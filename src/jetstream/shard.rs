@@ -36,7 +36,7 @@ pub struct ShardJs {
     expire_at: Option<Instant>,
     /// The earliest consumer timer.
     consumer_at: Option<Instant>,
-    /// Shard 0: the accounts whose `$JS.API.>` is subscribed, and the account table seen
+    /// The accounts whose `$JS.API.>` is subscribed, and the account table seen
     /// last (new accounts get theirs when it changes).
     api_accounts: Option<(
         std::collections::HashSet<AccountId>,
@@ -152,7 +152,7 @@ impl ShardJs {
         }
     }
 
-    /// Shard 0: subscribe the API in accounts not seen yet.
+    /// Subscribe the API in accounts not seen yet.
     pub fn watch_accounts(&mut self, core: &mut ShardCore, now: Instant) {
         let table = core.account_table().clone();
         let mut seen = self.api_accounts.take().map(|(s, _)| s).unwrap_or_default();

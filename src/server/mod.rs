@@ -431,7 +431,7 @@ impl Server {
             None => None,
         };
 
-        let js_settings = jetstream_settings(&opts)?;
+        let js_settings = jetstream_settings(&opts, operator_accounts.clone())?;
         let mut running = if chosen.uring {
             #[cfg(all(target_os = "linux", feature = "uring"))]
             {
@@ -790,7 +790,10 @@ fn go_errno_text(e: &io::Error) -> String {
 
 /// JetStream's settings when it is enabled, with its store directory prepared and the
 /// reference's startup lines logged.
-fn jetstream_settings(opts: &Options) -> Result<Option<crate::jetstream::JsSettings>, StartError> {
+fn jetstream_settings(
+    opts: &Options,
+    operator: Option<Arc<crate::auth::operator::accounts::OperatorAccounts>>,
+) -> Result<Option<crate::jetstream::JsSettings>, StartError> {
     use crate::server::jetstream_opts as jo;
     let o = &opts.jetstream;
     if !o.enabled {
@@ -849,5 +852,6 @@ fn jetstream_settings(opts: &Options) -> Result<Option<crate::jetstream::JsSetti
             },
             prev_key: (!o.prev_key.is_empty()).then(|| o.prev_key.clone()),
         }),
+        operator,
     }))
 }

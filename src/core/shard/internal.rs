@@ -336,6 +336,12 @@ impl ShardCore {
         taken
     }
 
+    /// Does the connection `key` of this shard want no-responders statuses (CONNECT's
+    /// `no_responders` with headers)? `None`: not a connection of this shard.
+    pub fn wants_no_responders(&self, key: ConnKey) -> Option<bool> {
+        self.client(key).map(|c| c.opts.no_responders && c.opts.headers)
+    }
+
     /// `$SYS._INBOX.<server><shard>.` — this shard's private reply space.
     fn inbox_prefix(&self, _acc: AccountId) -> String {
         let id = &self.cfg.info.server_id;

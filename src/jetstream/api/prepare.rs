@@ -7,10 +7,17 @@ use super::ApiError;
 use crate::jetstream::JetStream;
 use storage::{Filter, Store, StoredMsg};
 
-/// A create or update request for the stream named `name` in the subject.
-pub fn stream_create_request(body: &[u8], name: &str) -> Result<(StreamConfig, bool), ApiError> {
+/// A create (or, with `update`, an update) request for the stream named `name` in the
+/// subject. Only an update may seal a stream.
+pub fn stream_create_request(body: &[u8], name: &str, update: bool) -> Result<(StreamConfig, bool), ApiError> {
     let (cfg, pedantic) = super::decode::decode_stream_create(body)?;
-    super::stream_check::check_create_request(name, &cfg)?;
+    if update {
+        if name != cfg.name {
+            return Err(e::JS_STREAM_MISMATCH_ERR.err());
+        }
+    } else {
+        super::stream_check::check_create_request(name, &cfg)?;
+    }
     Ok((cfg, pedantic))
 }
 

@@ -257,7 +257,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
                 return fail(core, &js2, &req, suffix, &e::JS_MAXIMUM_CONSUMERS_LIMIT_ERR.err(), now);
             }
             if limits.max_consumers >= 0 {
-                let total: usize = js2.registry().streams(key.0).map(|(_, e)| e.consumers).sum();
+                let total: usize = js2.registry().streams(key.0).map(|(_, e)| e.consumers.len()).sum();
                 if total as i64 >= limits.max_consumers {
                     return fail(core, &js2, &req, suffix, &e::JS_MAXIMUM_CONSUMERS_LIMIT_ERR.err(), now);
                 }
@@ -266,7 +266,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
                 return fail(core, &js2, &req, suffix, &err, now);
             }
             if let Some(en) = js2.registry().get_mut(key.0, &key.1) {
-                en.consumers += 1;
+                en.consumers.insert(name.clone());
             }
             let info = with_slot(sjs, core, key, &name, now, |c, env| consumer_info(&js2, &key.1, c, env));
             if let Some(info) = info {
@@ -380,7 +380,7 @@ fn delete(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str,
                 return fail(core, &js2, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now);
             }
             if let Some(en) = js2.registry().get_mut(key.0, &key.1) {
-                en.consumers = en.consumers.saturating_sub(1);
+                en.consumers.remove(&name);
             }
             js2.count_request(false);
             respond(core, &req, &envelope(suffix, json!({"success": true})), now);

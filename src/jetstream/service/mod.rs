@@ -19,6 +19,9 @@ use crate::core::shard::ShardCore;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The queue group of the API's subscriptions (one per shard).
+const API_QUEUE: &str = "_sys_js_api";
+
 /// Type prefix of every API response.
 pub const TYPE_PREFIX: &str = "io.nats.jetstream.api.v1.";
 
@@ -104,17 +107,22 @@ pub fn subscribe_accounts(
         if Some(acc) == sys || !seen.insert(acc) {
             continue;
         }
-        let enabled = js.enabled_for(&name, false);
         let mut subjects = vec!["$JS.API.>".to_string()];
         if !js.settings.domain.is_empty() {
             subjects.push(format!("$JS.{}.API.>", js.settings.domain));
         }
         for subject in subjects {
             let js = js.clone();
+            let name = name.clone();
             let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+                // Asked per request: a JWT update can turn JetStream on or off.
+                let enabled = js.enabled_for(&name, false);
                 dispatch(core, &js, enabled, m, now);
             });
-            core.subscribe_internal(acc, &subject, None, false, h, now);
+            // One member per shard in a queue group: each request is handled once, on the
+            // shard that learns of a new account first (operator mode installs accounts
+            // where their first client connects).
+            core.subscribe_internal(acc, &subject, Some(API_QUEUE), false, h, now);
         }
     }
 }
@@ -140,8 +148,16 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
     let Some(api) = api_part(subject, &js.settings.domain) else {
         return;
     };
-    // Served by the streams' and consumers' own subscriptions.
+    // Served by the streams' and consumers' own subscriptions; where there is none, the
+    // requester gets what no subscriber means (the API's own subscription does not count).
     if api.starts_with("DIRECT.") || api.starts_with("CONSUMER.MSG.NEXT.") {
+        // A requester on another shard is assumed to want it (clients that use JetStream
+        // ask for no-responders statuses).
+        let wants = m.sender.and_then(|k| core.wants_no_responders(k)).unwrap_or(true);
+        if wants && !m.reply.is_empty() && enabled && !served_elsewhere(js, m.account, api) {
+            let hdr = format!("NATS/1.0 503\r\nNats-Subject: {subject}\r\n\r\n");
+            core.publish_jetstream(m.account, &m.reply, b"", Some(hdr.as_bytes()), b"", now);
+        }
         return;
     }
     let req = Request {
@@ -188,6 +204,21 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
     streams::handle(core, js, req, now);
 }
 
+/// Is a direct get or a pull request served by a stream's or consumer's subscription?
+fn served_elsewhere(js: &JetStream, acc: AccountId, api: &str) -> bool {
+    let reg = js.registry();
+    if let Some(rest) = api.strip_prefix("DIRECT.GET.") {
+        let stream = rest.split('.').next().unwrap_or("");
+        return reg.get(acc, stream).is_some_and(|e| e.cfg.allow_direct);
+    }
+    if let Some(rest) = api.strip_prefix("CONSUMER.MSG.NEXT.") {
+        let mut t = rest.split('.');
+        let (stream, consumer) = (t.next().unwrap_or(""), t.next().unwrap_or(""));
+        return t.next().is_none() && reg.get(acc, stream).is_some_and(|e| e.consumers.contains(consumer));
+    }
+    true
+}
+
 /// Install JetStream on every shard (its extension) and the API services on shard 0,
 /// then recover the streams found on disk. Waits until every shard has it.
 pub fn install(post: Arc<dyn crate::core::post::Post>, js: Arc<JetStream>) {
@@ -198,9 +229,7 @@ pub fn install(post: Arc<dyn crate::core::post::Post>, js: Arc<JetStream>) {
         let tx = tx.clone();
         let job: Job = Box::new(move |core: &mut ShardCore, now: Instant| {
             core.set_ext(Some(Box::new(ShardJs::new(js.clone()))));
-            if core.index() == 0 {
-                with_js(core, |sjs, core| sjs.watch_accounts(core, now));
-            }
+            with_js(core, |sjs, core| sjs.watch_accounts(core, now));
             let _ = tx.send(());
         });
         post.post(shard, job);

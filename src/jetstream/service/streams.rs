@@ -18,6 +18,8 @@ use std::time::Instant;
 /// Page sizes of the reference.
 const NAMES_LIMIT: usize = 1024;
 const LIST_LIMIT: usize = 256;
+/// Subjects per page of a stream info with `subjects_filter`.
+const SUBJECTS_LIMIT: usize = 100_000;
 
 /// The response type of an API subject (`None`: no such API, which gets no answer).
 pub fn type_suffix(api: &str) -> Option<&'static str> {
@@ -229,8 +231,8 @@ fn account_configs(js: &JetStream, acc: AccountId) -> std::collections::HashMap<
         .collect()
 }
 
-fn decode_config(req: &Request, name: &str) -> Result<(StreamConfig, bool), ApiError> {
-    crate::jetstream::api::prepare::stream_create_request(&req.body, name)
+fn decode_config(req: &Request, name: &str, update: bool) -> Result<(StreamConfig, bool), ApiError> {
+    crate::jetstream::api::prepare::stream_create_request(&req.body, name, update)
 }
 
 fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, update: bool, now: Instant) {
@@ -239,7 +241,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
     } else {
         "stream_create_response"
     };
-    let (mut cfg, pedantic) = match decode_config(&req, name) {
+    let (mut cfg, pedantic) = match decode_config(&req, name, update) {
         Ok(c) => c,
         Err(err) => return fail(core, js, &req, suffix, &err, now),
     };
@@ -272,6 +274,28 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
             move |sjs: &mut ShardJs, core: &mut ShardCore, now: Instant| {
                 let key = (acc, cfg.name.clone());
                 let Some(st) = sjs.streams.get_mut(&key) else { return };
+                if st.cfg.consumer_limits != cfg.consumer_limits {
+                    let l = &cfg.consumer_limits;
+                    let violating: Vec<String> = st
+                        .consumers
+                        .iter()
+                        .filter(|(_, s)| {
+                            let c = s.c.config();
+                            (l.inactive_threshold > 0
+                                && (c.inactive_threshold == 0 || c.inactive_threshold > l.inactive_threshold))
+                                || (l.max_ack_pending > 0
+                                    && (c.max_ack_pending == 0 || c.max_ack_pending > l.max_ack_pending))
+                        })
+                        .map(|(n, _)| n.clone())
+                        .collect();
+                    if !violating.is_empty() {
+                        if let Some(en) = js2.registry().get_mut(acc, &cfg.name) {
+                            en.cfg = st.cfg.clone();
+                        }
+                        let why = format!("change to limits violates consumers: {}", violating.join(", "));
+                        return fail(core, &js2, &req, suffix, &e::JS_STREAM_UPDATE_ERR_F.err_with(why), now);
+                    }
+                }
                 let subjects_changed = st.cfg.subjects != cfg.subjects;
                 if let Err(err) = st.store.update_config(crate::jetstream::stream::store_config(&cfg)) {
                     return fail(core, &js2, &req, suffix, &e::JS_STREAM_UPDATE_ERR_F.err_with(err), now);
@@ -347,7 +371,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
                 shard,
                 cfg: cfg.clone(),
                 created: GoTime::now(),
-                consumers: 0,
+                consumers: Default::default(),
             },
         );
         shard
@@ -401,28 +425,32 @@ fn info(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, now
             let Some(st) = sjs.streams.get_mut(&(acc, name.clone())) else {
                 return fail(core, &js2, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
             };
-            let info = stream_info(&js2, st, consumers, opts.deleted_details, &opts.subjects_filter);
-            // The paging fields come first (0 without a subjects filter), as the reference.
-            let (total, limit) = if opts.subjects_filter.is_empty() {
-                (0, 0)
-            } else {
-                let total = info
-                    .get("state")
-                    .and_then(|s| s.get("subjects"))
-                    .and_then(Value::as_object)
-                    .map_or(0, |o| o.len());
-                (total, 100_000)
-            };
+            let mut info = stream_info(&js2, st, consumers, opts.deleted_details, "");
+            // The paging fields come first (0 without a subjects filter or a match); the
+            // subjects are paged 100 000 at a time, in subject order.
+            let (mut total, mut offset, mut limit) = (0usize, 0usize, 0usize);
+            if !opts.subjects_filter.is_empty() {
+                let all = st.store.subjects_totals(&opts.subjects_filter);
+                if !all.is_empty() {
+                    total = all.len();
+                    offset = usize::try_from(opts.offset.max(0)).unwrap_or(0);
+                    limit = SUBJECTS_LIMIT;
+                    let page: serde_json::Map<String, Value> = all
+                        .into_iter()
+                        .skip(offset)
+                        .take(limit)
+                        .map(|(k, v)| (k, json!(v)))
+                        .collect();
+                    if !page.is_empty() {
+                        if let Some(Value::Object(state)) = info.get_mut("state") {
+                            state.insert("subjects".into(), Value::Object(page));
+                        }
+                    }
+                }
+            }
             let mut m = serde_json::Map::new();
             m.insert("total".into(), json!(total));
-            m.insert(
-                "offset".into(),
-                json!(if opts.subjects_filter.is_empty() {
-                    0
-                } else {
-                    opts.offset
-                }),
-            );
+            m.insert("offset".into(), json!(offset));
             m.insert("limit".into(), json!(limit));
             if let Value::Object(o) = info {
                 m.extend(o);
@@ -847,7 +875,7 @@ fn recover_one(
                         shard,
                         cfg,
                         created,
-                        consumers: 0,
+                        consumers: Default::default(),
                     },
                 );
                 sjs.recover_consumers(core, acc, &name, now);

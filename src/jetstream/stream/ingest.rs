@@ -247,10 +247,11 @@ impl Stream {
             self.dedupe.insert(msg_id, seq, now);
         }
         let mut purged = false;
+        // A rollup keeps only the message just stored (of its subject, or of the stream).
         if rollup_sub {
-            purged = self.store.purge_ex(subject, seq, 0).unwrap_or(0) > 0;
+            purged = self.store.purge_ex(subject, 0, 1).unwrap_or(0) > 0;
         } else if rollup_all {
-            purged = self.store.purge_ex("", seq, 0).unwrap_or(0) > 0;
+            purged = self.store.purge_ex("", 0, 1).unwrap_or(0) > 0;
         }
         self.stored(seq, reply, respond, domain, purged)
     }
