@@ -745,6 +745,9 @@ fn recover_one(
                         consumers: 0,
                     },
                 );
+                if let Some(st) = sjs.streams.get_mut(&(acc, name.clone())) {
+                    st.rebuild_dedupe(crate::jetstream::shard::wall_ns());
+                }
                 sjs.recover_consumers(core, acc, &name, now);
             }
             Err(err) => tracing::error!("JetStream: could not recover stream '{name}': {err}"),
