@@ -6,6 +6,10 @@
 //! The shard drives them: new messages wake them, [`ShardJs::poll_consumers`] delivers
 //! after each step, timers come through the shard extension's deadline, and acks on
 //! interest and work-queue streams remove what no consumer needs any more.
+//!
+//! The answer to an ack that asks for one (`AckSync`, a double ack) is held in
+//! [`Slot::confirms`] until the state the ack changed is written, so a confirmed ack
+//! survives a crash.
 
 use super::api::config::{ConsumerConfig, Retention};
 use super::api::{ApiError, GoTime};
@@ -25,6 +29,8 @@ pub struct Slot {
     pub subs: Vec<SubId>,
     /// `obs/<name>` of a durable consumer on file storage.
     pub dir: Option<PathBuf>,
+    /// Answers to acks (their reply subjects), sent once the consumer's state is written.
+    pub confirms: Vec<String>,
 }
 
 /// What a consumer sees of its shard.
@@ -69,6 +75,41 @@ impl ConsumerEnv for Env<'_> {
             payload,
             self.now,
         );
+    }
+}
+
+/// The environment of an ack: its empty answer on the ack's reply subject is held back
+/// (for [`Slot::confirms`]); everything else goes through.
+struct HoldConfirm<'e, 'a> {
+    env: &'e mut Env<'a>,
+    reply: &'e str,
+    held: &'e mut Vec<String>,
+}
+
+impl ConsumerEnv for HoldConfirm<'_, '_> {
+    fn store(&mut self) -> &mut dyn Store {
+        self.env.store()
+    }
+
+    fn now_ns(&self) -> i64 {
+        self.env.now_ns()
+    }
+
+    fn has_interest(&mut self, subject: &str) -> bool {
+        self.env.has_interest(subject)
+    }
+
+    fn publish(&mut self, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]) {
+        if !self.reply.is_empty() && subject == self.reply && reply.is_empty() && header.is_none() && payload.is_empty()
+        {
+            self.held.push(subject.to_string());
+        } else {
+            self.env.publish(subject, reply, header, payload);
+        }
+    }
+
+    fn deliver(&mut self, to: &str, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]) {
+        self.env.deliver(to, subject, reply, header, payload);
     }
 }
 
@@ -134,7 +175,15 @@ impl ShardJs {
         c.set_retention_acks(retention);
         let subs = subscribe_consumer(core, acc, stream, name, &domain, now);
         if let Some(st) = self.streams.get_mut(&key) {
-            st.consumers.insert(name.to_string(), Slot { c, subs, dir });
+            st.consumers.insert(
+                name.to_string(),
+                Slot {
+                    c,
+                    subs,
+                    dir,
+                    confirms: Vec::new(),
+                },
+            );
         }
         self.touch();
         Ok(())
@@ -203,12 +252,20 @@ impl ShardJs {
                     more |= slot.c.poll(&mut env, now);
                 }
                 acked.extend(slot.c.take_acked());
+                let mut written = true;
                 if slot.c.take_dirty() {
                     if let Some(d) = &slot.dir {
                         let bytes = storage::consumer_state::encode(&slot.c.state());
                         if let Err(e) = super::stream::persist::write_atomic(&d.join("o.dat"), &bytes) {
                             tracing::warn!("JetStream consumer '{}' state write failed: {e}", slot.c.name());
+                            written = false;
                         }
+                    }
+                }
+                // Unwritten acks are not confirmed: the client's ack times out and is retried.
+                for reply in slot.confirms.drain(..) {
+                    if written {
+                        env.publish(&reply, "", None, b"");
                     }
                 }
             }
@@ -349,8 +406,16 @@ fn subscribe_consumer(
             with_js(core, |sjs, core| {
                 let subject = String::from_utf8_lossy(&m.subject).to_string();
                 let reply = String::from_utf8_lossy(&m.reply).to_string();
+                let mut held = Vec::new();
                 with_consumer(sjs, core, &key, &cname, now, |c, env| match kind {
-                    Kind::Ack => c.on_ack(env, &subject, &reply, &m.payload, now),
+                    Kind::Ack => {
+                        let mut hold = HoldConfirm {
+                            env,
+                            reply: &reply,
+                            held: &mut held,
+                        };
+                        c.on_ack(&mut hold, &subject, &reply, &m.payload, now)
+                    }
                     Kind::Pull => {
                         c.on_pull(env, &reply, m.header.as_deref(), &m.payload, now);
                         Vec::new()
@@ -362,6 +427,11 @@ fn subscribe_consumer(
                 })
                 .filter(|acked| !acked.is_empty())
                 .and_then(|acked| sjs.streams.get_mut(&key).map(|st| st.acked.extend(acked)));
+                if !held.is_empty() {
+                    if let Some(slot) = sjs.streams.get_mut(&key).and_then(|st| st.consumers.get_mut(&cname)) {
+                        slot.confirms.append(&mut held);
+                    }
+                }
                 sjs.touch();
             });
         });
