@@ -10,6 +10,10 @@
 //! The shard drives them: new messages wake them, [`ShardJs::poll_consumers`] delivers
 //! after each step, timers come through the shard extension's deadline, and acks on
 //! interest and work-queue streams remove what no consumer needs any more.
+//!
+//! The answer to an ack that asks for one (`AckSync`, a double ack) is held in
+//! [`Slot::confirms`] until the state the ack changed is written, so a confirmed ack
+//! survives a crash.
 
 use super::api::config::{ConsumerConfig, Retention};
 use super::api::{ApiError, GoTime};
@@ -31,12 +35,14 @@ pub struct Slot {
     pub dir: Option<PathBuf>,
     /// Its open `o.dat`.
     pub state_file: Option<std::fs::File>,
+    /// Answers to acks (their reply subjects), sent once the consumer's state is written.
+    pub confirms: Vec<String>,
 }
 
 impl Slot {
     /// Write the consumer's state over `o.dat` (page cache; `sync`: and fdatasync it).
-    fn persist(&mut self, sync: bool) {
-        let Some(d) = &self.dir else { return };
+    fn persist(&mut self, sync: bool) -> bool {
+        let Some(d) = &self.dir else { return true };
         let bytes = storage::consumer_state::encode(&self.c.state());
         let r = (|| -> std::io::Result<()> {
             if self.state_file.is_none() {
@@ -55,9 +61,13 @@ impl Slot {
             }
             Ok(())
         })();
-        if let Err(e) = r {
-            tracing::warn!("JetStream consumer '{}' state write failed: {e}", self.c.name());
-            self.state_file = None;
+        match r {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("JetStream consumer '{}' state write failed: {e}", self.c.name());
+                self.state_file = None;
+                false
+            }
         }
     }
 }
@@ -116,6 +126,41 @@ impl ConsumerEnv for Env<'_> {
             payload,
             self.now,
         );
+    }
+}
+
+/// The environment of an ack: its empty answer on the ack's reply subject is held back
+/// (for [`Slot::confirms`]); everything else goes through.
+struct HoldConfirm<'e, 'a> {
+    env: &'e mut Env<'a>,
+    reply: &'e str,
+    held: &'e mut Vec<String>,
+}
+
+impl ConsumerEnv for HoldConfirm<'_, '_> {
+    fn store(&mut self) -> &mut dyn Store {
+        self.env.store()
+    }
+
+    fn now_ns(&self) -> i64 {
+        self.env.now_ns()
+    }
+
+    fn has_interest(&mut self, subject: &str) -> bool {
+        self.env.has_interest(subject)
+    }
+
+    fn publish(&mut self, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]) {
+        if !self.reply.is_empty() && subject == self.reply && reply.is_empty() && header.is_none() && payload.is_empty()
+        {
+            self.held.push(subject.to_string());
+        } else {
+            self.env.publish(subject, reply, header, payload);
+        }
+    }
+
+    fn deliver(&mut self, to: &str, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]) {
+        self.env.deliver(to, subject, reply, header, payload);
     }
 }
 
@@ -188,6 +233,7 @@ impl ShardJs {
                     subs,
                     dir,
                     state_file: None,
+                    confirms: Vec::new(),
                 },
             );
         }
@@ -249,7 +295,7 @@ impl ShardJs {
                 let _ = std::fs::remove_dir_all(d);
             }
         } else {
-            slot.persist(true);
+            let _ = slot.persist(true);
         }
         self.touch();
         true
@@ -276,8 +322,15 @@ impl ShardJs {
                     more |= slot.c.poll(&mut env, now);
                 }
                 acked.extend(slot.c.take_acked());
+                let mut written = true;
                 if slot.c.take_dirty() {
-                    slot.persist(false);
+                    written = slot.persist(false);
+                }
+                // Unwritten acks are not confirmed: the client's ack times out and is retried.
+                for reply in slot.confirms.drain(..) {
+                    if written {
+                        env.publish(&reply, "", None, b"");
+                    }
                 }
             }
             if !acked.is_empty() {
@@ -417,8 +470,16 @@ fn subscribe_consumer(
             with_js(core, |sjs, core| {
                 let subject = String::from_utf8_lossy(&m.subject).to_string();
                 let reply = String::from_utf8_lossy(&m.reply).to_string();
+                let mut held = Vec::new();
                 with_consumer(sjs, core, &key, &cname, now, |c, env| match kind {
-                    Kind::Ack => c.on_ack(env, &subject, &reply, &m.payload, now),
+                    Kind::Ack => {
+                        let mut hold = HoldConfirm {
+                            env,
+                            reply: &reply,
+                            held: &mut held,
+                        };
+                        c.on_ack(&mut hold, &subject, &reply, &m.payload, now)
+                    }
                     Kind::Pull => {
                         c.on_pull(env, &reply, m.header.as_deref(), &m.payload, now);
                         Vec::new()
@@ -430,6 +491,11 @@ fn subscribe_consumer(
                 })
                 .filter(|acked| !acked.is_empty())
                 .and_then(|acked| sjs.streams.get_mut(&key).map(|st| st.acked.extend(acked)));
+                if !held.is_empty() {
+                    if let Some(slot) = sjs.streams.get_mut(&key).and_then(|st| st.consumers.get_mut(&cname)) {
+                        slot.confirms.append(&mut held);
+                    }
+                }
                 sjs.touch();
             });
         });

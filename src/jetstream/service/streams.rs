@@ -878,6 +878,9 @@ fn recover_one(
                         consumers: Default::default(),
                     },
                 );
+                if let Some(st) = sjs.streams.get_mut(&(acc, name.clone())) {
+                    st.rebuild_dedupe(crate::jetstream::shard::wall_ns());
+                }
                 sjs.recover_consumers(core, acc, &name, now);
             }
             Err(err) => tracing::error!("JetStream: could not recover stream '{name}': {err}"),

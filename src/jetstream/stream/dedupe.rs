@@ -1,6 +1,9 @@
 //! The duplicate window: `Nats-Msg-Id`s seen within `duplicate_window`, with the sequence
-//! each was stored at (a duplicate is acknowledged with the original's sequence).
+//! each was stored at (a duplicate is acknowledged with the original's sequence), and its
+//! rebuild from the stored messages when a stream is recovered.
 
+use super::Stream;
+use crate::proto::headers;
 use std::collections::{HashMap, VecDeque};
 
 /// Message ids by arrival, expiring after the window.
@@ -46,6 +49,32 @@ impl Dedupe {
 
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+}
+
+impl Stream {
+    /// After a restart: remember the `Nats-Msg-Id`s of the stored messages that are still
+    /// inside the duplicate window at `now` (Unix ns), and the last message's id (for
+    /// `Nats-Expected-Last-Msg-Id`), as nats-server does when it recovers a stream.
+    pub fn rebuild_dedupe(&mut self, now: i64) {
+        let last = self.store.fast_state().last_seq;
+        let window = self.cfg.duplicate_window;
+        if last == 0 || window <= 0 {
+            return;
+        }
+        let start = self.store.seq_from_time(now.saturating_sub(window)).max(1);
+        for seq in start..=last {
+            let Ok(m) = self.store.load_msg(seq) else { continue };
+            let id = headers::get(&m.headers, "Nats-Msg-Id")
+                .and_then(|v| std::str::from_utf8(v).ok())
+                .unwrap_or("");
+            if !id.is_empty() {
+                self.dedupe.insert(id, seq, m.ts);
+            }
+            if seq == last {
+                self.last_msg_id = id.to_string();
+            }
+        }
     }
 }
 

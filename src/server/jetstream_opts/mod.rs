@@ -219,12 +219,11 @@ pub enum JetStreamOptionsError {
 }
 
 impl JetStreamOptions {
-    /// nats-server's `setBaselineOptions` for JetStream: the queue limits' defaults and the
-    /// default sync interval. (Unset memory and storage limits are already -1.)
+    /// nats-server's `setBaselineOptions` for JetStream: the queue limits' defaults. (Unset
+    /// memory and storage limits are already -1.) An unset sync interval stays `None`:
+    /// [`JetStreamOptions::sync_interval`] reports the default for it, and `None` is what
+    /// keeps file stores in group commit (PubAcks after fdatasync) unless `sync` is given.
     pub fn apply_baseline(&mut self) {
-        if self.sync_interval.is_none() {
-            self.sync_interval = Some(DEFAULT_SYNC_INTERVAL);
-        }
         if self.request_queue_limit <= 0 {
             self.request_queue_limit = DEFAULT_REQUEST_QUEUE_LIMIT;
         }

@@ -25,7 +25,8 @@ fn defaults_are_the_references() {
     let o = opts(|_| {});
     assert!(!o.enabled && o.strict);
     assert_eq!((o.max_memory, o.max_store), (-1, -1));
-    assert_eq!(o.sync_interval, Some(Duration::from_secs(120)));
+    assert_eq!(o.sync_interval(), Duration::from_secs(120));
+    assert_eq!(o.sync_interval, None, "unset: group commit");
     assert_eq!((o.request_queue_limit, o.info_queue_limit), (10_000, 10_000));
     let o = opts(|o| {
         o.request_queue_limit = 0;
