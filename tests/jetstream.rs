@@ -298,6 +298,93 @@ fn restart_keeps_state(r: common::Reactor, shards: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Work-queue and interest retention: acknowledged messages leave the stream.
+fn retention(r: common::Reactor, shards: &str) {
+    let dir = store_dir("retention");
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let mut wq = js
+            .create_stream(stream::Config {
+                name: "WQ".into(),
+                subjects: vec!["wq".into()],
+                retention: stream::RetentionPolicy::WorkQueue,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        for i in 0..5 {
+            js.publish("wq", format!("{i}").into()).await.unwrap().await.unwrap();
+        }
+        let c = wq
+            .create_consumer(consumer::pull::Config {
+                durable_name: Some("W".into()),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut b = c.fetch().max_messages(2).messages().await.unwrap();
+        while let Some(m) = b.next().await {
+            m.unwrap().double_ack().await.unwrap();
+        }
+        assert_eq!(wq.info().await.unwrap().state.messages, 3);
+
+        let mut st = js
+            .create_stream(stream::Config {
+                name: "INT".into(),
+                subjects: vec!["int".into()],
+                retention: stream::RetentionPolicy::Interest,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        // Nobody interested yet: the sequence is taken, nothing kept.
+        let ack = js.publish("int", "lost".into()).await.unwrap().await.unwrap();
+        assert_eq!(ack.sequence, 1);
+        assert_eq!(st.info().await.unwrap().state.messages, 0);
+        let mut cs = Vec::new();
+        for name in ["A", "B"] {
+            cs.push(
+                st.create_consumer(consumer::pull::Config {
+                    durable_name: Some(name.into()),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ..Default::default()
+                })
+                .await
+                .unwrap(),
+            );
+        }
+        js.publish("int", "kept".into()).await.unwrap().await.unwrap();
+        assert_eq!(st.info().await.unwrap().state.messages, 1);
+        let ack_one = |c: consumer::PullConsumer| async move {
+            let mut b = c.fetch().max_messages(1).messages().await.unwrap();
+            let m = b.next().await.unwrap().unwrap();
+            assert_eq!(&m.payload[..], b"kept");
+            m.double_ack().await.unwrap();
+        };
+        ack_one(cs[0].clone()).await;
+        assert_eq!(st.info().await.unwrap().state.messages, 1);
+        ack_one(cs[1].clone()).await;
+        assert_eq!(st.info().await.unwrap().state.messages, 0);
+        // A message only a deleted consumer still needed goes with it.
+        js.publish("int", "again".into()).await.unwrap().await.unwrap();
+        ack_one_payload(cs[0].clone(), b"again").await;
+        assert_eq!(st.info().await.unwrap().state.messages, 1);
+        st.delete_consumer("B").await.unwrap();
+        assert_eq!(st.info().await.unwrap().state.messages, 0);
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn ack_one_payload(c: consumer::PullConsumer, want: &[u8]) {
+    let mut b = c.fetch().max_messages(1).messages().await.unwrap();
+    let m = b.next().await.unwrap().unwrap();
+    assert_eq!(&m.payload[..], want);
+    m.double_ack().await.unwrap();
+}
+
 macro_rules! js_tests {
     ($($name:ident),*) => {
         $(
@@ -315,5 +402,178 @@ js_tests!(
     consumers,
     key_value,
     object_store_round_trip,
-    restart_keeps_state
+    restart_keeps_state,
+    retention
 );
+
+/// A store directory written by nats-server 2.14 opens in rnats with its stream, every
+/// message and the durable consumer's ack floor.
+fn reference_store_opens(r: common::Reactor, shards: &str) {
+    let dir = store_dir("fromref");
+    let sd = dir.to_str().unwrap().to_string();
+    {
+        let reference = common::reference_server();
+        let s = Server::start_cmd(&reference, &["-a", "127.0.0.1", "-p", "-1", "-js", "-sd", &sd]);
+        rt().block_on(async {
+            let (_c, js) = js(&s).await;
+            let st = js
+                .create_stream(stream::Config {
+                    name: "OLD".into(),
+                    subjects: vec!["old.*".into()],
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            for i in 0..50 {
+                js.publish(format!("old.{}", i % 5), format!("v{i}").into())
+                    .await
+                    .unwrap()
+                    .await
+                    .unwrap();
+            }
+            let c = st
+                .create_consumer(consumer::pull::Config {
+                    durable_name: Some("DUR".into()),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            let mut b = c.fetch().max_messages(10).messages().await.unwrap();
+            while let Some(m) = b.next().await {
+                m.unwrap().double_ack().await.unwrap();
+            }
+        });
+    }
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let mut st = js.get_stream("OLD").await.unwrap();
+        let info = st.info().await.unwrap();
+        assert_eq!(info.state.messages, 50);
+        assert_eq!(info.config.subjects, ["old.*"]);
+        for seq in [1u64, 25, 50] {
+            let m = st.get_raw_message(seq).await.unwrap();
+            assert_eq!(&m.payload[..], format!("v{}", seq - 1).as_bytes());
+        }
+        let mut c: consumer::PullConsumer = st.get_consumer("DUR").await.unwrap();
+        assert_eq!(c.info().await.unwrap().ack_floor.stream_sequence, 10);
+        let mut b = c.fetch().max_messages(1).messages().await.unwrap();
+        let m = b.next().await.unwrap().unwrap();
+        assert_eq!(&m.payload[..], b"v10");
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+mod reference_store {
+    use super::*;
+    both_reactors!(opens, |r| super::reference_store_opens(r, "2"));
+}
+
+/// Encryption at rest (`jetstream { key }`): no plaintext in the stream's files, and the
+/// messages read back after a restart.
+fn encrypted_at_rest(r: common::Reactor) {
+    let dir = store_dir("enc");
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("js.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "jetstream {{ store_dir: {:?}, key: \"s3cr3t-key\", cipher: aes }}\n",
+            dir.join("sd")
+        ),
+    )
+    .unwrap();
+    let args = ["--shards", "2", "-c", conf.to_str().unwrap()];
+    const MARK: &str = "plaintext-marker-that-must-not-be-on-disk";
+    {
+        let s = Server::start(r, &args);
+        rt().block_on(async {
+            let (_c, js) = js(&s).await;
+            js.create_stream(stream::Config {
+                name: "SEC".into(),
+                subjects: vec!["sec".into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+            for i in 0..20 {
+                js.publish("sec", format!("{MARK} {i}").into())
+                    .await
+                    .unwrap()
+                    .await
+                    .unwrap();
+            }
+        });
+    }
+    let msgs = dir.join("sd/jetstream/$G/streams/SEC/msgs");
+    let mut files = 0;
+    for e in std::fs::read_dir(&msgs).unwrap() {
+        let bytes = std::fs::read(e.unwrap().path()).unwrap();
+        files += 1;
+        assert!(
+            !bytes.windows(MARK.len()).any(|w| w == MARK.as_bytes()),
+            "plaintext on disk"
+        );
+    }
+    assert!(files > 0);
+    let s = Server::start(r, &args);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let st = js.get_stream("SEC").await.unwrap();
+        let m = st.get_raw_message(20).await.unwrap();
+        assert_eq!(&m.payload[..], format!("{MARK} 19").as_bytes());
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+both_reactors!(encryption_at_rest, |r| encrypted_at_rest(r));
+
+/// Max age and per-message TTLs expire messages without further traffic.
+fn expiry(r: common::Reactor) {
+    let dir = store_dir("expiry");
+    let s = start(r, "2", &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let mut st = js
+            .create_stream(stream::Config {
+                name: "AGE".into(),
+                subjects: vec!["age".into()],
+                max_age: Duration::from_millis(500),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        js.publish("age", "x".into()).await.unwrap().await.unwrap();
+        assert_eq!(st.info().await.unwrap().state.messages, 1);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(st.info().await.unwrap().state.messages, 0);
+        let mut ttl = js
+            .create_stream(stream::Config {
+                name: "TTL".into(),
+                subjects: vec!["ttl".into()],
+                allow_message_ttl: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut h = async_nats::HeaderMap::new();
+        h.insert("Nats-TTL", "1s");
+        js.publish_with_headers("ttl", h, "short".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        js.publish("ttl", "kept".into()).await.unwrap().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2200)).await;
+        let info = ttl.info().await.unwrap();
+        assert_eq!(info.state.messages, 1);
+        assert_eq!(info.state.first_sequence, 2);
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+both_reactors!(expiry_without_traffic, |r| expiry(r));

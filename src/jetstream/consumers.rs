@@ -168,6 +168,27 @@ impl ShardJs {
         for id in slot.subs.drain(..) {
             core.unsubscribe_internal(id);
         }
+        if delete && st.cfg.retention == Retention::Interest {
+            // What only this consumer still needed goes with it.
+            let state = st.store.fast_state();
+            let mut removed = false;
+            for seq in state.first_seq.max(1)..=state.last_seq {
+                let Ok(subject) = st.store.subject_for_seq(seq) else {
+                    continue;
+                };
+                if !st.consumers.values().any(|s| s.c.needs(seq, &subject)) && st.store.remove_msg(seq).unwrap_or(false)
+                {
+                    removed = true;
+                }
+            }
+            if removed {
+                st.dirty = true;
+                let first = st.store.fast_state().first_seq;
+                for s in st.consumers.values_mut() {
+                    s.c.on_removed(first);
+                }
+            }
+        }
         if delete {
             if let Some(d) = &slot.dir {
                 let _ = std::fs::remove_dir_all(d);

@@ -1,6 +1,7 @@
 //! JetStream on one server: streams, consumers, the `$JS.API` services, KV and object
 //! store support (FEATURES.md §14.1-14.3).
 //!
+//! - [`advisory`]: stream/consumer action advisories and the API audit.
 //! - [`api`]: the API's wire shapes (configs, requests, responses, the error table).
 //! - [`consumer`]: the sans-IO consumer engine a stream's shard drives (deliveries, acks,
 //!   pull requests, redelivery, push heartbeats and flow control).
@@ -18,6 +19,7 @@
 //! service listens on shard 0 and hands stream-scoped requests to the owning shard as
 //! jobs; the owning shard answers the requester itself.
 
+pub mod advisory;
 pub mod api;
 pub mod consumer;
 pub mod consumers;
@@ -51,6 +53,9 @@ pub struct JsSettings {
     /// `limits { duplicate_window }` of the server (0: none).
     pub max_duplicate_window: i64,
     pub max_request_batch: i64,
+    /// Encryption at rest (`key`, `cipher`, `prev_key`): message blocks are sealed with
+    /// keys derived per account and stream, as the reference derives them.
+    pub encryption: Option<storage::crypto::EncryptionConfig>,
 }
 
 /// API counters (`$JS.API.INFO`'s `api`).

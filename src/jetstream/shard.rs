@@ -36,6 +36,12 @@ pub struct ShardJs {
     expire_at: Option<Instant>,
     /// The earliest consumer timer.
     consumer_at: Option<Instant>,
+    /// Shard 0: the accounts whose `$JS.API.>` is subscribed, and the account table seen
+    /// last (new accounts get theirs when it changes).
+    api_accounts: Option<(
+        std::collections::HashSet<AccountId>,
+        Arc<crate::core::accounts::AccountTable>,
+    )>,
 }
 
 /// Wall clock, Unix nanoseconds.
@@ -59,6 +65,7 @@ impl ShardJs {
             poll_at: None,
             expire_at: None,
             consumer_at: None,
+            api_accounts: None,
         }
     }
 
@@ -77,8 +84,18 @@ impl ShardJs {
             super::api::config::StorageType::File => Some(self.js.streams_dir(&account).join(&cfg.name)),
             super::api::config::StorageType::Memory => None,
         };
-        let store = stream::open_store(&cfg, dir.as_ref(), &self.js.settings.store)
+        let staged = dir.as_ref().and_then(|d| stream::import::stage(d, &cfg.name));
+        let keys = self
+            .js
+            .settings
+            .encryption
+            .as_ref()
+            .map(|enc| storage::crypto::StreamKeys::new(enc, &account, &cfg.name));
+        let mut store = stream::open_store(&cfg, dir.as_ref(), &self.js.settings.store, keys.as_ref())
             .map_err(|e| super::api::errors_table::JS_STREAM_CREATE_ERR_F.err_with(e))?;
+        if let Some(staging) = staged {
+            stream::import::import(&staging, &account, self.js.settings.encryption.as_ref(), store.as_mut());
+        }
         if let Some(d) = &dir {
             stream::persist::write_stream_meta(d, &cfg, created)
                 .map_err(|e| super::api::errors_table::JS_STREAM_CREATE_ERR_F.err_with(e))?;
@@ -119,6 +136,15 @@ impl ShardJs {
         if let Some(st) = self.streams.get_mut(&(acc, name.to_string())) {
             st.subs = subs;
         }
+    }
+
+    /// Shard 0: subscribe the API in accounts not seen yet.
+    pub fn watch_accounts(&mut self, core: &mut ShardCore, now: Instant) {
+        let table = core.account_table().clone();
+        let mut seen = self.api_accounts.take().map(|(s, _)| s).unwrap_or_default();
+        let js = self.js.clone();
+        super::service::subscribe_accounts(core, &js, &mut seen, now);
+        self.api_accounts = Some((seen, table));
     }
 
     /// Something happened that the next step end must look at.
@@ -208,6 +234,13 @@ impl ShardJs {
                     }
                     slot.c.on_stored(seq, subject);
                 }
+                // A first message under max age or with a TTL starts the expiry timer.
+                if let Some(at) = st.store.next_expiry() {
+                    let t = now + Duration::from_nanos(at.saturating_sub(wall_ns()).max(0) as u64);
+                    if self.expire_at.is_none_or(|e| t < e) {
+                        self.expire_at = Some(t);
+                    }
+                }
                 self.attention = true;
             }
             Ingested::Reply(body) => {
@@ -267,6 +300,13 @@ impl ShardJs {
 
 impl ShardExt for ShardJs {
     fn after_step(&mut self, core: &mut ShardCore, now: Instant) {
+        if self
+            .api_accounts
+            .as_ref()
+            .is_some_and(|(_, t)| !Arc::ptr_eq(t, core.account_table()))
+        {
+            self.watch_accounts(core, now);
+        }
         self.release_acks(core, now);
     }
 

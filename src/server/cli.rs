@@ -901,17 +901,12 @@ mod tests {
         assert_eq!(f.feature(), None);
         assert_eq!(o.refuse_missing_features(), Ok(()));
         assert_eq!(opts(&["--store_dir=/x"]).jetstream.store_dir, "/x");
-        // -js sets the option; the server refuses it until JetStream is wired in.
+        // -js turns JetStream on.
         for args in [&["-js"][..], &["--jetstream=true"][..], &["-jetstream"][..]] {
             let o = opts(args);
             assert!(o.jetstream.enabled, "{args:?}");
             assert_eq!(o.flags_not_yet.feature(), None, "{args:?}");
-            assert_eq!(
-                o.refuse_missing_features(),
-                Err(crate::server::options::OptionsError::NotYet(
-                    "JetStream (-js/--jetstream)".to_string()
-                ))
-            );
+            assert_eq!(o.refuse_missing_features(), Ok(()));
         }
         let refused = [
             (

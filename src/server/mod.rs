@@ -839,5 +839,13 @@ fn jetstream_settings(opts: &Options) -> Result<Option<crate::jetstream::JsSetti
         },
         max_duplicate_window: i64::try_from(o.limits.duplicate_window.as_nanos()).unwrap_or(0),
         max_request_batch: o.limits.max_request_batch,
+        encryption: (!o.key.is_empty()).then(|| storage::crypto::EncryptionConfig {
+            key: o.key.clone(),
+            cipher: match o.cipher {
+                jo::StoreCipher::ChaCha => storage::crypto::Cipher::ChaCha,
+                jo::StoreCipher::Aes => storage::crypto::Cipher::Aes,
+            },
+            prev_key: (!o.prev_key.is_empty()).then(|| o.prev_key.clone()),
+        }),
     }))
 }

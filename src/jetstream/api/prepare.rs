@@ -37,8 +37,29 @@ pub fn stream_create(
     lookup: &dyn Fn(&str) -> Option<StreamConfig>,
 ) -> Result<(), ApiError> {
     super::stream_check::normalize_and_check(cfg, &limits_ctx(js, pedantic, lookup))?;
+    refuse_unbuilt(cfg)?;
     super::stream_check::set_static_metadata(cfg);
     Ok(())
+}
+
+/// The stream features of the data-flow issue that rnats does not run yet are refused
+/// rather than accepted and silently not done.
+fn refuse_unbuilt(cfg: &StreamConfig) -> Result<(), ApiError> {
+    let missing = [
+        (cfg.mirror.is_some(), "mirrors"),
+        (!cfg.sources.is_empty(), "sources"),
+        (cfg.republish.is_some(), "republish"),
+        (cfg.subject_transform.is_some(), "subject transforms"),
+        (cfg.allow_msg_counter, "message counters"),
+        (cfg.allow_atomic, "atomic batch publish"),
+        (cfg.allow_batched, "batch publish"),
+        (cfg.allow_msg_schedules, "message schedules"),
+        (cfg.subject_delete_marker_ttl > 0, "subject delete markers"),
+    ];
+    match missing.iter().find(|(on, _)| *on) {
+        Some((_, what)) => Err(e::JS_STREAM_INVALID_CONFIG_F.err_with(format!("not supported by rnats yet: {what}"))),
+        None => Ok(()),
+    }
 }
 
 /// Checks for an update of `old` to `new` (defaults applied to `new`).
@@ -50,6 +71,7 @@ pub fn stream_update(
     lookup: &dyn Fn(&str) -> Option<StreamConfig>,
 ) -> Result<(), ApiError> {
     super::stream_check::check_update(old, new, &limits_ctx(js, pedantic, lookup))?;
+    refuse_unbuilt(new)?;
     super::stream_check::set_static_metadata(new);
     Ok(())
 }

@@ -53,7 +53,7 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Inst
 }
 
 /// A consumer's info.
-pub fn consumer_info(js: &JetStream, stream: &str, c: &mut Consumer, env: &mut Env<'_>) -> ConsumerInfo {
+pub fn consumer_info(_js: &JetStream, stream: &str, c: &mut Consumer, env: &mut Env<'_>) -> ConsumerInfo {
     let s = c.stats(env);
     let seq = |x: crate::jetstream::consumer::SequenceInfo| SequenceInfo {
         consumer_seq: x.consumer_seq,
@@ -71,7 +71,7 @@ pub fn consumer_info(js: &JetStream, stream: &str, c: &mut Consumer, env: &mut E
         num_redelivered: s.num_redelivered as i64,
         num_waiting: s.num_waiting as i64,
         num_pending: s.num_pending,
-        cluster: Some(json!({ "leader": js.server_name })),
+        cluster: None,
         push_bound: s.push_bound,
         paused: s.paused,
         pause_remaining: s.pause_remaining,

@@ -23,8 +23,10 @@ use std::time::Instant;
 pub const TYPE_PREFIX: &str = "io.nats.jetstream.api.v1.";
 
 /// One API request, owned (it may travel to another shard).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Request {
+    /// JetStream (its audit advisory goes with every response).
+    pub js: Arc<JetStream>,
     pub account: AccountId,
     /// The subject after `$JS.API.` (domain prefix removed).
     pub api: String,
@@ -61,12 +63,13 @@ pub fn error_envelope(suffix: &str, err: &super::api::ApiError, extra: serde_jso
     envelope(suffix, serde_json::Value::Object(m))
 }
 
-/// Publish a response to the requester.
+/// Publish a response to the requester (and the API audit advisory, when anyone listens).
 pub fn respond(core: &mut ShardCore, req: &Request, body: &[u8], now: Instant) {
-    if req.reply.is_empty() {
-        return;
+    if !req.reply.is_empty() {
+        core.publish_jetstream(req.account, &req.reply, b"", None, body, now);
     }
-    core.publish_jetstream(req.account, &req.reply, b"", None, body, now);
+    let subject = format!("$JS.API.{}", req.api);
+    super::advisory::api_audit(core, &req.js, req.account, &subject, &req.body, body, now);
 }
 
 /// Run `f` with JetStream's state on `shard` (posting a job there unless it is this one).
@@ -87,12 +90,18 @@ pub fn on_stream_shard(
     post.post(shard, job);
 }
 
-/// Subscribe `$JS.API.>` in every account of the table on this shard (shard 0).
-pub fn subscribe_accounts(core: &mut ShardCore, js: &Arc<JetStream>, now: Instant) {
+/// Subscribe `$JS.API.>` in every account of the table on this shard (shard 0) not in
+/// `seen` yet (accounts appear later with reloads and resolvers).
+pub fn subscribe_accounts(
+    core: &mut ShardCore,
+    js: &Arc<JetStream>,
+    seen: &mut std::collections::HashSet<AccountId>,
+    now: Instant,
+) {
     let sys = core.account_table().system();
     let accounts: Vec<(AccountId, String)> = core.account_table().iter().map(|a| (a.id, a.name.clone())).collect();
     for (acc, name) in accounts {
-        if Some(acc) == sys {
+        if Some(acc) == sys || !seen.insert(acc) {
             continue;
         }
         let enabled = js.enabled_for(&name, false);
@@ -136,6 +145,7 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
         return;
     }
     let req = Request {
+        js: js.clone(),
         account: m.account,
         api: api.to_string(),
         reply: m.reply,
@@ -157,6 +167,24 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
     if req.reply.is_empty() {
         return;
     }
+    if let Some(level) = req
+        .header
+        .as_deref()
+        .and_then(|h| crate::proto::headers::get(h, "Nats-Required-Api-Level"))
+    {
+        let too_new = std::str::from_utf8(level)
+            .ok()
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .is_none_or(|v| v > super::api::consumer_check::API_LEVEL);
+        if too_new {
+            if let Some(suffix) = streams::type_suffix(api) {
+                js.count_request(true);
+                let err = super::api::errors_table::JS_REQUIRED_API_LEVEL_ERR.err();
+                respond(core, &req, &error_envelope(suffix, &err, serde_json::json!({})), now);
+            }
+            return;
+        }
+    }
     streams::handle(core, js, req, now);
 }
 
@@ -171,7 +199,7 @@ pub fn install(post: Arc<dyn crate::core::post::Post>, js: Arc<JetStream>) {
         let job: Job = Box::new(move |core: &mut ShardCore, now: Instant| {
             core.set_ext(Some(Box::new(ShardJs::new(js.clone()))));
             if core.index() == 0 {
-                subscribe_accounts(core, &js, now);
+                with_js(core, |sjs, core| sjs.watch_accounts(core, now));
             }
             let _ = tx.send(());
         });

@@ -52,7 +52,13 @@ pub fn type_suffix(api: &str) -> Option<&'static str> {
 
 fn fail(core: &mut ShardCore, js: &JetStream, req: &Request, suffix: &str, err: &ApiError, now: Instant) {
     js.count_request(true);
-    respond(core, req, &error_envelope(suffix, err, json!({})), now);
+    // Stream info answers carry their paging fields even when they fail.
+    let extra = match suffix {
+        "stream_info_response" => json!({"total": 0, "offset": 0, "limit": 0}),
+        "stream_purge_response" => json!({"purged": 0}),
+        _ => json!({}),
+    };
+    respond(core, req, &error_envelope(suffix, err, extra), now);
 }
 
 /// Dispatch one request.
@@ -128,17 +134,46 @@ pub fn state_json(st: &mut Stream, deleted_details: bool, subjects_filter: &str,
     Value::Object(m)
 }
 
+/// Which answer a stream's info is part of: they differ in what the reference includes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum InfoKind {
+    /// Create and update responses: no cluster part.
+    Change,
+    /// `STREAM.INFO`: the cluster part (a standalone server names itself leader).
+    Info,
+    /// `STREAM.LIST` entries: no cluster part, the stored metadata only.
+    List,
+}
+
 /// A stream's info (config, created, state, cluster, ts).
 pub fn stream_info(js: &JetStream, st: &mut Stream, consumers: usize, deleted_details: bool, filter: &str) -> Value {
+    stream_info_as(js, st, consumers, deleted_details, filter, InfoKind::Info)
+}
+
+/// [`stream_info`] for the given answer.
+pub fn stream_info_as(
+    js: &JetStream,
+    st: &mut Stream,
+    consumers: usize,
+    deleted_details: bool,
+    filter: &str,
+    kind: InfoKind,
+) -> Value {
     let mut m = serde_json::Map::new();
-    let shown = crate::jetstream::api::stream_check::with_dynamic_metadata(&st.cfg);
+    let shown = if kind == InfoKind::List {
+        st.cfg.clone()
+    } else {
+        crate::jetstream::api::stream_check::with_dynamic_metadata(&st.cfg)
+    };
     m.insert("config".into(), serde_json::to_value(&shown).unwrap_or_default());
     m.insert("created".into(), json!(st.created));
     m.insert("state".into(), state_json(st, deleted_details, filter, consumers));
     if !js.settings.domain.is_empty() {
         m.insert("domain".into(), json!(js.settings.domain));
     }
-    m.insert("cluster".into(), json!({ "leader": js.server_name }));
+    if kind == InfoKind::Info {
+        m.insert("cluster".into(), json!({ "leader": js.server_name }));
+    }
     m.insert("ts".into(), json!(GoTime::now()));
     Value::Object(m)
 }
@@ -203,9 +238,10 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
                 }
                 let consumers = sjs.consumer_count(acc, &cfg.name);
                 let Some(st) = sjs.streams.get_mut(&key) else { return };
-                let body = envelope(suffix, stream_info(&js2, st, consumers, false, ""));
+                let body = envelope(suffix, stream_info_as(&js2, st, consumers, false, "", InfoKind::Change));
                 js2.count_request(false);
                 respond(core, &req, &body, now);
+                crate::jetstream::advisory::stream_action(core, &js2, acc, &cfg.name, "modify", now);
             },
             now,
         );
@@ -232,7 +268,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
                 let Some(st) = sjs.streams.get_mut(&(acc, cfg.name.clone())) else {
                     return;
                 };
-                let mut v = stream_info(&js2, st, consumers, false, "");
+                let mut v = stream_info_as(&js2, st, consumers, false, "", InfoKind::Change);
                 if let Value::Object(m) = &mut v {
                     m.insert("did_create".into(), json!(true));
                 }
@@ -283,12 +319,13 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
             let Some(st) = sjs.streams.get_mut(&(acc, cfg.name.clone())) else {
                 return;
             };
-            let mut v = stream_info(&js2, st, 0, false, "");
+            let mut v = stream_info_as(&js2, st, 0, false, "", InfoKind::Change);
             if let Value::Object(m) = &mut v {
                 m.insert("did_create".into(), json!(true));
             }
             js2.count_request(false);
             respond(core, &req, &envelope(suffix, v), now);
+            crate::jetstream::advisory::stream_action(core, &js2, acc, &cfg.name, "create", now);
         },
         now,
     );
@@ -315,19 +352,33 @@ fn info(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, now
             let Some(st) = sjs.streams.get_mut(&(acc, name.clone())) else {
                 return fail(core, &js2, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
             };
-            let mut v = stream_info(&js2, st, consumers, opts.deleted_details, &opts.subjects_filter);
-            if !opts.subjects_filter.is_empty() {
-                if let Value::Object(m) = &mut v {
-                    let total = m
-                        .get("state")
-                        .and_then(|s| s.get("subjects"))
-                        .and_then(Value::as_object)
-                        .map_or(0, |o| o.len());
-                    m.insert("total".into(), json!(total));
-                    m.insert("offset".into(), json!(opts.offset));
-                    m.insert("limit".into(), json!(100_000));
-                }
+            let info = stream_info(&js2, st, consumers, opts.deleted_details, &opts.subjects_filter);
+            // The paging fields come first (0 without a subjects filter), as the reference.
+            let (total, limit) = if opts.subjects_filter.is_empty() {
+                (0, 0)
+            } else {
+                let total = info
+                    .get("state")
+                    .and_then(|s| s.get("subjects"))
+                    .and_then(Value::as_object)
+                    .map_or(0, |o| o.len());
+                (total, 100_000)
+            };
+            let mut m = serde_json::Map::new();
+            m.insert("total".into(), json!(total));
+            m.insert(
+                "offset".into(),
+                json!(if opts.subjects_filter.is_empty() {
+                    0
+                } else {
+                    opts.offset
+                }),
+            );
+            m.insert("limit".into(), json!(limit));
+            if let Value::Object(o) = info {
+                m.extend(o);
             }
+            let v = Value::Object(m);
             js2.count_request(false);
             respond(core, &req, &envelope(suffix, v), now);
         },
@@ -391,7 +442,10 @@ fn names(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, list: bool, no
                     .filter_map(|n| {
                         let consumers = sjs.consumer_count(acc, n);
                         let st = sjs.streams.get_mut(&(acc, n.clone()))?;
-                        Some((n.clone(), stream_info(&part_js, st, consumers, false, "")))
+                        Some((
+                            n.clone(),
+                            stream_info_as(&part_js, st, consumers, false, "", InfoKind::List),
+                        ))
                     })
                     .collect()
             })
@@ -432,6 +486,7 @@ fn delete(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, n
             js2.registry().remove(acc, &name);
             js2.count_request(false);
             respond(core, &req, &envelope(suffix, json!({"success": true})), now);
+            crate::jetstream::advisory::stream_action(core, &js2, acc, &name, "delete", now);
         },
         now,
     );
@@ -464,7 +519,7 @@ fn purge(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, no
                 let body = error_envelope(
                     suffix,
                     &e::JS_STREAM_PURGE_FAILED_F.err_with("stream purge not permitted"),
-                    json!({"success": false, "purged": 0}),
+                    json!({"purged": 0}),
                 );
                 return respond(core, &req, &body, now);
             }
@@ -647,7 +702,7 @@ fn account_info(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: In
                 "storage_max_stream_bytes": l.store_max_stream_bytes,
                 "max_bytes_required": l.max_bytes_required,
             });
-            js2.count_request(false);
+
             let mut m = serde_json::Map::new();
             m.insert("memory".into(), json!(mem));
             m.insert("storage".into(), json!(store));
@@ -668,6 +723,7 @@ fn account_info(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: In
                 }),
             );
             respond(core, &req, &envelope("account_info_response", Value::Object(m)), now);
+            js2.count_request(false);
         },
     );
     core.gather(part, done, now);

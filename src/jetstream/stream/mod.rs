@@ -4,6 +4,7 @@
 //! - [`ingest`]: a publish into the stream (the reference's header checks, dedupe,
 //!   rollups, TTLs, limits) and its PubAck.
 //! - [`direct`]: direct get (`allow_direct`).
+//! - [`import`]: a stream directory written by nats-server, replayed on first open.
 //! - [`dedupe`]: the `Nats-Msg-Id` window.
 //! - [`persist`]: the stream's directory (`meta.inf`, `meta.sum`, `msgs/`, `obs/`).
 //!
@@ -11,6 +12,7 @@
 
 pub mod dedupe;
 pub mod direct;
+pub mod import;
 pub mod ingest;
 pub mod persist;
 
@@ -89,8 +91,14 @@ impl Default for StoreOptions {
     }
 }
 
-/// Open (or create) the store of a stream: in memory, or under `dir/msgs`.
-pub fn open_store(cfg: &StreamConfig, dir: Option<&PathBuf>, opts: &StoreOptions) -> Result<Box<dyn Store>, String> {
+/// Open (or create) the store of a stream: in memory, or under `dir/msgs` (sealed with
+/// `keys` when encryption at rest is on).
+pub fn open_store(
+    cfg: &StreamConfig,
+    dir: Option<&PathBuf>,
+    opts: &StoreOptions,
+    keys: Option<&storage::crypto::StreamKeys>,
+) -> Result<Box<dyn Store>, String> {
     let scfg = store_config(cfg);
     match (cfg.storage, dir) {
         (StorageType::Memory, _) | (StorageType::File, None) => Ok(Box::new(MemStore::new(scfg))),
@@ -98,6 +106,9 @@ pub fn open_store(cfg: &StreamConfig, dir: Option<&PathBuf>, opts: &StoreOptions
             let mut f = FileStoreConfig::new(dir.join("msgs"));
             f.sync = opts.sync;
             f.block_size = opts.block_size;
+            if let Some(k) = keys {
+                f.cipher = Some(std::sync::Arc::new(k.record_sealer()));
+            }
             f.compression = match cfg.compression {
                 Compression::None => storage::filestore::Compression::None,
                 Compression::S2 => storage::filestore::Compression::S2,

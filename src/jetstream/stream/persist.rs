@@ -51,7 +51,7 @@ fn with_front(front: Vec<(&str, serde_json::Value)>, body: serde_json::Value) ->
 pub fn write_stream_meta(dir: &Path, cfg: &StreamConfig, created: GoTime) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let body = serde_json::to_value(cfg).map_err(std::io::Error::other)?;
-    let v = with_front(vec![("created", serde_json::Value::String(created.format()))], body);
+    let v = with_front(vec![("Created", serde_json::Value::String(created.format()))], body);
     let bytes = crate::proto::gojson::to_vec(&v);
     write_atomic(&dir.join("meta.inf"), &bytes)?;
     let sum = storage::reference::meta_sum(&cfg.name, &bytes);
@@ -62,9 +62,10 @@ pub fn write_stream_meta(dir: &Path, cfg: &StreamConfig, created: GoTime) -> std
 pub fn read_stream_meta(dir: &Path) -> Result<(StreamConfig, GoTime), String> {
     let bytes = std::fs::read(dir.join("meta.inf")).map_err(|e| e.to_string())?;
     let mut v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    // The reference's `FileStreamInfo` has `Created` without a JSON tag.
     let created = v
         .as_object_mut()
-        .and_then(|o| o.remove("created"))
+        .and_then(|o| o.remove("Created").or_else(|| o.remove("created")))
         .and_then(|c| c.as_str().and_then(GoTime::parse))
         .unwrap_or_else(GoTime::now);
     // Fields a newer server wrote are not fatal when reading back.
@@ -83,8 +84,8 @@ pub fn write_consumer_meta(dir: &Path, name: &str, cfg: &ConsumerConfig, created
     let body = serde_json::to_value(cfg).map_err(std::io::Error::other)?;
     let v = with_front(
         vec![
-            ("created", serde_json::Value::String(created.format())),
-            ("name", serde_json::Value::String(name.to_string())),
+            ("Created", serde_json::Value::String(created.format())),
+            ("Name", serde_json::Value::String(name.to_string())),
         ],
         body,
     );
@@ -99,11 +100,17 @@ pub fn read_consumer_meta(dir: &Path) -> Result<(String, ConsumerConfig, GoTime)
     let bytes = std::fs::read(dir.join("meta.inf")).map_err(|e| e.to_string())?;
     let mut v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
     let o = v.as_object_mut().ok_or("meta.inf is not an object")?;
+    // The reference's `FileConsumerInfo`: `Created` and `Name` without JSON tags, then
+    // the configuration's fields.
     let created = o
-        .remove("created")
+        .remove("Created")
+        .or_else(|| o.remove("created"))
         .and_then(|c| c.as_str().and_then(GoTime::parse))
         .unwrap_or_else(GoTime::now);
-    let name = o.get("name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+    let outer = o.remove("Name").and_then(|n| n.as_str().map(str::to_string));
+    let name = outer
+        .or_else(|| o.get("name").and_then(|n| n.as_str()).map(str::to_string))
+        .unwrap_or_default();
     let cfg: ConsumerConfig = serde_json::from_value(v).map_err(|e| e.to_string())?;
     let name = if name.is_empty() {
         cfg.durable_name.clone()

@@ -1,0 +1,76 @@
+//! JetStream's advisories in the owning account (`$JS.EVENT.ADVISORY.>`): stream and
+//! consumer actions and the API audit. Each is built only when someone listens.
+
+use super::api::GoTime;
+use super::JetStream;
+use crate::core::accounts::AccountId;
+use crate::core::shard::ShardCore;
+use serde_json::{json, Map, Value};
+use std::time::Instant;
+
+fn typed(kind: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("type".into(), json!(format!("io.nats.jetstream.advisory.v1.{kind}")));
+    m.insert("id".into(), json!(crate::system::nuid::Nuid::new().next_id()));
+    m.insert("timestamp".into(), json!(GoTime::now()));
+    m
+}
+
+fn send(core: &mut ShardCore, acc: AccountId, subject: &str, body: Map<String, Value>, now: Instant) {
+    let bytes = crate::proto::gojson::to_vec(&Value::Object(body));
+    core.publish_jetstream(acc, subject.as_bytes(), b"", None, &bytes, now);
+}
+
+/// `$JS.EVENT.ADVISORY.STREAM.CREATED|DELETED|UPDATED.<S>` (`action`: create, delete,
+/// modify).
+pub fn stream_action(core: &mut ShardCore, js: &JetStream, acc: AccountId, stream: &str, action: &str, now: Instant) {
+    let what = match action {
+        "create" => "CREATED",
+        "delete" => "DELETED",
+        _ => "UPDATED",
+    };
+    let subject = format!("$JS.EVENT.ADVISORY.STREAM.{what}.{stream}");
+    if !core.has_interest(acc, subject.as_bytes()) {
+        return;
+    }
+    let mut m = typed("stream_action");
+    m.insert("stream".into(), json!(stream));
+    m.insert("action".into(), json!(action));
+    if !js.settings.domain.is_empty() {
+        m.insert("domain".into(), json!(js.settings.domain));
+    }
+    send(core, acc, &subject, m, now);
+}
+
+/// `$JS.EVENT.ADVISORY.API`: one API call, its request and its response.
+pub fn api_audit(
+    core: &mut ShardCore,
+    js: &JetStream,
+    acc: AccountId,
+    subject: &str,
+    request: &[u8],
+    response: &[u8],
+    now: Instant,
+) {
+    const SUBJECT: &str = "$JS.EVENT.ADVISORY.API";
+    if !core.has_interest(acc, SUBJECT.as_bytes()) {
+        return;
+    }
+    let mut m = typed("api_audit");
+    m.insert(
+        "server".into(),
+        json!(if js.server_name.is_empty() {
+            &js.server_id
+        } else {
+            &js.server_name
+        }),
+    );
+    m.insert("client".into(), json!({ "acc": core.account_table().name(acc) }));
+    m.insert("subject".into(), json!(subject));
+    m.insert("request".into(), json!(String::from_utf8_lossy(request)));
+    m.insert("response".into(), json!(String::from_utf8_lossy(response)));
+    if !js.settings.domain.is_empty() {
+        m.insert("domain".into(), json!(js.settings.domain));
+    }
+    send(core, acc, SUBJECT, m, now);
+}
