@@ -23,6 +23,17 @@
 #           async-nats/ (tests/configs/tls*.conf, ws*.conf name tests/configs/certs/...).
 #           tls_tests' custom_tls_client and tls_with_native_certs dial demo.nats.io: they fail
 #           without Internet access whatever the server.
+#   rsjs    async-nats's JetStream suites: the jetstream_tests, kv_tests and object_store test
+#           binaries, with the harness of `rs` (it adds --jetstream / -js from the test configs
+#           and --store_dir). jetstream::create_stream_with_replicas starts a 3-node cluster
+#           and only runs with --unsupported.
+#   pyjs    nats.py's legacy JetStream tests (nats/tests/test_js.py: streams, pull and push
+#           consumers, KV, object store, account limits) with the harness of `py` (-js -sd=DIR,
+#           ports 4222/8222; AccountLimitsTest adds -c nats/tests/conf/js-limits.conf), run
+#           from the repository's root like `pytls` (the object-store tests upload files there).
+#   pyjsnew the tests of nats.py's newer `nats-jetstream` and `nats-key-value` packages (need
+#           Python >= 3.13, as `pycore`), with the harness of `pycore` (--jetstream --store_dir,
+#           random ports). Their test names get the package's directory as a prefix.
 #
 # A MANUAL TOOL, NOT RUN BY CI: it needs the client repositories' sources (CI has no copy of
 # them and cannot reach where they are hosted), PyPI (pytest, pytest-asyncio, nkeys and the
@@ -41,10 +52,16 @@
 #                    Default: /work/.mirror (the read-only mirrors of the dev machines)
 #   --work DIR       scratch directory: exported trees, venvs, logs (default
 #                    ${TMPDIR:-/tmp}/rnats-official-suites). async-nats builds in
-#                    $CARGO_TARGET_DIR/official-natsrs if CARGO_TARGET_DIR is set, else DIR/target
-#   --suites LIST    comma-separated subset of py,pycore,rs,pytls,rstls (default: all five)
-#   --unsupported    also run nats.py's auth test that needs clustering (rnats refuses
-#                    --cluster_listen/--routes today, so it fails there)
+#                    $CARGO_TARGET_DIR/official-natsrs if CARGO_TARGET_DIR is set, else DIR/target.
+#                    Two runs at once need two DIRs: the `nats-server` wrapper every harness
+#                    finds lives there, and the second run would point the first one's at its
+#                    own server
+#   --suites LIST    comma-separated subset of py,pycore,rs,pytls,rstls,rsjs,pyjs,pyjsnew
+#                    (default: all eight)
+#   --unsupported    also run the tests that need clustering (nats.py's
+#                    ClusterDiscoveryReconnectTest, async-nats's
+#                    jetstream::create_stream_with_replicas): rnats refuses
+#                    --cluster_listen/--routes/--cluster today, so they fail there
 #   --reactor NAME   pass `--reactor NAME` (uring or mio) to every server started: rnats only;
 #                    the default label gets `-NAME` appended
 #   --label NAME     name of this run's result directory under WORK/logs (default: the
@@ -60,7 +77,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 clients=/work/.mirror
 work=${TMPDIR:-/tmp}/rnats-official-suites
-suites=py,pycore,rs,pytls,rstls
+suites=py,pycore,rs,pytls,rstls,rsjs,pyjs,pyjsnew
 unsupported=0
 reactor=
 label=
@@ -209,14 +226,19 @@ run_py() {
   record py
 }
 
-run_pycore() {
-  local python= candidate
+python313() { # prints a Python >= 3.13, or nothing
+  local candidate
   for candidate in python3 python3.13 python3.14 "$HOME"/.pyenv/versions/3.1[3-9]*/bin/python; do
     if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 13))' 2>/dev/null; then
-      python=$candidate
-      break
+      echo "$candidate"
+      return
     fi
   done
+}
+
+run_pycore() {
+  local python
+  python=$(python313)
   if [[ -z $python ]]; then
     summary+=("pycore: not run (no Python >= 3.13)")
     return
@@ -290,6 +312,63 @@ run_rstls() {
   record rstls
 }
 
+run_rsjs() {
+  local src=$work/src/nats.rs
+  export CARGO_TARGET_DIR=$natsrs_target
+  local skip=()
+  [[ $unsupported == 1 ]] || skip=(--skip jetstream::create_stream_with_replicas)
+  echo "== rsjs: jetstream_tests, kv_tests, object_store ${skip[*]}"
+  (
+    cd "$src/async-nats"
+    cargo test --no-run --test jetstream_tests --test kv_tests --test object_store
+    export PATH=$work/bin:$PATH
+    # A test that waits on a message the server never sends waits for ever: bound each binary
+    # (the reference needs about 140 s, 110 s and 5 s). A binary ended this way prints no
+    # failure details: rerun its failing tests one by one to see them.
+    timeout 480 cargo test --test jetstream_tests -- "${skip[@]}" || true
+    timeout 420 cargo test --test kv_tests || true
+    timeout 240 cargo test --test object_store || true
+  ) > "$logs/rsjs.log" 2>&1 || echo "rsjs: build failed, see $logs/rsjs.log"
+  record rsjs
+}
+
+run_pyjs() {
+  ports_free
+  local src=$work/src/nats.py
+  venv "$work/venv-py" python3 "pytest pytest-asyncio pytest-timeout nkeys" "$src/nats"
+  # As `pytls`: run from the repository's root, as nats.py's CI does (the object-store tests
+  # upload ./pyproject.toml and ./README.md), with the server copy next to utils.py.
+  cp "$work/bin/nats-server" "$src/nats/tests/nats-server"
+  echo "== pyjs: nats/tests/test_js.py"
+  # test_fetch_cancelled_errors_raised uses unittest.mock without importing it (in CI another
+  # test file has imported it): load it first. A test waiting on a message that never comes is
+  # ended by pytest-timeout and counts as FAIL.
+  (cd "$src" && timeout 2700 "$work/venv-py/bin/python" -m pytest -p no:cacheprovider -p unittest.mock -v \
+    --timeout 120 --durations=0 nats/tests/test_js.py) > "$logs/pyjs.log" 2>&1 || true
+  record pyjs
+}
+
+run_pyjsnew() {
+  local python
+  python=$(python313)
+  if [[ -z $python ]]; then
+    summary+=("pyjsnew: not run (no Python >= 3.13)")
+    return
+  fi
+  local src=$work/src/nats.py pkg
+  venv "$work/venv-pycore" "$python" "pytest pytest-asyncio pytest-timeout nkeys" \
+    "$src/nats-server $src/nats-core $src/nats-jetstream $src/nats-key-value"
+  : > "$logs/pyjsnew.log"
+  for pkg in nats-jetstream nats-key-value; do
+    echo "== pyjsnew: $pkg/tests"
+    # Each package's own pyproject.toml holds its pytest settings (asyncio_mode = auto).
+    (cd "$src/$pkg" && PATH=$work/bin:$PATH timeout 2400 "$work/venv-pycore/bin/python" -m pytest \
+      -p no:cacheprovider -v --timeout 120 tests) 2>&1 | sed -E "s#^tests/#$pkg/tests/#" \
+      >> "$logs/pyjsnew.log" || true
+  done
+  record pyjsnew
+}
+
 IFS=, read -r -a chosen <<< "$suites"
 for suite in "${chosen[@]}"; do
   case $suite in
@@ -298,7 +377,10 @@ for suite in "${chosen[@]}"; do
     rs) export_client nats.rs; run_rs ;;
     pytls) [[ -d $work/src/nats.py/nats/tests ]] || export_client nats.py; run_pytls ;;
     rstls) [[ -d $work/src/nats.rs/async-nats ]] || export_client nats.rs; run_rstls ;;
-    *) die "unknown suite $suite (py, pycore, rs, pytls, rstls)" ;;
+    rsjs) [[ -d $work/src/nats.rs/async-nats ]] || export_client nats.rs; run_rsjs ;;
+    pyjs) [[ -d $work/src/nats.py/nats/tests ]] || export_client nats.py; run_pyjs ;;
+    pyjsnew) [[ -d $work/src/nats.py/nats-jetstream ]] || export_client nats.py; run_pyjsnew ;;
+    *) die "unknown suite $suite (py, pycore, rs, pytls, rstls, rsjs, pyjs, pyjsnew)" ;;
   esac
 done
 
