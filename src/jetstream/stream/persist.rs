@@ -137,7 +137,7 @@ mod tests {
         write_stream_meta(&dir, &cfg, created).unwrap();
         let text = std::fs::read_to_string(dir.join("meta.inf")).unwrap();
         assert!(
-            text.starts_with(r#"{"created":"2026-11-29T18:07:58.021170178Z","name":"ORDERS""#),
+            text.starts_with(r#"{"Created":"2026-11-29T18:07:58.021170178Z","name":"ORDERS""#),
             "{text}"
         );
         let (back, t) = read_stream_meta(&dir).unwrap();
