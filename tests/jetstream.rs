@@ -674,3 +674,50 @@ fn operator_accounts(r: common::Reactor) {
 }
 
 both_reactors!(operator_mode_accounts, |r| operator_accounts(r));
+
+/// A client that subscribes its inbox and sends an API request in the same write gets the
+/// answer, whichever shard its stream lives on (the answer leaves from the shard the
+/// request arrived on, which has heard of the inbox).
+fn new_inbox_answers(r: common::Reactor) {
+    use std::io::{Read, Write};
+    let dir = store_dir("newinbox");
+    let s = start(r, "4", &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        for i in 0..4 {
+            js.create_stream(stream::Config {
+                name: format!("N{i}"),
+                subjects: vec![format!("n{i}")],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        }
+    });
+    for conn in 0..8 {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        let stream = conn % 4;
+        let out = format!(
+            "CONNECT {{\"verbose\":false,\"headers\":true}}\r\nSUB _INBOX.x{conn}.* 1\r\nPUB $JS.API.STREAM.INFO.N{stream} _INBOX.x{conn}.1 0\r\n\r\n"
+        );
+        c.write_all(out.as_bytes()).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let mut got = Vec::new();
+        let mut buf = [0u8; 65536];
+        while std::time::Instant::now() < deadline && !String::from_utf8_lossy(&got).contains("stream_info_response") {
+            if let Ok(n) = c.read(&mut buf) {
+                got.extend_from_slice(&buf[..n]);
+            }
+        }
+        let text = String::from_utf8_lossy(&got);
+        assert!(
+            text.contains("stream_info_response"),
+            "connection {conn}: no answer: {text}"
+        );
+    }
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+both_reactors!(answers_reach_a_brand_new_inbox, |r| new_inbox_answers(r));

@@ -30,6 +30,9 @@ pub const TYPE_PREFIX: &str = "io.nats.jetstream.api.v1.";
 pub struct Request {
     /// JetStream (its audit advisory goes with every response).
     pub js: Arc<JetStream>,
+    /// The shard the request arrived on: it has the requester's interest in the reply
+    /// subject (a stream's shard may not have heard of a brand-new inbox yet).
+    pub origin: usize,
     pub account: AccountId,
     /// The subject after `$JS.API.` (domain prefix removed).
     pub api: String,
@@ -66,8 +69,23 @@ pub fn error_envelope(suffix: &str, err: &super::api::ApiError, extra: serde_jso
     envelope(suffix, serde_json::Value::Object(m))
 }
 
-/// Publish a response to the requester (and the API audit advisory, when anyone listens).
+/// Publish a response to the requester (and the API audit advisory, when anyone listens),
+/// from the shard the request arrived on.
 pub fn respond(core: &mut ShardCore, req: &Request, body: &[u8], now: Instant) {
+    if req.origin != core.index() && core.shards() > 1 {
+        if let Some(post) = core.post().cloned() {
+            let origin = req.origin;
+            let req = req.clone();
+            let body = body.to_vec();
+            let job: Job = Box::new(move |core: &mut ShardCore, now: Instant| respond_here(core, &req, &body, now));
+            post.post(origin, job);
+            return;
+        }
+    }
+    respond_here(core, req, body, now);
+}
+
+fn respond_here(core: &mut ShardCore, req: &Request, body: &[u8], now: Instant) {
     if !req.reply.is_empty() {
         core.publish_jetstream(req.account, &req.reply, b"", None, body, now);
     }
@@ -162,6 +180,7 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
     }
     let req = Request {
         js: js.clone(),
+        origin: core.index(),
         account: m.account,
         api: api.to_string(),
         reply: m.reply,
