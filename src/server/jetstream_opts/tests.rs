@@ -25,7 +25,8 @@ fn opts(f: impl FnOnce(&mut JetStreamOptions)) -> JetStreamOptions {
 #[test]
 fn store_sync_mode_follows_the_sync_option() {
     use storage::SyncMode;
-    let cases: [(fn(&mut JetStreamOptions), SyncMode); 4] = [
+    type Set = fn(&mut JetStreamOptions);
+    let cases: [(Set, SyncMode); 4] = [
         (|_| {}, SyncMode::GroupCommit),
         (
             |o| o.sync_interval = Some(Duration::from_secs(5)),
