@@ -819,13 +819,7 @@ fn jetstream_settings(
                 .collect(),
         )
     };
-    let sync = if r.sync_always {
-        storage::SyncMode::Always
-    } else if o.sync_interval.is_some() {
-        storage::SyncMode::Interval(r.sync_interval)
-    } else {
-        storage::SyncMode::GroupCommit
-    };
+    let sync = o.store_sync();
     Ok(Some(crate::jetstream::JsSettings {
         root: r.store_root.clone(),
         max_memory: r.max_memory,

@@ -220,9 +220,9 @@ pub enum JetStreamOptionsError {
 
 impl JetStreamOptions {
     /// nats-server's `setBaselineOptions` for JetStream: the queue limits' defaults. (Unset
-    /// memory and storage limits are already -1.) An unset sync interval stays `None`:
-    /// [`JetStreamOptions::sync_interval`] reports the default for it, and `None` is what
-    /// keeps file stores in group commit (PubAcks after fdatasync) unless `sync` is given.
+    /// memory and storage limits are already -1.) The sync interval stays `None` when not
+    /// given: its default is applied where it is read ([`Self::sync_interval`]), because an
+    /// unset interval selects group commit ([`Self::store_sync`]).
     pub fn apply_baseline(&mut self) {
         if self.request_queue_limit <= 0 {
             self.request_queue_limit = DEFAULT_REQUEST_QUEUE_LIMIT;
@@ -235,6 +235,20 @@ impl JetStreamOptions {
     /// The sync interval in force.
     pub fn sync_interval(&self) -> Duration {
         self.sync_interval.unwrap_or(DEFAULT_SYNC_INTERVAL)
+    }
+
+    /// When the file store counts a write as durable (and so when a PubAck may leave):
+    /// `sync: always` syncs every write, an explicit `sync`/`sync_interval` is the
+    /// reference's lazy mode (acknowledged when stored, synced every interval), and by
+    /// default a PubAck waits for the fdatasync of the batch that wrote its message.
+    pub fn store_sync(&self) -> storage::SyncMode {
+        if self.sync_always {
+            storage::SyncMode::Always
+        } else if let Some(d) = self.sync_interval {
+            storage::SyncMode::Interval(d)
+        } else {
+            storage::SyncMode::GroupCommit
+        }
     }
 
     /// The checks nats-server makes at startup whether or not JetStream is on (the

@@ -20,13 +20,41 @@ fn opts(f: impl FnOnce(&mut JetStreamOptions)) -> JetStreamOptions {
     o
 }
 
+/// The baseline (which the binary always applies) must not turn the default group commit
+/// into the lazy interval mode: PubAcks wait for the fdatasync unless `sync` is given.
+#[test]
+fn store_sync_mode_follows_the_sync_option() {
+    use storage::SyncMode;
+    type Set = fn(&mut JetStreamOptions);
+    let cases: [(Set, SyncMode); 4] = [
+        (|_| {}, SyncMode::GroupCommit),
+        (
+            |o| o.sync_interval = Some(Duration::from_secs(5)),
+            SyncMode::Interval(Duration::from_secs(5)),
+        ),
+        (
+            |o| o.sync_interval = Some(DEFAULT_SYNC_INTERVAL),
+            SyncMode::Interval(DEFAULT_SYNC_INTERVAL),
+        ),
+        (
+            |o| {
+                o.sync_interval = Some(DEFAULT_SYNC_INTERVAL);
+                o.sync_always = true;
+            },
+            SyncMode::Always,
+        ),
+    ];
+    for (i, (set, want)) in cases.into_iter().enumerate() {
+        assert_eq!(opts(set).store_sync(), want, "case {i}");
+    }
+}
+
 #[test]
 fn defaults_are_the_references() {
     let o = opts(|_| {});
     assert!(!o.enabled && o.strict);
     assert_eq!((o.max_memory, o.max_store), (-1, -1));
-    assert_eq!(o.sync_interval(), Duration::from_secs(120));
-    assert_eq!(o.sync_interval, None, "unset: group commit");
+    assert_eq!((o.sync_interval, o.sync_interval()), (None, Duration::from_secs(120)));
     assert_eq!((o.request_queue_limit, o.info_queue_limit), (10_000, 10_000));
     let o = opts(|o| {
         o.request_queue_limit = 0;
