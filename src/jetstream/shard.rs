@@ -322,6 +322,10 @@ impl ShardJs {
                 if let Err(e) = st.store.expire() {
                     tracing::warn!("JetStream stream '{}' expiry failed: {e}", st.name);
                 }
+                let first = st.store.fast_state().first_seq;
+                for slot in st.consumers.values_mut() {
+                    slot.c.on_removed(first);
+                }
                 st.dirty = true;
                 self.attention = true;
             }

@@ -202,6 +202,13 @@ impl Consumer {
         match store.load_next_msg(&self.filter, self.sseq) {
             Ok(m) => {
                 if m.seq >= self.sseq {
+                    // The count from the old start less this message is the count from
+                    // the new one (nothing between them matches the filter).
+                    if let Some((n, at, last)) = self.np_cache.get() {
+                        if at == self.sseq {
+                            self.np_cache.set(Some((n.saturating_sub(1), m.seq + 1, last)));
+                        }
+                    }
                     self.sseq = m.seq + 1;
                 }
                 Next::Msg(m, 1)
@@ -209,6 +216,11 @@ impl Consumer {
             Err(StoreError::Eof) => {
                 let last = store.fast_state().last_seq;
                 if last >= self.sseq {
+                    if let Some((_, at, l)) = self.np_cache.get() {
+                        if at == self.sseq {
+                            self.np_cache.set(Some((0, last + 1, l)));
+                        }
+                    }
                     self.sseq = last + 1;
                     self.dirty = true;
                 }

@@ -124,6 +124,11 @@ pub struct Consumer {
     pub(super) acked_out: Vec<u64>,
     /// The latest `now` a caller passed (for calls that take none).
     pub(super) last_now: Instant,
+    /// The pending count and the start sequence it was counted from: kept up to date as
+    /// messages are stored and delivered, so a delivery does not count the stream again
+    /// (filtered counts walk the subject's messages).
+    /// (count, start sequence, the stream's last sequence it includes)
+    pub(super) np_cache: std::cell::Cell<Option<(u64, u64, u64)>>,
 }
 
 fn sample_freq(s: &str) -> i64 {
@@ -197,6 +202,7 @@ impl Consumer {
             retention_acks: false,
             acked_out: Vec::new(),
             last_now: now,
+            np_cache: std::cell::Cell::new(None),
             created,
             cfg,
         };
@@ -483,15 +489,21 @@ impl Consumer {
     }
 
     /// A message was stored in the stream: wake deliveries when it is ours.
-    pub fn on_stored(&mut self, _seq: u64, subject: &str) {
+    pub fn on_stored(&mut self, seq: u64, subject: &str) {
         if self.filter.matches(subject) {
             self.wake = true;
+            if let Some((n, at, last)) = self.np_cache.get() {
+                if seq >= at && seq > last {
+                    self.np_cache.set(Some((n + 1, at, seq)));
+                }
+            }
         }
     }
 
     /// Messages below `first_seq_now` were removed (purge, limits): drop their pending
     /// entries and move the ack floor.
     pub fn on_removed(&mut self, first_seq_now: u64) {
+        self.np_cache.set(None);
         let first = first_seq_now.max(1);
         if self.sseq < first {
             self.sseq = first;

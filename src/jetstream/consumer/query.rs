@@ -82,8 +82,20 @@ impl Consumer {
     pub(super) fn num_pending(&self, env: &mut dyn ConsumerEnv) -> u64 {
         let store = env.store();
         let lps = self.lss.is_some();
+        let state = store.fast_state();
+        if !lps {
+            // Trusted only while it covers exactly what the store holds.
+            if let Some((n, at, last)) = self.np_cache.get() {
+                if at == self.sseq && last == state.last_seq {
+                    return n.min(state.msgs);
+                }
+            }
+        }
         let np = store.num_pending(self.sseq, &self.filter, lps);
-        np.min(store.fast_state().msgs)
+        if !lps {
+            self.np_cache.set(Some((np, self.sseq, state.last_seq)));
+        }
+        np.min(state.msgs)
     }
 
     /// What ConsumerInfo shows.
