@@ -165,7 +165,7 @@ impl ConsumerEnv for HoldConfirm<'_, '_> {
 }
 
 /// Run `f` on one consumer with its environment.
-fn with_consumer<R>(
+pub(crate) fn with_consumer<R>(
     sjs: &mut ShardJs,
     core: &mut ShardCore,
     key: &StreamKey,

@@ -216,10 +216,13 @@ impl ShardJs {
     }
 
     /// A publish on one of a stream's subjects.
-    fn on_publish(&mut self, core: &mut ShardCore, acc: AccountId, name: &str, m: InternalMsg, now: Instant) {
-        let domain = self.js.settings.domain.clone();
+    fn on_publish(&mut self, core: &mut ShardCore, key: &StreamKey, m: InternalMsg, now: Instant) {
+        let acc = key.0;
+        // The settings are shared: no per-message copy of the domain.
+        let js = self.js.clone();
+        let domain = js.settings.domain.as_str();
         let max_payload = core.config().max_payload;
-        let Some(st) = self.streams.get_mut(&(acc, name.to_string())) else {
+        let Some(st) = self.streams.get_mut(key) else {
             return;
         };
         let Ok(subject) = std::str::from_utf8(&m.subject) else {
@@ -253,7 +256,7 @@ impl ShardJs {
             &m.payload,
             wall_ns(),
             interest,
-            &domain,
+            domain,
             max_payload,
         );
         match outcome {
@@ -382,9 +385,10 @@ fn subscribe_stream(
 ) -> Vec<crate::core::client::SubId> {
     let mut subs = Vec::new();
     for subject in &cfg.subjects {
-        let name = cfg.name.clone();
+        // The stream's key is built once here, not per message.
+        let key: StreamKey = (acc, cfg.name.clone());
         let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
-            with_js(core, |js, core| js.on_publish(core, acc, &name, m, now));
+            with_js(core, |js, core| js.on_publish(core, &key, m, now));
         });
         if let Some(id) = core.subscribe_internal(acc, subject, None, false, h, now) {
             subs.push(id);

@@ -12,7 +12,7 @@ use crate::jetstream::api::consumer_info::{
 use crate::jetstream::api::errors_table as e;
 use crate::jetstream::api::{ApiError, GoTime};
 use crate::jetstream::consumer::Consumer;
-use crate::jetstream::consumers::Env;
+use crate::jetstream::consumers::{with_consumer, Env};
 use crate::jetstream::shard::{ShardJs, StreamKey};
 use crate::jetstream::JetStream;
 use serde_json::{json, Value};
@@ -121,25 +121,6 @@ fn on_stream(
     );
 }
 
-fn with_slot<R>(
-    sjs: &mut ShardJs,
-    core: &mut ShardCore,
-    key: &StreamKey,
-    name: &str,
-    now: Instant,
-    f: impl FnOnce(&mut Consumer, &mut Env<'_>) -> R,
-) -> Option<R> {
-    let st = sjs.streams.get_mut(key)?;
-    let slot = st.consumers.get_mut(name)?;
-    let mut env = Env {
-        core,
-        store: st.store.as_mut(),
-        acc: key.0,
-        now,
-    };
-    Some(f(&mut slot.c, &mut env))
-}
-
 fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant) {
     let suffix = "consumer_create_response";
     let full = format!("$JS.API.{}", req.api);
@@ -211,7 +192,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
                     if let Err(err) = cc::check_update(&old, &cfg) {
                         return fail(core, &js2, &req, suffix, &err, now);
                     }
-                    with_slot(sjs, core, key, &name, now, |c, env| {
+                    with_consumer(sjs, core, key, &name, now, |c, env| {
                         c.update_config(cfg.clone(), env, now)
                     });
                     if let Some(d) = sjs
@@ -234,7 +215,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
                     }
                 }
                 sjs.touch();
-                let info = with_slot(sjs, core, key, &name, now, |c, env| consumer_info(&js2, &key.1, c, env));
+                let info = with_consumer(sjs, core, key, &name, now, |c, env| consumer_info(&js2, &key.1, c, env));
                 if let Some(info) = info {
                     js2.count_request(false);
                     respond(core, &req, &envelope(suffix, info_value(&info)), now);
@@ -268,7 +249,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
             if let Some(en) = js2.registry().get_mut(key.0, &key.1) {
                 en.consumers.insert(name.clone());
             }
-            let info = with_slot(sjs, core, key, &name, now, |c, env| consumer_info(&js2, &key.1, c, env));
+            let info = with_consumer(sjs, core, key, &name, now, |c, env| consumer_info(&js2, &key.1, c, env));
             if let Some(info) = info {
                 js2.count_request(false);
                 respond(core, &req, &envelope(suffix, info_value(&info)), now);
@@ -310,7 +291,7 @@ fn info(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, n
         req,
         stream,
         suffix,
-        move |sjs, core, key, req, now| match with_slot(sjs, core, key, &name, now, |c, env| {
+        move |sjs, core, key, req, now| match with_consumer(sjs, core, key, &name, now, |c, env| {
             consumer_info(&js2, &key.1, c, env)
         }) {
             Some(info) => {
@@ -351,7 +332,7 @@ fn names(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
             let body = if list {
                 let infos: Vec<Value> = page
                     .iter()
-                    .filter_map(|n| with_slot(sjs, core, key, n, now, |c, env| consumer_info(&js2, &key.1, c, env)))
+                    .filter_map(|n| with_consumer(sjs, core, key, n, now, |c, env| consumer_info(&js2, &key.1, c, env)))
                     .map(|i| info_value(&i))
                     .collect();
                 json!({"total": total, "offset": offset, "limit": limit, "consumers": infos})
@@ -406,7 +387,7 @@ fn pause(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
         suffix,
         move |sjs, core, key, req, now| {
             let until = p.pause_until.filter(|t| !t.is_zero() && t.0 > GoTime::now().0);
-            let r = with_slot(sjs, core, key, &name, now, |c, env| {
+            let r = with_consumer(sjs, core, key, &name, now, |c, env| {
                 c.pause(until, env, now);
                 c.stats(env)
             });
@@ -445,7 +426,8 @@ fn unpin(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
         req,
         stream,
         suffix,
-        move |sjs, core, key, req, now| match with_slot(sjs, core, key, &name, now, |c, env| c.unpin(&u.group, env)) {
+        move |sjs, core, key, req, now| match with_consumer(sjs, core, key, &name, now, |c, env| c.unpin(&u.group, env))
+        {
             None => fail(core, &js2, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now),
             Some(Err(err)) => fail(core, &js2, &req, suffix, &err, now),
             Some(Ok(())) => {
@@ -478,7 +460,7 @@ fn reset(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
         suffix,
         move |sjs, core, key, req, now| {
             let seq = (r.seq > 0).then_some(r.seq);
-            let out = with_slot(sjs, core, key, &name, now, |c, env| {
+            let out = with_consumer(sjs, core, key, &name, now, |c, env| {
                 c.reset(seq, env, now).map(|s| (s, consumer_info(&js2, &key.1, c, env)))
             });
             match out {
