@@ -1,7 +1,7 @@
 //! The consumer APIs (`$JS.API.CONSUMER.*`): create (every subject form), info, names,
 //! list, delete, pause, unpin, reset. Each runs on the stream's shard.
 
-use super::{envelope, error_envelope, on_stream_shard, respond, Request};
+use super::{envelope, fail, on_stream, respond, Request};
 use crate::core::shard::ShardCore;
 use crate::jetstream::api::config::ConsumerConfig;
 use crate::jetstream::api::consumer_check::{self as cc, ConsumerCtx, CreateSubject};
@@ -10,10 +10,10 @@ use crate::jetstream::api::consumer_info::{
     CreateConsumerRequest, PriorityGroupState, SequenceInfo,
 };
 use crate::jetstream::api::errors_table as e;
-use crate::jetstream::api::{ApiError, GoTime};
+use crate::jetstream::api::GoTime;
 use crate::jetstream::consumer::Consumer;
 use crate::jetstream::consumers::{with_consumer, Env};
-use crate::jetstream::shard::{ShardJs, StreamKey};
+use crate::jetstream::shard::StreamKey;
 use crate::jetstream::JetStream;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -23,11 +23,6 @@ const NAMES_LIMIT: usize = 1024;
 const LIST_LIMIT: usize = 256;
 /// The reference's default `inactive_threshold` of ephemeral consumers (5 s).
 const EPHEMERAL_INACTIVE_THRESHOLD: i64 = 5_000_000_000;
-
-fn fail(core: &mut ShardCore, js: &JetStream, req: &Request, suffix: &str, err: &ApiError, now: Instant) {
-    js.count_request(true);
-    respond(core, req, &error_envelope(suffix, err, json!({})), now);
-}
 
 /// Dispatch one consumer request.
 pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant) {
@@ -90,35 +85,6 @@ pub fn consumer_info(_js: &JetStream, stream: &str, c: &mut Consumer, env: &mut 
 
 fn info_value(info: &ConsumerInfo) -> Value {
     serde_json::to_value(info).unwrap_or_default()
-}
-
-/// Run `f` on stream `name`'s shard, or answer "stream not found".
-fn on_stream(
-    core: &mut ShardCore,
-    js: &Arc<JetStream>,
-    req: Request,
-    stream: &str,
-    suffix: &'static str,
-    f: impl FnOnce(&mut ShardJs, &mut ShardCore, &StreamKey, Request, Instant) + Send + 'static,
-    now: Instant,
-) {
-    let shard = js.registry().get(req.account, stream).map(|e| e.shard);
-    let Some(shard) = shard else {
-        return fail(core, js, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
-    };
-    let key: StreamKey = (req.account, stream.to_string());
-    let js2 = js.clone();
-    on_stream_shard(
-        core,
-        shard,
-        move |sjs: &mut ShardJs, core: &mut ShardCore, now: Instant| {
-            if !sjs.streams.contains_key(&key) {
-                return fail(core, &js2, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
-            }
-            f(sjs, core, &key, req, now)
-        },
-        now,
-    );
 }
 
 fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant) {

@@ -10,7 +10,8 @@
 pub mod consumers;
 pub mod streams;
 
-use super::shard::{with_js, ShardJs};
+use super::api::{errors_table, ApiError};
+use super::shard::{with_js, ShardJs, StreamKey};
 use super::JetStream;
 use crate::core::accounts::AccountId;
 use crate::core::post::Job;
@@ -91,6 +92,62 @@ fn respond_here(core: &mut ShardCore, req: &Request, body: &[u8], now: Instant) 
     }
     let subject = format!("$JS.API.{}", req.api);
     super::advisory::api_audit(core, &req.js, req.account, &subject, &req.body, body, now);
+}
+
+/// Answer a request with an API error. Stream info and purge answers keep their extra
+/// fields when they fail, as the reference's do.
+pub fn fail(core: &mut ShardCore, js: &JetStream, req: &Request, suffix: &str, err: &ApiError, now: Instant) {
+    js.count_request(true);
+    let extra = match suffix {
+        "stream_info_response" => serde_json::json!({"total": 0, "offset": 0, "limit": 0}),
+        "stream_purge_response" => serde_json::json!({"purged": 0}),
+        _ => serde_json::json!({}),
+    };
+    respond(core, req, &error_envelope(suffix, err, extra), now);
+}
+
+/// Run `f` on the shard of the stream `stream` (with its key), or answer "stream not
+/// found" when the registry or that shard does not have it.
+pub fn on_stream(
+    core: &mut ShardCore,
+    js: &Arc<JetStream>,
+    req: Request,
+    stream: &str,
+    suffix: &'static str,
+    f: impl FnOnce(&mut ShardJs, &mut ShardCore, &StreamKey, Request, Instant) + Send + 'static,
+    now: Instant,
+) {
+    let shard = js.registry().get(req.account, stream).map(|e| e.shard);
+    let Some(shard) = shard else {
+        return fail(
+            core,
+            js,
+            &req,
+            suffix,
+            &errors_table::JS_STREAM_NOT_FOUND_ERR.err(),
+            now,
+        );
+    };
+    let key: StreamKey = (req.account, stream.to_string());
+    let js2 = js.clone();
+    on_stream_shard(
+        core,
+        shard,
+        move |sjs: &mut ShardJs, core: &mut ShardCore, now: Instant| {
+            if !sjs.streams.contains_key(&key) {
+                return fail(
+                    core,
+                    &js2,
+                    &req,
+                    suffix,
+                    &errors_table::JS_STREAM_NOT_FOUND_ERR.err(),
+                    now,
+                );
+            }
+            f(sjs, core, &key, req, now)
+        },
+        now,
+    );
 }
 
 /// Run `f` with JetStream's state on `shard` (posting a job there unless it is this one).

@@ -1,14 +1,14 @@
 //! The stream APIs (`$JS.API.STREAM.*`) and `$JS.API.INFO`, and the recovery of the
 //! streams found under the store directory at startup.
 
-use super::{envelope, error_envelope, on_stream_shard, respond, Request};
+use super::{envelope, error_envelope, fail, on_stream, on_stream_shard, respond, Request};
 use crate::core::accounts::AccountId;
 use crate::core::shard::ShardCore;
 use crate::jetstream::api::config::StreamConfig;
 use crate::jetstream::api::errors_table as e;
 use crate::jetstream::api::{ApiError, GoTime};
 use crate::jetstream::registry::Entry;
-use crate::jetstream::shard::ShardJs;
+use crate::jetstream::shard::{ShardJs, StreamKey};
 use crate::jetstream::stream::Stream;
 use crate::jetstream::JetStream;
 use serde_json::{json, Value};
@@ -50,17 +50,6 @@ pub fn type_suffix(api: &str) -> Option<&'static str> {
         ["CONSUMER", "LEADER", "STEPDOWN", _, _] => "consumer_leader_stepdown_response",
         _ => return None,
     })
-}
-
-fn fail(core: &mut ShardCore, js: &JetStream, req: &Request, suffix: &str, err: &ApiError, now: Instant) {
-    js.count_request(true);
-    // Stream info answers carry their paging fields even when they fail.
-    let extra = match suffix {
-        "stream_info_response" => json!({"total": 0, "offset": 0, "limit": 0}),
-        "stream_purge_response" => json!({"purged": 0}),
-        _ => json!({}),
-    };
-    respond(core, req, &error_envelope(suffix, err, extra), now);
 }
 
 /// Dispatch one request.
@@ -575,18 +564,17 @@ fn purge(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, no
         Ok(p) => p,
         Err(err) => return fail(core, js, &req, suffix, &err, now),
     };
-    let Some(shard) = locate(core, js, &req, name, suffix, now) else {
-        return;
-    };
     let js2 = js.clone();
-    let name = name.to_string();
-    on_stream_shard(
+    on_stream(
         core,
-        shard,
-        move |sjs: &mut ShardJs, core: &mut ShardCore, now: Instant| {
-            let acc = req.account;
-            let Some(st) = sjs.streams.get_mut(&(acc, name.clone())) else {
-                return fail(core, &js2, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
+        js,
+        req,
+        name,
+        suffix,
+        move |sjs: &mut ShardJs, core: &mut ShardCore, key: &StreamKey, req: Request, now: Instant| {
+            let (acc, name) = (key.0, key.1.clone());
+            let Some(st) = sjs.streams.get_mut(key) else {
+                return;
             };
             if st.cfg.sealed {
                 return fail(core, &js2, &req, suffix, &e::JS_STREAM_SEALED_ERR.err(), now);
@@ -637,18 +625,16 @@ fn msg_get(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, 
         Ok(q) => q,
         Err(err) => return fail(core, js, &req, suffix, &err, now),
     };
-    let Some(shard) = locate(core, js, &req, name, suffix, now) else {
-        return;
-    };
     let js2 = js.clone();
-    let name = name.to_string();
-    on_stream_shard(
+    on_stream(
         core,
-        shard,
-        move |sjs: &mut ShardJs, core: &mut ShardCore, now: Instant| {
-            let acc = req.account;
-            let Some(st) = sjs.streams.get_mut(&(acc, name.clone())) else {
-                return fail(core, &js2, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
+        js,
+        req,
+        name,
+        suffix,
+        move |sjs: &mut ShardJs, core: &mut ShardCore, key: &StreamKey, req: Request, now: Instant| {
+            let Some(st) = sjs.streams.get_mut(key) else {
+                return;
             };
             match crate::jetstream::api::prepare::load_for_get(st.store.as_mut(), &q) {
                 Ok(m) => {
@@ -690,18 +676,17 @@ fn msg_delete(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
         Ok(d) => d,
         Err(err) => return fail(core, js, &req, suffix, &err, now),
     };
-    let Some(shard) = locate(core, js, &req, name, suffix, now) else {
-        return;
-    };
     let js2 = js.clone();
-    let name = name.to_string();
-    on_stream_shard(
+    on_stream(
         core,
-        shard,
-        move |sjs: &mut ShardJs, core: &mut ShardCore, now: Instant| {
-            let acc = req.account;
-            let Some(st) = sjs.streams.get_mut(&(acc, name.clone())) else {
-                return fail(core, &js2, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
+        js,
+        req,
+        name,
+        suffix,
+        move |sjs: &mut ShardJs, core: &mut ShardCore, key: &StreamKey, req: Request, now: Instant| {
+            let (acc, name) = (key.0, key.1.clone());
+            let Some(st) = sjs.streams.get_mut(key) else {
+                return;
             };
             if st.cfg.sealed {
                 return fail(core, &js2, &req, suffix, &e::JS_STREAM_SEALED_ERR.err(), now);
