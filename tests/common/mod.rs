@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::indexing_slicing)]
 
 pub mod diff;
+pub mod jsdiff;
 pub mod pki;
 pub mod ws;
 
