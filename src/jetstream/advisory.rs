@@ -21,6 +21,16 @@ fn send(core: &mut ShardCore, acc: AccountId, subject: &str, body: Map<String, V
     core.publish_jetstream(acc, subject.as_bytes(), b"", None, &bytes, now);
 }
 
+/// [`send`] as the server's own message (the reference sends the API audit and the queue
+/// limit advisories from its system client: `MSG <subject> <sid>  <size>`).
+fn send_system(core: &mut ShardCore, acc: AccountId, subject: &str, body: Map<String, Value>, now: Instant) {
+    let bytes = crate::proto::gojson::to_vec(&Value::Object(body));
+    core.publish_internal(acc, subject.as_bytes(), b"", None, &bytes, now);
+}
+
+/// The API audit advisory's subject.
+pub const API_AUDIT: &str = "$JS.EVENT.ADVISORY.API";
+
 /// `$JS.EVENT.ADVISORY.STREAM.CREATED|DELETED|UPDATED.<S>` (`action`: create, delete,
 /// modify).
 pub fn stream_action(core: &mut ShardCore, js: &JetStream, acc: AccountId, stream: &str, action: &str, now: Instant) {
@@ -46,13 +56,13 @@ pub fn stream_action(core: &mut ShardCore, js: &JetStream, acc: AccountId, strea
 pub fn api_audit(
     core: &mut ShardCore,
     js: &JetStream,
-    acc: AccountId,
+    req: &super::service::Request,
     subject: &str,
-    request: &[u8],
     response: &[u8],
     now: Instant,
 ) {
-    const SUBJECT: &str = "$JS.EVENT.ADVISORY.API";
+    let acc = req.account;
+    const SUBJECT: &str = API_AUDIT;
     if !core.has_interest(acc, SUBJECT.as_bytes()) {
         return;
     }
@@ -65,12 +75,42 @@ pub fn api_audit(
             &js.server_name
         }),
     );
-    m.insert("client".into(), json!({ "acc": core.account_table().name(acc) }));
+    let client = req
+        .client
+        .as_deref()
+        .and_then(|c| serde_json::from_str::<Value>(c).ok())
+        .unwrap_or_else(|| json!({ "acc": core.account_table().name(acc) }));
+    m.insert("client".into(), client);
     m.insert("subject".into(), json!(subject));
-    m.insert("request".into(), json!(String::from_utf8_lossy(request)));
+    if !req.body.is_empty() {
+        m.insert("request".into(), json!(String::from_utf8_lossy(&req.body)));
+    }
     m.insert("response".into(), json!(String::from_utf8_lossy(response)));
     if !js.settings.domain.is_empty() {
         m.insert("domain".into(), json!(js.settings.domain));
     }
-    send(core, acc, SUBJECT, m, now);
+    send_system(core, acc, SUBJECT, m, now);
+}
+
+/// `$JS.EVENT.ADVISORY.API.LIMIT_REACHED` (in the system account `sys`): an API queue
+/// reached its limit and `dropped` requests were discarded.
+pub fn api_limit_reached(core: &mut ShardCore, js: &JetStream, sys: AccountId, dropped: i64, now: Instant) {
+    const SUBJECT: &str = "$JS.EVENT.ADVISORY.API.LIMIT_REACHED";
+    if !core.has_interest(sys, SUBJECT.as_bytes()) {
+        return;
+    }
+    let mut m = typed("api_limit_reached");
+    m.insert(
+        "server".into(),
+        json!(if js.server_name.is_empty() {
+            &js.server_id
+        } else {
+            &js.server_name
+        }),
+    );
+    if !js.settings.domain.is_empty() {
+        m.insert("domain".into(), json!(js.settings.domain));
+    }
+    m.insert("dropped".into(), json!(dropped));
+    send_system(core, sys, SUBJECT, m, now);
 }

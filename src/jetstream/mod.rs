@@ -53,6 +53,9 @@ pub struct JsSettings {
     /// `limits { duplicate_window }` of the server (0: none).
     pub max_duplicate_window: i64,
     pub max_request_batch: i64,
+    /// `request_queue_limit` and `info_queue_limit` (resolved: > 0).
+    pub request_queue_limit: i64,
+    pub info_queue_limit: i64,
     /// Encryption at rest (`key`, `cipher`, `prev_key`): message blocks are sealed with
     /// keys derived per account and stream, as the reference derives them.
     pub encryption: Option<storage::crypto::EncryptionConfig>,
@@ -60,11 +63,23 @@ pub struct JsSettings {
     pub operator: Option<Arc<crate::auth::operator::accounts::OperatorAccounts>>,
 }
 
-/// API counters (`$JS.API.INFO`'s `api`).
+/// API counters: the server's (`/jsz`) and each account's (`$JS.API.INFO`'s `api`).
 #[derive(Default)]
 pub struct ApiStats {
     pub total: AtomicU64,
     pub errors: AtomicU64,
+    /// Per account: (total, errors). Requests are rare next to messages; a lock is fine.
+    accounts: std::sync::Mutex<std::collections::HashMap<AccountId, (u64, u64)>>,
+}
+
+impl ApiStats {
+    /// The account's (total, errors).
+    pub fn account(&self, acc: AccountId) -> (u64, u64) {
+        self.accounts
+            .lock()
+            .map(|m| m.get(&acc).copied().unwrap_or_default())
+            .unwrap_or_default()
+    }
 }
 
 /// Bytes stored, by storage type (an account's, or the server's).
@@ -93,6 +108,8 @@ pub struct JetStream {
     pub total: Arc<Usage>,
     pub registry: Mutex<registry::Registry>,
     pub api: ApiStats,
+    /// The API request queues' pending counts ([`service::queue`]).
+    pub queues: service::queue::ApiQueues,
     /// The server's name and id (advisories, cluster info).
     pub server_name: String,
     pub server_id: String,
@@ -106,6 +123,7 @@ impl JetStream {
             usage: Mutex::new(HashMap::new()),
             total: Arc::new(Usage::default()),
             api: ApiStats::default(),
+            queues: Default::default(),
             server_name,
             server_id,
         })
@@ -181,10 +199,16 @@ impl JetStream {
         }
     }
 
-    pub(crate) fn count_request(&self, error: bool) {
+    /// Count one API request of `acc` (answered with an error or not).
+    pub(crate) fn count_request(&self, acc: AccountId, error: bool) {
         self.api.total.fetch_add(1, Ordering::Relaxed);
         if error {
             self.api.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Ok(mut m) = self.api.accounts.lock() {
+            let e = m.entry(acc).or_default();
+            e.0 += 1;
+            e.1 += u64::from(error);
         }
     }
 

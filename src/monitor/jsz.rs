@@ -269,7 +269,7 @@ fn server_stats(
             level: API_LEVEL,
             total: js.api.total.load(Ordering::Relaxed),
             errors: js.api.errors.load(Ordering::Relaxed),
-            inflight: 0,
+            inflight: js.queues.inflight(),
         },
         ..Default::default()
     };
@@ -317,11 +317,14 @@ fn account_detail(
             // Go's unsigned conversion: no limit (-1) shows as the largest value.
             reserved_memory: limits.max_memory as u64,
             reserved_storage: limits.max_store as u64,
-            api: JsApi {
-                level: 0,
-                total: inp.js.api.total.load(Ordering::Relaxed),
-                errors: inp.js.api.errors.load(Ordering::Relaxed),
-                inflight: 0,
+            api: {
+                let (total, errors) = inp.js.api.account(acc);
+                JsApi {
+                    level: 0,
+                    total,
+                    errors,
+                    inflight: 0,
+                }
             },
             ..Default::default()
         },

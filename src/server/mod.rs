@@ -838,6 +838,8 @@ fn jetstream_settings(
         },
         max_duplicate_window: i64::try_from(o.limits.duplicate_window.as_nanos()).unwrap_or(0),
         max_request_batch: o.limits.max_request_batch,
+        request_queue_limit: o.request_queue_limit,
+        info_queue_limit: o.info_queue_limit,
         encryption: (!o.key.is_empty()).then(|| storage::crypto::EncryptionConfig {
             key: o.key.clone(),
             cipher: match o.cipher {

@@ -350,7 +350,7 @@ impl ShardCore {
 
     /// nats-server's `getClientInfo`: a client's account and RTT, and with `detailed` who
     /// it is and this server. `None` for internal clients.
-    pub(super) fn client_info(&self, key: ConnKey, detailed: bool) -> Option<ClientInfo> {
+    pub fn client_info(&self, key: ConnKey, detailed: bool) -> Option<ClientInfo> {
         let c = self.client(key)?;
         if c.internal {
             return None;

@@ -95,6 +95,13 @@ impl Internals {
     }
 }
 
+impl Internals {
+    /// Is `id` an internal subscription (with a handler)?
+    pub(crate) fn handles(&self, id: SubId) -> bool {
+        self.handlers.contains_key(&id)
+    }
+}
+
 impl ShardCore {
     /// The internal client of `acc` on this shard (created on first use).
     fn internal_client(&mut self, acc: AccountId, now: Instant) -> ConnKey {

@@ -243,7 +243,13 @@ impl ShardCore {
         let mut assigned: Vec<(usize, &[u8])> = Vec::new();
         for g in &local.qsubs {
             let remote_members = remote.qsubs.iter().find(|r| r.name == g.name).map(|r| &r.members[..]);
-            match self.pick_queue(acc, g.members.len(), remote_members.unwrap_or_default()) {
+            // The server's own services (one internal member per shard) serve where the
+            // request arrived: the requester is known there.
+            let pick = match g.members.first() {
+                Some(&id) if g.name.starts_with(b"_sys_") && self.internals.handles(id) => Pick::Local(0),
+                _ => self.pick_queue(acc, g.members.len(), remote_members.unwrap_or_default()),
+            };
+            match pick {
                 Pick::Local(start) => {
                     if self.deliver_queue_from(&g.members, start, publisher, m, now) {
                         delivered = true;

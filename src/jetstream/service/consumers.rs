@@ -40,10 +40,8 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Inst
         ["CONSUMER", "PAUSE", s, c] => pause(core, js, req, s, c, now),
         ["CONSUMER", "UNPIN", s, c] => unpin(core, js, req, s, c, now),
         ["CONSUMER", "RESET", s, c] => reset(core, js, req, s, c, now),
-        ["CONSUMER", "LEADER", "STEPDOWN", _, _] => {
-            fail(core, js, &req, suffix, &e::JS_CLUSTER_REQUIRED_ERR.err(), now)
-        }
-        _ => fail(core, js, &req, suffix, &e::JS_BAD_REQUEST_ERR.err(), now),
+        ["CONSUMER", "LEADER", "STEPDOWN", _, _] => fail(core, &req, suffix, &e::JS_CLUSTER_REQUIRED_ERR.err(), now),
+        _ => fail(core, &req, suffix, &e::JS_BAD_REQUEST_ERR.err(), now),
     }
 }
 
@@ -91,18 +89,18 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
     let suffix = "consumer_create_response";
     let full = format!("$JS.API.{}", req.api);
     let Some(subject) = cc::parse_create_subject(&full) else {
-        return fail(core, js, &req, suffix, &e::JS_BAD_REQUEST_ERR.err(), now);
+        return fail(core, &req, suffix, &e::JS_BAD_REQUEST_ERR.err(), now);
     };
     if req.body.is_empty() {
-        return fail(core, js, &req, suffix, &e::JS_BAD_REQUEST_ERR.err(), now);
+        return fail(core, &req, suffix, &e::JS_BAD_REQUEST_ERR.err(), now);
     }
     let mut creq = match CreateConsumerRequest::decode(&req.body) {
         Ok(r) => r,
-        Err(err) => return fail(core, js, &req, suffix, &err, now),
+        Err(err) => return fail(core, &req, suffix, &err, now),
     };
     let mut name = match cc::resolve_create(&subject, &mut creq) {
         Ok(n) => n,
-        Err(err) => return fail(core, js, &req, suffix, &err, now),
+        Err(err) => return fail(core, &req, suffix, &err, now),
     };
     let stream = match &subject {
         CreateSubject::Legacy { stream }
@@ -141,7 +139,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
             };
             cc::set_static_metadata(&mut cfg);
             if let Err(err) = cc::apply_defaults(&mut cfg, &ctx).and_then(|_| cc::check(&cfg, &ctx, false)) {
-                return fail(core, &js2, &req, suffix, &err, now);
+                return fail(core, &req, suffix, &err, now);
             }
             // Ephemerals go away after 5 s without interest unless told otherwise.
             if cfg.durable_name.is_empty() && cfg.inactive_threshold == 0 {
@@ -153,10 +151,10 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
                 cc::copy_metadata(&mut cmp, &old);
                 if cmp != old {
                     if creq.action == ConsumerAction::Create {
-                        return fail(core, &js2, &req, suffix, &e::JS_CONSUMER_ALREADY_EXISTS.err(), now);
+                        return fail(core, &req, suffix, &e::JS_CONSUMER_ALREADY_EXISTS.err(), now);
                     }
                     if let Err(err) = cc::check_update(&old, &cfg) {
-                        return fail(core, &js2, &req, suffix, &err, now);
+                        return fail(core, &req, suffix, &err, now);
                     }
                     with_consumer(sjs, core, key, &name, now, |c, env| {
                         c.update_config(cfg.clone(), env, now)
@@ -183,13 +181,12 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
                 sjs.touch();
                 let info = with_consumer(sjs, core, key, &name, now, |c, env| consumer_info(&js2, &key.1, c, env));
                 if let Some(info) = info {
-                    js2.count_request(false);
                     respond(core, &req, &envelope(suffix, info_value(&info)), now);
                 }
                 return;
             }
             if creq.action == ConsumerAction::Update {
-                return fail(core, &js2, &req, suffix, &e::JS_CONSUMER_DOES_NOT_EXIST.err(), now);
+                return fail(core, &req, suffix, &e::JS_CONSUMER_DOES_NOT_EXIST.err(), now);
             }
             let others: Vec<(String, ConsumerConfig)> = st
                 .consumers
@@ -197,27 +194,26 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
                 .map(|(n, s)| (n.clone(), s.c.config().clone()))
                 .collect();
             if let Err(err) = cc::check_work_queue(&cfg, &name, &scfg, others.iter().map(|(n, c)| (n.as_str(), c))) {
-                return fail(core, &js2, &req, suffix, &err, now);
+                return fail(core, &req, suffix, &err, now);
             }
             let count = st.consumers.len() as i64;
             if scfg.max_consumers > 0 && count >= scfg.max_consumers {
-                return fail(core, &js2, &req, suffix, &e::JS_MAXIMUM_CONSUMERS_LIMIT_ERR.err(), now);
+                return fail(core, &req, suffix, &e::JS_MAXIMUM_CONSUMERS_LIMIT_ERR.err(), now);
             }
             if limits.max_consumers >= 0 {
                 let total: usize = js2.registry().streams(key.0).map(|(_, e)| e.consumers.len()).sum();
                 if total as i64 >= limits.max_consumers {
-                    return fail(core, &js2, &req, suffix, &e::JS_MAXIMUM_CONSUMERS_LIMIT_ERR.err(), now);
+                    return fail(core, &req, suffix, &e::JS_MAXIMUM_CONSUMERS_LIMIT_ERR.err(), now);
                 }
             }
             if let Err(err) = sjs.add_consumer(core, key.0, &key.1, &name, cfg, GoTime::now(), None, now) {
-                return fail(core, &js2, &req, suffix, &err, now);
+                return fail(core, &req, suffix, &err, now);
             }
             if let Some(en) = js2.registry().get_mut(key.0, &key.1) {
                 en.consumers.insert(name.clone());
             }
             let info = with_consumer(sjs, core, key, &name, now, |c, env| consumer_info(&js2, &key.1, c, env));
             if let Some(info) = info {
-                js2.count_request(false);
                 respond(core, &req, &envelope(suffix, info_value(&info)), now);
             }
             advisory(core, &js2, key, &name, "create", now);
@@ -261,10 +257,9 @@ fn info(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, n
             consumer_info(&js2, &key.1, c, env)
         }) {
             Some(info) => {
-                js2.count_request(false);
                 respond(core, &req, &envelope(suffix, info_value(&info)), now);
             }
-            None => fail(core, &js2, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now),
+            None => fail(core, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now),
         },
         now,
     );
@@ -278,7 +273,7 @@ fn names(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
     };
     let offset = match crate::jetstream::api::prepare::names_opts(&req.body) {
         Ok((o, _)) => o,
-        Err(err) => return fail(core, js, &req, suffix, &err, now),
+        Err(err) => return fail(core, &req, suffix, &err, now),
     };
     let js2 = js.clone();
     on_stream(
@@ -305,7 +300,6 @@ fn names(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
             } else {
                 json!({"total": total, "offset": offset, "limit": limit, "consumers": page})
             };
-            js2.count_request(false);
             respond(core, &req, &envelope(suffix, body), now);
         },
         now,
@@ -324,12 +318,11 @@ fn delete(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str,
         suffix,
         move |sjs, core, key, req, now| {
             if !sjs.remove_consumer(core, key, &name, true, now) {
-                return fail(core, &js2, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now);
+                return fail(core, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now);
             }
             if let Some(en) = js2.registry().get_mut(key.0, &key.1) {
                 en.consumers.remove(&name);
             }
-            js2.count_request(false);
             respond(core, &req, &envelope(suffix, json!({"success": true})), now);
             advisory(core, &js2, key, &name, "delete", now);
         },
@@ -341,9 +334,8 @@ fn pause(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
     let suffix = "consumer_pause_response";
     let p = match ConsumerPauseRequest::decode(&req.body) {
         Ok(p) => p,
-        Err(err) => return fail(core, js, &req, suffix, &err, now),
+        Err(err) => return fail(core, &req, suffix, &err, now),
     };
-    let js2 = js.clone();
     let name = name.to_string();
     on_stream(
         core,
@@ -358,7 +350,7 @@ fn pause(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
                 c.stats(env)
             });
             let Some(s) = r else {
-                return fail(core, &js2, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now);
+                return fail(core, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now);
             };
             sjs.touch();
             let resp = crate::jetstream::api::consumer_info::ConsumerPauseResponse {
@@ -366,7 +358,6 @@ fn pause(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
                 pause_until: until.unwrap_or(GoTime::ZERO),
                 pause_remaining: s.pause_remaining,
             };
-            js2.count_request(false);
             respond(
                 core,
                 &req,
@@ -382,9 +373,8 @@ fn unpin(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
     let suffix = "consumer_unpin_response";
     let u: ConsumerUnpinRequest = match crate::jetstream::api::consumer_info::decode_lenient(&req.body) {
         Ok(u) => u,
-        Err(err) => return fail(core, js, &req, suffix, &err, now),
+        Err(err) => return fail(core, &req, suffix, &err, now),
     };
-    let js2 = js.clone();
     let name = name.to_string();
     on_stream(
         core,
@@ -394,11 +384,10 @@ fn unpin(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
         suffix,
         move |sjs, core, key, req, now| match with_consumer(sjs, core, key, &name, now, |c, env| c.unpin(&u.group, env))
         {
-            None => fail(core, &js2, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now),
-            Some(Err(err)) => fail(core, &js2, &req, suffix, &err, now),
+            None => fail(core, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now),
+            Some(Err(err)) => fail(core, &req, suffix, &err, now),
             Some(Ok(())) => {
                 sjs.touch();
-                js2.count_request(false);
                 respond(core, &req, &envelope(suffix, json!({})), now);
             }
         },
@@ -413,7 +402,7 @@ fn reset(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
     } else {
         match crate::jetstream::api::consumer_info::decode_lenient(&req.body) {
             Ok(r) => r,
-            Err(err) => return fail(core, js, &req, suffix, &err, now),
+            Err(err) => return fail(core, &req, suffix, &err, now),
         }
     };
     let js2 = js.clone();
@@ -430,15 +419,14 @@ fn reset(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
                 c.reset(seq, env, now).map(|s| (s, consumer_info(&js2, &key.1, c, env)))
             });
             match out {
-                None => fail(core, &js2, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now),
-                Some(Err(err)) => fail(core, &js2, &req, suffix, &err, now),
+                None => fail(core, &req, suffix, &e::JS_CONSUMER_NOT_FOUND_ERR.err(), now),
+                Some(Err(err)) => fail(core, &req, suffix, &err, now),
                 Some(Ok((seq, info))) => {
                     sjs.touch();
                     let mut v = info_value(&info);
                     if let Value::Object(m) = &mut v {
                         m.insert("reset_seq".into(), json!(seq));
                     }
-                    js2.count_request(false);
                     respond(core, &req, &envelope(suffix, v), now);
                 }
             }

@@ -7,7 +7,9 @@
 //! Stream-scoped requests run as jobs on the stream's shard ([`on_stream_shard`]), which
 //! answers the requester itself.
 
+pub mod account_purge;
 pub mod consumers;
+pub mod queue;
 pub mod streams;
 
 use super::api::{errors_table, ApiError};
@@ -40,6 +42,9 @@ pub struct Request {
     pub reply: Vec<u8>,
     pub header: Option<Vec<u8>>,
     pub body: Vec<u8>,
+    /// The requester's client info (JSON) for the API audit advisory, taken where the
+    /// request arrived when anyone listens to the audit.
+    pub client: Option<String>,
 }
 
 /// Serialize `fields` (a JSON object) after `"type":"io.nats.jetstream.api.v1.<suffix>"`.
@@ -70,9 +75,22 @@ pub fn error_envelope(suffix: &str, err: &super::api::ApiError, extra: serde_jso
     envelope(suffix, serde_json::Value::Object(m))
 }
 
-/// Publish a response to the requester (and the API audit advisory, when anyone listens),
-/// from the shard the request arrived on.
+/// Publish a successful response to the requester (and the API audit advisory, when anyone
+/// listens), from the shard the request arrived on; counted in the account's and the
+/// server's API statistics.
 pub fn respond(core: &mut ShardCore, req: &Request, body: &[u8], now: Instant) {
+    req.js.count_request(req.account, false);
+    send(core, req, body, now);
+}
+
+/// [`respond`] with an error body (counted as an API error).
+pub fn respond_error(core: &mut ShardCore, req: &Request, body: &[u8], now: Instant) {
+    req.js.count_request(req.account, true);
+    send(core, req, body, now);
+}
+
+/// Publish a response without counting it.
+fn send(core: &mut ShardCore, req: &Request, body: &[u8], now: Instant) {
     if req.origin != core.index() && core.shards() > 1 {
         if let Some(post) = core.post().cloned() {
             let origin = req.origin;
@@ -91,19 +109,18 @@ fn respond_here(core: &mut ShardCore, req: &Request, body: &[u8], now: Instant) 
         core.publish_jetstream(req.account, &req.reply, b"", None, body, now);
     }
     let subject = format!("$JS.API.{}", req.api);
-    super::advisory::api_audit(core, &req.js, req.account, &subject, &req.body, body, now);
+    super::advisory::api_audit(core, &req.js, req, &subject, body, now);
 }
 
 /// Answer a request with an API error. Stream info and purge answers keep their extra
 /// fields when they fail, as the reference's do.
-pub fn fail(core: &mut ShardCore, js: &JetStream, req: &Request, suffix: &str, err: &ApiError, now: Instant) {
-    js.count_request(true);
+pub fn fail(core: &mut ShardCore, req: &Request, suffix: &str, err: &ApiError, now: Instant) {
     let extra = match suffix {
         "stream_info_response" => serde_json::json!({"total": 0, "offset": 0, "limit": 0}),
         "stream_purge_response" => serde_json::json!({"purged": 0}),
         _ => serde_json::json!({}),
     };
-    respond(core, req, &error_envelope(suffix, err, extra), now);
+    respond_error(core, req, &error_envelope(suffix, err, extra), now);
 }
 
 /// Run `f` on the shard of the stream `stream` (with its key), or answer "stream not
@@ -119,30 +136,15 @@ pub fn on_stream(
 ) {
     let shard = js.registry().get(req.account, stream).map(|e| e.shard);
     let Some(shard) = shard else {
-        return fail(
-            core,
-            js,
-            &req,
-            suffix,
-            &errors_table::JS_STREAM_NOT_FOUND_ERR.err(),
-            now,
-        );
+        return fail(core, &req, suffix, &errors_table::JS_STREAM_NOT_FOUND_ERR.err(), now);
     };
     let key: StreamKey = (req.account, stream.to_string());
-    let js2 = js.clone();
     on_stream_shard(
         core,
         shard,
         move |sjs: &mut ShardJs, core: &mut ShardCore, now: Instant| {
             if !sjs.streams.contains_key(&key) {
-                return fail(
-                    core,
-                    &js2,
-                    &req,
-                    suffix,
-                    &errors_table::JS_STREAM_NOT_FOUND_ERR.err(),
-                    now,
-                );
+                return fail(core, &req, suffix, &errors_table::JS_STREAM_NOT_FOUND_ERR.err(), now);
             }
             f(sjs, core, &key, req, now)
         },
@@ -151,6 +153,8 @@ pub fn on_stream(
 }
 
 /// Run `f` with JetStream's state on `shard` (posting a job there unless it is this one).
+/// A posted request stays in its API queue until the job runs (see [`queue`]); a job
+/// whose queue was dropped meanwhile does nothing.
 pub fn on_stream_shard(
     core: &mut ShardCore,
     shard: usize,
@@ -162,10 +166,23 @@ pub fn on_stream_shard(
         return;
     }
     let Some(post) = core.post().cloned() else { return };
+    let held = queue::take_current();
     let job: Job = Box::new(move |core: &mut ShardCore, now: Instant| {
-        with_js(core, |js, core| f(js, core, now));
+        if held.as_ref().is_none_or(|(js, t)| js.queues.start(*t)) {
+            with_js(core, |js, core| f(js, core, now));
+        }
     });
     post.post(shard, job);
+}
+
+/// An API queue reached its limit and `dropped` requests were discarded: the warning and
+/// `$JS.EVENT.ADVISORY.API.LIMIT_REACHED` in the system account.
+fn limit_reached(core: &mut ShardCore, js: &JetStream, kind: queue::QueueKind, dropped: i64, now: Instant) {
+    tracing::warn!("{} limit reached, dropping {dropped} requests", kind.name());
+    let Some(sys) = core.account_table().system() else {
+        return;
+    };
+    super::advisory::api_limit_reached(core, js, sys, dropped, now);
 }
 
 /// Subscribe `$JS.API.>` in every account of the table on this shard (shard 0) not in
@@ -179,7 +196,11 @@ pub fn subscribe_accounts(
     let sys = core.account_table().system();
     let accounts: Vec<(AccountId, String)> = core.account_table().iter().map(|a| (a.id, a.name.clone())).collect();
     for (acc, name) in accounts {
-        if Some(acc) == sys || !seen.insert(acc) {
+        if !seen.insert(acc) {
+            continue;
+        }
+        if Some(acc) == sys {
+            account_purge::subscribe(core, js, acc, now);
             continue;
         }
         let mut subjects = vec!["$JS.API.>".to_string()];
@@ -235,6 +256,11 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
         }
         return;
     }
+    let client = if core.has_interest(m.account, super::advisory::API_AUDIT.as_bytes()) {
+        m.sender.and_then(|k| core.client_info(k, true)).map(|ci| ci.to_json())
+    } else {
+        None
+    };
     let req = Request {
         js: js.clone(),
         origin: core.index(),
@@ -243,6 +269,7 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
         reply: m.reply,
         header: m.header,
         body: m.payload,
+        client,
     };
     if !enabled {
         let suffix = streams::type_suffix(api);
@@ -253,7 +280,7 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
             &super::api::errors_table::JS_NOT_ENABLED_FOR_ACCOUNT_ERR.err(),
             serde_json::json!({}),
         );
-        respond(core, &req, &body, now);
+        send(core, &req, &body, now);
         return;
     }
     if req.reply.is_empty() {
@@ -270,14 +297,28 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
             .is_none_or(|v| v > super::api::consumer_check::API_LEVEL);
         if too_new {
             if let Some(suffix) = streams::type_suffix(api) {
-                js.count_request(true);
                 let err = super::api::errors_table::JS_REQUIRED_API_LEVEL_ERR.err();
-                respond(core, &req, &error_envelope(suffix, &err, serde_json::json!({})), now);
+                respond_error(core, &req, &error_envelope(suffix, &err, serde_json::json!({})), now);
             }
             return;
         }
     }
-    streams::handle(core, js, req, now);
+    let kind = queue::QueueKind::of(&req.api);
+    let limit = match kind {
+        queue::QueueKind::Requests => js.settings.request_queue_limit,
+        queue::QueueKind::Info => js.settings.info_queue_limit,
+    };
+    match js.queues.admit(kind, limit) {
+        Err(dropped) => limit_reached(core, js, kind, dropped, now),
+        Ok(ticket) => {
+            // Handled here, unless a job posted to the stream's shard takes the ticket.
+            queue::set_current(js.clone(), ticket);
+            streams::handle(core, js, req, now);
+            if let Some((js, t)) = queue::take_current() {
+                js.queues.start(t);
+            }
+        }
+    }
 }
 
 /// Is a direct get or a pull request served by a stream's or consumer's subscription?

@@ -1,7 +1,7 @@
 //! The stream APIs (`$JS.API.STREAM.*`) and `$JS.API.INFO`, and the recovery of the
 //! streams found under the store directory at startup.
 
-use super::{envelope, error_envelope, fail, on_stream, on_stream_shard, respond, Request};
+use super::{envelope, error_envelope, fail, on_stream, on_stream_shard, respond, respond_error, Request};
 use crate::core::accounts::AccountId;
 use crate::core::shard::ShardCore;
 use crate::jetstream::api::config::StreamConfig;
@@ -69,10 +69,10 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Inst
         ["STREAM", "MSG", "GET", name] => msg_get(core, js, req, name, now),
         ["STREAM", "MSG", "DELETE", name] => msg_delete(core, js, req, name, now),
         ["STREAM", "LEADER", "STEPDOWN", _] | ["STREAM", "PEER", "REMOVE", _] => {
-            fail(core, js, &req, suffix, &e::JS_CLUSTER_REQUIRED_ERR.err(), now)
+            fail(core, &req, suffix, &e::JS_CLUSTER_REQUIRED_ERR.err(), now)
         }
         ["CONSUMER", ..] => super::consumers::handle(core, js, req, now),
-        _ => fail(core, js, &req, suffix, &e::JS_BAD_REQUEST_ERR.err(), now),
+        _ => fail(core, &req, suffix, &e::JS_BAD_REQUEST_ERR.err(), now),
     }
 }
 
@@ -87,7 +87,7 @@ fn locate(
 ) -> Option<usize> {
     let shard = js.registry().get(req.account, name).map(|e| e.shard);
     if shard.is_none() {
-        fail(core, js, req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
+        fail(core, req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
     }
     shard
 }
@@ -232,7 +232,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
     };
     let (mut cfg, pedantic) = match decode_config(&req, name, update) {
         Ok(c) => c,
-        Err(err) => return fail(core, js, &req, suffix, &err, now),
+        Err(err) => return fail(core, &req, suffix, &err, now),
     };
     let acc = req.account;
     let account_name = core.account_table().name(acc).to_string();
@@ -240,18 +240,18 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
     let existing = js.registry().get(acc, &cfg.name).cloned();
     if update {
         let Some(old) = existing else {
-            return fail(core, js, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
+            return fail(core, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
         };
         let others = account_configs(js, acc);
         let lookup = |n: &str| others.get(n).cloned();
         if let Err(err) =
             crate::jetstream::api::prepare::stream_update(&old.cfg, &mut cfg, js, pedantic, &limits, &lookup)
         {
-            return fail(core, js, &req, suffix, &err, now);
+            return fail(core, &req, suffix, &err, now);
         }
         if let Some(other) = js.registry().overlapping(acc, &cfg.name, &cfg.subjects) {
             let _ = other;
-            return fail(core, js, &req, suffix, &e::JS_STREAM_SUBJECT_OVERLAP_ERR.err(), now);
+            return fail(core, &req, suffix, &e::JS_STREAM_SUBJECT_OVERLAP_ERR.err(), now);
         }
         if let Some(en) = js.registry().get_mut(acc, &cfg.name) {
             en.cfg = cfg.clone();
@@ -282,12 +282,12 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
                             en.cfg = st.cfg.clone();
                         }
                         let why = format!("change to limits violates consumers: {}", violating.join(", "));
-                        return fail(core, &js2, &req, suffix, &e::JS_STREAM_UPDATE_ERR_F.err_with(why), now);
+                        return fail(core, &req, suffix, &e::JS_STREAM_UPDATE_ERR_F.err_with(why), now);
                     }
                 }
                 let subjects_changed = st.cfg.subjects != cfg.subjects;
                 if let Err(err) = st.store.update_config(crate::jetstream::stream::store_config(&cfg)) {
-                    return fail(core, &js2, &req, suffix, &e::JS_STREAM_UPDATE_ERR_F.err_with(err), now);
+                    return fail(core, &req, suffix, &e::JS_STREAM_UPDATE_ERR_F.err_with(err), now);
                 }
                 st.cfg = cfg.clone();
                 if let Some(d) = st.dir.clone() {
@@ -299,7 +299,6 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
                 let consumers = sjs.consumer_count(acc, &cfg.name);
                 let Some(st) = sjs.streams.get_mut(&key) else { return };
                 let body = envelope(suffix, stream_info_as(&js2, st, consumers, false, "", InfoKind::Change));
-                js2.count_request(false);
                 respond(core, &req, &body, now);
                 crate::jetstream::advisory::stream_action(core, &js2, acc, &cfg.name, "modify", now);
             },
@@ -310,13 +309,13 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
     let others = account_configs(js, acc);
     let lookup = |n: &str| others.get(n).cloned();
     if let Err(err) = crate::jetstream::api::prepare::stream_create(&mut cfg, js, pedantic, &limits, &lookup) {
-        return fail(core, js, &req, suffix, &err, now);
+        return fail(core, &req, suffix, &err, now);
     }
     if let Some(old) = existing {
         let mut cmp = cfg.clone();
         crate::jetstream::api::stream_check::copy_metadata_from(&mut cmp, &old.cfg);
         if old.cfg != cmp {
-            return fail(core, js, &req, suffix, &e::JS_STREAM_NAME_EXIST_ERR.err(), now);
+            return fail(core, &req, suffix, &e::JS_STREAM_NAME_EXIST_ERR.err(), now);
         }
         // The same configuration again: the existing stream's info.
         let js2 = js.clone();
@@ -332,7 +331,6 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
                 if let Value::Object(m) = &mut v {
                     m.insert("did_create".into(), json!(true));
                 }
-                js2.count_request(false);
                 respond(core, &req, &envelope(suffix, v), now);
             },
             now,
@@ -343,15 +341,15 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
         let mut reg = js.registry();
         if limits.max_streams >= 0 && reg.count(acc) as i64 >= limits.max_streams {
             drop(reg);
-            return fail(core, js, &req, suffix, &e::JS_MAXIMUM_STREAMS_LIMIT_ERR.err(), now);
+            return fail(core, &req, suffix, &e::JS_MAXIMUM_STREAMS_LIMIT_ERR.err(), now);
         }
         if let Err(err) = check_reservation(js, &reg, acc, &cfg, &limits) {
             drop(reg);
-            return fail(core, js, &req, suffix, &err, now);
+            return fail(core, &req, suffix, &err, now);
         }
         if reg.overlapping(acc, &cfg.name, &cfg.subjects).is_some() {
             drop(reg);
-            return fail(core, js, &req, suffix, &e::JS_STREAM_SUBJECT_OVERLAP_ERR.err(), now);
+            return fail(core, &req, suffix, &e::JS_STREAM_SUBJECT_OVERLAP_ERR.err(), now);
         }
         let shard = reg.pick_shard() % core.shards().max(1);
         reg.insert(
@@ -376,7 +374,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
                 .map_or_else(GoTime::now, |e| e.created);
             if let Err(err) = sjs.open_stream(core, acc, cfg.clone(), created, now) {
                 js2.registry().remove(acc, &cfg.name);
-                return fail(core, &js2, &req, suffix, &err, now);
+                return fail(core, &req, suffix, &err, now);
             }
             let Some(st) = sjs.streams.get_mut(&(acc, cfg.name.clone())) else {
                 return;
@@ -385,7 +383,6 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
             if let Value::Object(m) = &mut v {
                 m.insert("did_create".into(), json!(true));
             }
-            js2.count_request(false);
             respond(core, &req, &envelope(suffix, v), now);
             crate::jetstream::advisory::stream_action(core, &js2, acc, &cfg.name, "create", now);
         },
@@ -398,7 +395,7 @@ fn info(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, now
     let opts: crate::jetstream::api::prepare::StreamInfoOpts =
         match crate::jetstream::api::prepare::info_opts(&req.body) {
             Ok(o) => o,
-            Err(err) => return fail(core, js, &req, suffix, &err, now),
+            Err(err) => return fail(core, &req, suffix, &err, now),
         };
     let Some(shard) = locate(core, js, &req, name, suffix, now) else {
         return;
@@ -412,7 +409,7 @@ fn info(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, now
             let acc = req.account;
             let consumers = sjs.consumer_count(acc, &name);
             let Some(st) = sjs.streams.get_mut(&(acc, name.clone())) else {
-                return fail(core, &js2, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
+                return fail(core, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
             };
             let mut info = stream_info(&js2, st, consumers, opts.deleted_details, "");
             // The paging fields come first (0 without a subjects filter or a match); the
@@ -445,7 +442,6 @@ fn info(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, now
                 m.extend(o);
             }
             let v = Value::Object(m);
-            js2.count_request(false);
             respond(core, &req, &envelope(suffix, v), now);
         },
         now,
@@ -461,9 +457,8 @@ fn names(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, list: bool, no
     let (offset, filter) = match crate::jetstream::api::prepare::names_opts(&req.body) {
         Ok(o) => o,
         Err(err) => {
-            js.count_request(true);
             let body = error_envelope(suffix, &err, json!({"total": 0, "offset": 0, "limit": 0}));
-            return respond(core, &req, &body, now);
+            return respond_error(core, &req, &body, now);
         }
     };
     let acc = req.account;
@@ -483,15 +478,14 @@ fn names(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, list: bool, no
     let page: Vec<(String, usize)> = all.into_iter().skip(offset).take(limit).collect();
     if !list {
         let names: Vec<&String> = page.iter().map(|(n, _)| n).collect();
-        js.count_request(false);
         let body = envelope(
             suffix,
-            json!({"total": total, "offset": offset, "limit": limit, "streams": names}),
+            // The reference's list of names starts as nil: `null` when there is none.
+            json!({"total": total, "offset": offset, "limit": limit, "streams": (!names.is_empty()).then_some(names)}),
         );
         return respond(core, &req, &body, now);
     }
     // The infos come from each stream's shard.
-    let js2 = js.clone();
     let page = Arc::new(page);
     let part_page = page.clone();
     let part_js = js.clone();
@@ -522,7 +516,6 @@ fn names(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, list: bool, no
             let mut infos: Vec<(String, Value)> = parts.into_iter().flatten().collect();
             infos.sort_by(|a, b| a.0.cmp(&b.0));
             let values: Vec<Value> = infos.into_iter().map(|(_, v)| v).collect();
-            js2.count_request(false);
             let body = envelope(
                 suffix,
                 json!({"total": total, "offset": offset, "limit": limit, "streams": values}),
@@ -547,10 +540,9 @@ fn delete(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, n
             let acc = req.account;
             sjs.delete_consumers(core, acc, &name, now);
             if sjs.close_stream(core, acc, &name, true).is_none() {
-                return fail(core, &js2, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
+                return fail(core, &req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
             }
             js2.registry().remove(acc, &name);
-            js2.count_request(false);
             respond(core, &req, &envelope(suffix, json!({"success": true})), now);
             crate::jetstream::advisory::stream_action(core, &js2, acc, &name, "delete", now);
         },
@@ -562,9 +554,8 @@ fn purge(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, no
     let suffix = "stream_purge_response";
     let p = match crate::jetstream::api::prepare::purge_opts(&req.body) {
         Ok(p) => p,
-        Err(err) => return fail(core, js, &req, suffix, &err, now),
+        Err(err) => return fail(core, &req, suffix, &err, now),
     };
-    let js2 = js.clone();
     on_stream(
         core,
         js,
@@ -577,16 +568,15 @@ fn purge(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, no
                 return;
             };
             if st.cfg.sealed {
-                return fail(core, &js2, &req, suffix, &e::JS_STREAM_SEALED_ERR.err(), now);
+                return fail(core, &req, suffix, &e::JS_STREAM_SEALED_ERR.err(), now);
             }
             if st.cfg.deny_purge {
-                js2.count_request(true);
                 let body = error_envelope(
                     suffix,
                     &e::JS_STREAM_PURGE_FAILED_F.err_with("stream purge not permitted"),
                     json!({"purged": 0}),
                 );
-                return respond(core, &req, &body, now);
+                return respond_error(core, &req, &body, now);
             }
             let res = if p.filter.is_empty() && p.seq == 0 && p.keep == 0 {
                 st.store.purge()
@@ -597,7 +587,6 @@ fn purge(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, no
             match res {
                 Ok(n) => {
                     sjs.after_removal(core, acc, &name, now);
-                    js2.count_request(false);
                     respond(
                         core,
                         &req,
@@ -605,14 +594,7 @@ fn purge(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, no
                         now,
                     );
                 }
-                Err(err) => fail(
-                    core,
-                    &js2,
-                    &req,
-                    suffix,
-                    &e::JS_STREAM_PURGE_FAILED_F.err_with(err),
-                    now,
-                ),
+                Err(err) => fail(core, &req, suffix, &e::JS_STREAM_PURGE_FAILED_F.err_with(err), now),
             }
         },
         now,
@@ -623,9 +605,8 @@ fn msg_get(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, 
     let suffix = "stream_msg_get_response";
     let q = match crate::jetstream::api::prepare::msg_get_opts(&req.body) {
         Ok(q) => q,
-        Err(err) => return fail(core, js, &req, suffix, &err, now),
+        Err(err) => return fail(core, &req, suffix, &err, now),
     };
-    let js2 = js.clone();
     on_stream(
         core,
         js,
@@ -655,7 +636,6 @@ fn msg_get(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, 
                         );
                     }
                     msg.insert("time".into(), json!(GoTime(m.ts)));
-                    js2.count_request(false);
                     respond(
                         core,
                         &req,
@@ -663,7 +643,7 @@ fn msg_get(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, 
                         now,
                     );
                 }
-                Err(err) => fail(core, &js2, &req, suffix, &err, now),
+                Err(err) => fail(core, &req, suffix, &err, now),
             }
         },
         now,
@@ -674,9 +654,8 @@ fn msg_delete(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
     let suffix = "stream_msg_delete_response";
     let d = match crate::jetstream::api::prepare::msg_delete_opts(&req.body) {
         Ok(d) => d,
-        Err(err) => return fail(core, js, &req, suffix, &err, now),
+        Err(err) => return fail(core, &req, suffix, &err, now),
     };
-    let js2 = js.clone();
     on_stream(
         core,
         js,
@@ -689,12 +668,11 @@ fn msg_delete(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
                 return;
             };
             if st.cfg.sealed {
-                return fail(core, &js2, &req, suffix, &e::JS_STREAM_SEALED_ERR.err(), now);
+                return fail(core, &req, suffix, &e::JS_STREAM_SEALED_ERR.err(), now);
             }
             if st.cfg.deny_delete {
                 return fail(
                     core,
-                    &js2,
                     &req,
                     suffix,
                     &e::JS_STREAM_MSG_DELETE_FAILED_F.err_with("message delete not permitted"),
@@ -710,25 +688,16 @@ fn msg_delete(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
             match res {
                 Ok(true) => {
                     sjs.after_removal(core, acc, &name, now);
-                    js2.count_request(false);
                     respond(core, &req, &envelope(suffix, json!({"success": true})), now);
                 }
                 Ok(false) | Err(storage::StoreError::MsgNotFound) => fail(
                     core,
-                    &js2,
                     &req,
                     suffix,
                     &e::JS_STREAM_MSG_DELETE_FAILED_F.err_with("no message found"),
                     now,
                 ),
-                Err(err) => fail(
-                    core,
-                    &js2,
-                    &req,
-                    suffix,
-                    &e::JS_STREAM_MSG_DELETE_FAILED_F.err_with(err),
-                    now,
-                ),
+                Err(err) => fail(core, &req, suffix, &e::JS_STREAM_MSG_DELETE_FAILED_F.err_with(err), now),
             }
         },
         now,
@@ -776,16 +745,11 @@ fn account_info(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: In
             if !js2.settings.domain.is_empty() {
                 m.insert("domain".into(), json!(js2.settings.domain));
             }
-            m.insert(
-                "api".into(),
-                json!({
-                    "level": 4,
-                    "total": js2.api.total.load(std::sync::atomic::Ordering::Relaxed),
-                    "errors": js2.api.errors.load(std::sync::atomic::Ordering::Relaxed),
-                }),
-            );
+            m.insert("api".into(), {
+                let (total, errors) = js2.api.account(req.account);
+                json!({"level": 4, "total": total, "errors": errors})
+            });
             respond(core, &req, &envelope("account_info_response", Value::Object(m)), now);
-            js2.count_request(false);
         },
     );
     core.gather(part, done, now);
