@@ -17,19 +17,51 @@ pub fn streams_dir(root: &Path, account: &str) -> PathBuf {
 
 /// Write `bytes` to `path` atomically.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_data()?;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return Err(std::io::Error::other("no file name"));
+    };
+    write_files_atomic(dir, &[(name, bytes)], false)
+}
+
+/// Replace the files `files` (name, contents) of `dir` atomically, each on its own: every
+/// temporary file is written and synced (the syncs run side by side), then renamed over its
+/// file, then the directory is synced once; with `new_dir` also the parent directory (the
+/// directory itself was just created).
+pub fn write_files_atomic(dir: &Path, files: &[(&str, &[u8])], new_dir: bool) -> std::io::Result<()> {
+    let tmps: Vec<PathBuf> = files.iter().map(|(n, _)| dir.join(format!("{n}.tmp"))).collect();
+    std::thread::scope(|scope| -> std::io::Result<()> {
+        let jobs: Vec<_> = files
+            .iter()
+            .zip(&tmps)
+            .map(|((_, bytes), tmp)| {
+                scope.spawn(move || -> std::io::Result<()> {
+                    let mut f = std::fs::File::create(tmp)?;
+                    f.write_all(bytes)?;
+                    f.sync_data()
+                })
+            })
+            .collect();
+        for j in jobs {
+            j.join().map_err(|_| std::io::Error::other("sync thread panicked"))??;
+        }
+        Ok(())
+    })?;
+    for ((name, _), tmp) in files.iter().zip(&tmps) {
+        std::fs::rename(tmp, dir.join(name))?;
     }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
+    sync_dir(dir);
+    if new_dir {
+        if let Some(parent) = dir.parent() {
+            sync_dir(parent);
         }
     }
     Ok(())
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
 }
 
 fn with_front(front: Vec<(&str, serde_json::Value)>, body: serde_json::Value) -> serde_json::Value {
@@ -49,13 +81,13 @@ fn with_front(front: Vec<(&str, serde_json::Value)>, body: serde_json::Value) ->
 
 /// Write the stream's `meta.inf` and `meta.sum`.
 pub fn write_stream_meta(dir: &Path, cfg: &StreamConfig, created: GoTime) -> std::io::Result<()> {
+    let new_dir = !dir.exists();
     std::fs::create_dir_all(dir)?;
     let body = serde_json::to_value(cfg).map_err(std::io::Error::other)?;
     let v = with_front(vec![("Created", serde_json::Value::String(created.format()))], body);
     let bytes = crate::proto::gojson::to_vec(&v);
-    write_atomic(&dir.join("meta.inf"), &bytes)?;
     let sum = storage::reference::meta_sum(&cfg.name, &bytes);
-    write_atomic(&dir.join("meta.sum"), sum.as_bytes())
+    write_files_atomic(dir, &[("meta.inf", &bytes), ("meta.sum", sum.as_bytes())], new_dir)
 }
 
 /// Read a stream's `meta.inf`: its config and creation time.
@@ -80,6 +112,7 @@ pub fn consumer_dir(stream_dir: &Path, name: &str) -> PathBuf {
 
 /// Write a consumer's `meta.inf` (and `meta.sum`, keyed by the consumer name).
 pub fn write_consumer_meta(dir: &Path, name: &str, cfg: &ConsumerConfig, created: GoTime) -> std::io::Result<()> {
+    let new_dir = !dir.exists();
     std::fs::create_dir_all(dir)?;
     let body = serde_json::to_value(cfg).map_err(std::io::Error::other)?;
     let v = with_front(
@@ -90,9 +123,8 @@ pub fn write_consumer_meta(dir: &Path, name: &str, cfg: &ConsumerConfig, created
         body,
     );
     let bytes = crate::proto::gojson::to_vec(&v);
-    write_atomic(&dir.join("meta.inf"), &bytes)?;
     let sum = storage::reference::meta_sum(name, &bytes);
-    write_atomic(&dir.join("meta.sum"), sum.as_bytes())
+    write_files_atomic(dir, &[("meta.inf", &bytes), ("meta.sum", sum.as_bytes())], new_dir)
 }
 
 /// Read a consumer's `meta.inf`: name, config, creation time.

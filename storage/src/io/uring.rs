@@ -90,6 +90,21 @@ fn on_tmpfs(dir: &Path) -> bool {
     rc == 0 && st.f_type as i64 == TMPFS_MAGIC
 }
 
+/// Devices whose file system took an O_DIRECT probe write.
+static DIRECT_OK: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
+fn direct_known_ok(dev: u64) -> bool {
+    DIRECT_OK.lock().is_ok_and(|v| v.contains(&dev))
+}
+
+fn remember_direct_ok(dev: u64) {
+    if let Ok(mut v) = DIRECT_OK.lock() {
+        if !v.contains(&dev) {
+            v.push(dev);
+        }
+    }
+}
+
 impl Uring {
     /// Set up the ring for directory `dir`, checking that io_uring works and that the
     /// directory's file system takes O_DIRECT.
@@ -105,7 +120,12 @@ impl Uring {
         if ring.completion().next().map(|c| c.user_data()) != Some(u64::MAX) {
             return Err(io::Error::other("io_uring does not answer"));
         }
-        // Does the file system take O_DIRECT (and 4096-aligned writes)?
+        // Does the file system take O_DIRECT (and 4096-aligned writes)? Asked once per
+        // device: a stream create should not pay a probe write each time.
+        let dev = std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(dir)?);
+        if direct_known_ok(dev) {
+            return Self::with_ring(ring, dir);
+        }
         let probe = dir.join(".direct-probe");
         let _ = std::fs::remove_file(&probe);
         let r = (|| {
@@ -119,6 +139,11 @@ impl Uring {
         })();
         let _ = std::fs::remove_file(&probe);
         r?;
+        remember_direct_ok(dev);
+        Self::with_ring(ring, dir)
+    }
+
+    fn with_ring(ring: IoUring, dir: &Path) -> io::Result<Uring> {
         Ok(Uring {
             ring,
             dir: dir.to_path_buf(),
