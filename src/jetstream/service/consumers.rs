@@ -291,7 +291,7 @@ fn names(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
             let names: Vec<String> = sjs
                 .streams
                 .get(key)
-                .map(|s| s.consumers.keys().cloned().collect())
+                .map(|s| s.consumers.iter().filter(|(_, c)| !c.c.config().direct).map(|(n, _)| n.clone()).collect())
                 .unwrap_or_default();
             let total = names.len();
             let page: Vec<String> = names.into_iter().skip(offset).take(limit).collect();
