@@ -186,16 +186,33 @@ pub fn run(sjs: &mut ShardJs, core: &mut ShardCore, key: &StreamKey, id: &LinkId
         l.sseq = state.last_seq;
         l.start_seq = l.sseq + 1;
     }
-    let old = std::mem::take(&mut l.cname);
     super::cancel(core, l);
-    if !old.is_empty() {
-        delete_consumer(core, acc, l, &old, now);
+    let durable = l.cfg.consumer.clone();
+    // The link's earlier consumers go (they would expire after their inactive
+    // threshold anyway).
+    if durable.is_none() {
+        for old in std::mem::take(&mut l.created) {
+            delete_consumer(core, acc, l, &old, now);
+        }
     }
     l.lreq = Some(now);
     l.attempt += 1;
     let attempt = l.attempt;
-    let deliver = deliver_subject(l, mirror);
-    let (subject, body) = create_request(&cfg, &state, &account, &domain, l, mirror, &deliver);
+    let (deliver, subject, body) = match &durable {
+        // A consumer of the origin's own (2.14 durable sourcing): reset it, take its
+        // deliver subject.
+        Some(dc) => {
+            l.cname = dc.name.clone();
+            let api = l.cfg.external.as_ref().map(|e| e.api.as_str()).filter(|a| !a.is_empty());
+            let subject = api_subject(&format!("$JS.API.CONSUMER.RESET.{}.{}", l.cfg.name, dc.name), api);
+            (dc.deliver_subject.clone(), subject, Vec::new())
+        }
+        None => {
+            let deliver = deliver_subject(l, mirror);
+            let (subject, body) = create_request(&cfg, &state, &account, &domain, l, mirror, &deliver);
+            (deliver, subject, body)
+        }
+    };
     l.dseq = 0;
     l.err = None;
     l.pending = Some(attempt);
@@ -282,21 +299,12 @@ fn send_create(
         if l.pending != Some(attempt) {
             return;
         }
+        // As the reference's wait for an answer that never comes: no error shown.
         super::cancel(core, l);
-        l.err = Some(no_responders(mirror));
+        let _ = mirror;
         schedule_retry(l, now);
         super::reschedule(sjs, now);
     });
-}
-
-/// The error a link shows while its origin's API does not answer.
-fn no_responders(mirror: bool) -> ApiError {
-    let def = if mirror {
-        crate::jetstream::api::errors_table::JS_MIRROR_CONSUMER_SETUP_FAILED_ERR_F
-    } else {
-        crate::jetstream::api::errors_table::JS_SOURCE_CONSUMER_SETUP_FAILED_ERR_F
-    };
-    def.err_with("nats: no responders available for request")
 }
 
 /// The answer to a consumer create (or `None`: it timed out or nobody serves the API).
@@ -344,6 +352,19 @@ fn on_created(
         return;
     }
     let resp = resp.unwrap_or_default();
+    let ack_policy = resp.pointer("/config/ack_policy").and_then(Value::as_str);
+    if l.cfg.consumer.is_some() && ack_policy != Some("flow_control") {
+        l.err = Some(if mirror {
+            crate::jetstream::api::errors_table::JS_MIRROR_CONSUMER_REQUIRES_ACK_FC_ERR.err()
+        } else {
+            crate::jetstream::api::errors_table::JS_SOURCE_CONSUMER_REQUIRES_ACK_FC_ERR.err()
+        });
+        l.fails = l.fails.saturating_add(1);
+        super::cancel(core, l);
+        schedule_retry(l, now);
+        super::reschedule(sjs, now);
+        return;
+    }
     let cname = resp.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
     let delivered = resp
         .pointer("/delivered/stream_seq")
@@ -352,8 +373,10 @@ fn on_created(
     l.fails = 0;
     l.err = None;
     if !cname.is_empty() {
-        l.created.retain(|c| c != &cname);
-        l.created.push(cname.clone());
+        if l.cfg.consumer.is_none() {
+            l.created.retain(|c| c != &cname);
+            l.created.push(cname.clone());
+        }
         l.cname = cname;
     }
     if l.last == 0 || l.dseq == 0 {
@@ -402,6 +425,10 @@ pub fn delete_consumer(core: &mut ShardCore, acc: AccountId, l: &Link, cname: &s
 
 /// Delete the consumers made for a link that is going away.
 pub fn delete_consumers(core: &mut ShardCore, acc: AccountId, l: &Link, now: Instant) {
+    // A durable consumer given in the configuration is the origin's, not ours.
+    if l.cfg.consumer.is_some() {
+        return;
+    }
     let mut names = l.created.clone();
     if !l.cname.is_empty() && !names.contains(&l.cname) {
         names.push(l.cname.clone());
