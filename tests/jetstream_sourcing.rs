@@ -505,6 +505,155 @@ fn origin_recreated(r: common::Reactor, shards: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A source and a mirror of a stream in another account, through `external` (the API
+/// imported under a prefix, the deliver subjects imported as a stream, flow control as
+/// a service), as the reference's own cross-account test sets it up.
+fn cross_account(r: common::Reactor, shards: &str) {
+    let dir = store_dir("xacc");
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("x.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"jetstream {{ store_dir: {:?} }}
+no_auth_user: dlc
+accounts {{
+  JS {{
+    jetstream: enabled
+    users = [ {{ user: "rip", pass: "pass" }} ]
+    exports [
+      {{ service: "$JS.API.CONSUMER.>" }}
+      {{ stream: "RI.DELIVER.SYNC.>" }}
+      {{ service: "$JS.FC.>" }}
+    ]
+  }}
+  IA {{
+    jetstream: enabled
+    users = [ {{ user: "dlc", pass: "pass" }} ]
+    imports [
+      {{ service: {{ account: JS, subject: "$JS.API.CONSUMER.>" }}, to: "RI.JS.API.CONSUMER.>" }}
+      {{ stream: {{ account: JS, subject: "RI.DELIVER.SYNC.>" }} }}
+      {{ service: {{ account: JS, subject: "$JS.FC.>" }} }}
+    ]
+  }}
+}}
+"#,
+            dir.join("sd")
+        ),
+    )
+    .unwrap();
+    let s = Server::start(r, &["--shards", shards, "-c", conf.to_str().unwrap()]);
+    rt().block_on(async {
+        let owner = async_nats::ConnectOptions::with_user_and_password("rip".into(), "pass".into())
+            .connect(s.url())
+            .await
+            .unwrap();
+        let js_owner = jetstream::new(owner);
+        let (_c, js_ia) = js(&s).await;
+        js_owner
+            .create_stream(stream::Config {
+                name: "ORIGIN".into(),
+                subjects: vec!["foo.*".into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        for i in 0..3 {
+            publish(&js_owner, &format!("foo.{i}"), "x").await;
+        }
+        let external = |deliver: &str| {
+            Some(stream::External {
+                api_prefix: "RI.JS.API".into(),
+                delivery_prefix: Some(deliver.into()),
+            })
+        };
+        js_ia
+            .create_stream(stream::Config {
+                name: "SCA".into(),
+                sources: Some(vec![stream::Source {
+                    name: "ORIGIN".into(),
+                    external: external("RI.DELIVER.SYNC.SOURCES"),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        js_ia
+            .create_stream(stream::Config {
+                name: "MCA".into(),
+                mirror: Some(stream::Source {
+                    name: "ORIGIN".into(),
+                    external: external("RI.DELIVER.SYNC.MIRRORS"),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        wait_info(&js_ia, "SCA", |i| i.state.messages == 3).await;
+        wait_info(&js_ia, "MCA", |i| i.state.messages == 3).await;
+        publish(&js_owner, "foo.9", "y").await;
+        wait_info(&js_ia, "SCA", |i| i.state.messages == 4).await;
+        wait_info(&js_ia, "MCA", |i| i.state.last_sequence == 4).await;
+        let sca = js_ia.get_stream("SCA").await.unwrap();
+        let m = sca.get_raw_message(1).await.unwrap();
+        // The index name carries the hash of the API prefix (the reference's bytes).
+        assert_eq!(
+            m.headers.get("Nats-Stream-Source").unwrap().to_string(),
+            "ORIGIN:dpDEksoe 1 > > foo.0"
+        );
+        // The origin account does not list the sourcing consumers.
+        let mut origin = js_owner.get_stream("ORIGIN").await.unwrap();
+        assert_eq!(origin.info().await.unwrap().state.consumer_count, 0);
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A source through a durable consumer of the origin's (2.14; nats.rs
+/// `source_consumer_round_trip` checks the configuration, this the data too).
+fn durable_consumer_source(r: common::Reactor, shards: &str) {
+    let dir = store_dir("durable");
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (c, js) = js(&s).await;
+        js.create_stream(stream::Config {
+            name: "ORIGIN".into(),
+            subjects: vec!["origin.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        for i in 0..3 {
+            publish(&js, &format!("origin.{i}"), "x").await;
+        }
+        let body = r#"{"stream_name":"ORIGIN","config":{"name":"agg-consumer","durable_name":"agg-consumer","deliver_subject":"agg.deliver","ack_policy":"flow_control","flow_control":true,"idle_heartbeat":1000000000}}"#;
+        let resp = c
+            .request("$JS.API.CONSUMER.CREATE.ORIGIN.agg-consumer", body.into())
+            .await
+            .unwrap();
+        assert!(!String::from_utf8_lossy(&resp.payload).contains("error"));
+        // async-nats 0.42 has no `consumer` in its sources: the raw request.
+        let body = r#"{"name":"AGG","sources":[{"name":"ORIGIN","consumer":{"name":"agg-consumer","deliver_subject":"agg.deliver"}}]}"#;
+        let resp = c.request("$JS.API.STREAM.CREATE.AGG", body.into()).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&resp.payload).unwrap();
+        assert_eq!(v["config"]["sources"][0]["consumer"]["name"], "agg-consumer");
+        assert_eq!(v["config"]["sources"][0]["consumer"]["deliver_subject"], "agg.deliver");
+        let agg = js.get_stream("AGG").await.unwrap();
+        wait_info(&js, "AGG", |i| i.state.messages == 3).await;
+        publish(&js, "origin.9", "y").await;
+        wait_info(&js, "AGG", |i| i.state.messages == 4).await;
+        let m = agg.get_raw_message(1).await.unwrap();
+        assert_eq!(
+            m.headers.get("Nats-Stream-Source").unwrap().to_string(),
+            "ORIGIN:C=y3r60E6r 1 > > origin.0"
+        );
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 macro_rules! js_tests {
     ($($name:ident),*) => {
         $(
@@ -523,5 +672,7 @@ js_tests!(
     sources_merge,
     source_start_time,
     mirror_removal,
-    origin_recreated
+    origin_recreated,
+    cross_account,
+    durable_consumer_source
 );
