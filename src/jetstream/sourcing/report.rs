@@ -12,7 +12,10 @@ use crate::jetstream::shard::{wall_ns, with_js, ShardJs, StreamKey};
 use crate::jetstream::stream::Stream;
 use std::time::Instant;
 
-fn link_info(l: &Link) -> StreamSourceInfo {
+/// A link's info. A mirror shows its filter and transforms once a consumer was asked
+/// for (as the reference, which records them there); a source from the start.
+fn link_info(l: &Link, mirror: bool) -> StreamSourceInfo {
+    let shown = !mirror || l.lreq.is_some();
     StreamSourceInfo {
         name: l.cfg.name.clone(),
         external: l.cfg.external.clone(),
@@ -23,11 +26,12 @@ fn link_info(l: &Link) -> StreamSourceInfo {
             wall_ns().saturating_sub(l.last).max(0)
         },
         error: l.err.clone(),
-        filter_subject: l.cfg.filter_subject.clone(),
+        filter_subject: if shown { l.cfg.filter_subject.clone() } else { String::new() },
         subject_transforms: l
             .cfg
             .subject_transforms
             .iter()
+            .filter(|_| shown)
             .map(|t| SubjectTransform {
                 src: t.src.clone(),
                 dest: t.dest.clone(),
@@ -38,7 +42,7 @@ fn link_info(l: &Link) -> StreamSourceInfo {
 
 /// The `mirror` info of a stream, if it mirrors.
 pub fn mirror_info(st: &Stream) -> Option<StreamSourceInfo> {
-    st.sourcing.as_ref()?.mirror.as_ref().map(link_info)
+    st.sourcing.as_ref()?.mirror.as_ref().map(|l| link_info(l, true))
 }
 
 /// The `sources` info of a stream, in configuration order.
@@ -46,7 +50,7 @@ pub fn sources_info(st: &Stream) -> Vec<StreamSourceInfo> {
     let Some(sc) = st.sourcing.as_ref() else {
         return Vec::new();
     };
-    sc.order.iter().filter_map(|n| sc.sources.get(n)).map(link_info).collect()
+    sc.order.iter().filter_map(|n| sc.sources.get(n)).map(|l| link_info(l, false)).collect()
 }
 
 /// Add `mirror` and `sources` to a stream info object (before its `ts`).
