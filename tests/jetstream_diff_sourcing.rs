@@ -53,7 +53,10 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
                     "$JS.API.STREAM.CREATE.M2",
                     r#"{"name":"M2","mirror":{"name":"O","subject_transforms":[{"src":"o.>","dest":"x.>"},{"src":"o.a","dest":"y"}]}}"#,
                 ),
-                r("$JS.API.STREAM.CREATE.M2", r#"{"name":"M2","mirror":{"name":"bad.name"}}"#),
+                r(
+                    "$JS.API.STREAM.CREATE.M2",
+                    r#"{"name":"M2","mirror":{"name":"bad.name"}}"#,
+                ),
                 r(
                     "$JS.API.STREAM.CREATE.M2",
                     r#"{"name":"M2","mirror":{"name":"O","external":{"api":"$JS.API"}}}"#,
@@ -85,7 +88,10 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
                     r#"{"name":"M","mirror":{"name":"O"},"subjects":["m"]}"#,
                 ),
                 r("$JS.API.STREAM.UPDATE.M", r#"{"name":"M","subjects":["m.>"]}"#),
-                r("$JS.API.STREAM.UPDATE.M", r#"{"name":"M","subjects":["m.>"],"mirror":{"name":"O"}}"#),
+                r(
+                    "$JS.API.STREAM.UPDATE.M",
+                    r#"{"name":"M","subjects":["m.>"],"mirror":{"name":"O"}}"#,
+                ),
                 r("$JS.API.STREAM.DELETE.MX", ""),
             ],
         ),
@@ -106,7 +112,10 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
                     "$JS.API.STREAM.CREATE.S2",
                     r#"{"name":"S2","sources":[{"name":"A","filter_subject":"a.1"},{"name":"A","filter_subject":"a.2"}]}"#,
                 ),
-                r("$JS.API.STREAM.CREATE.S3", r#"{"name":"S3","sources":[{"name":"a b"}]}"#),
+                r(
+                    "$JS.API.STREAM.CREATE.S3",
+                    r#"{"name":"S3","sources":[{"name":"a b"}]}"#,
+                ),
                 r(
                     "$JS.API.STREAM.CREATE.S3",
                     r#"{"name":"S3","sources":[{"name":"A","filter_subject":"a.1","subject_transforms":[{"src":"a.2","dest":"x"}]}]}"#,

@@ -47,7 +47,10 @@ async fn wait_info(js: &jetstream::Context, name: &str, ok: impl Fn(&stream::Inf
         last = Some(info);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("stream {name} never got there: {:?}", last.map(|i| (i.state, i.mirror, i.sources)));
+    panic!(
+        "stream {name} never got there: {:?}",
+        last.map(|i| (i.state, i.mirror, i.sources))
+    );
 }
 
 async fn publish(js: &jetstream::Context, subject: &str, payload: &str) -> u64 {
@@ -221,14 +224,8 @@ fn restart_resumes(r: common::Reactor, shards: &str) {
         let mut st = js.get_stream("S").await.unwrap();
         assert_eq!(st.info().await.unwrap().state.messages, 10, "{:?}", info.state);
         for seq in 1..=10u64 {
-            assert_eq!(
-                payload_at(&js, "S", seq).await.map(|p| p.1),
-                Some(format!("m{seq}"))
-            );
-            assert_eq!(
-                payload_at(&js, "M", seq).await.map(|p| p.1),
-                Some(format!("m{seq}"))
-            );
+            assert_eq!(payload_at(&js, "S", seq).await.map(|p| p.1), Some(format!("m{seq}")));
+            assert_eq!(payload_at(&js, "M", seq).await.map(|p| p.1), Some(format!("m{seq}")));
         }
     });
     drop(s);
@@ -431,12 +428,7 @@ fn mirror_removal(r: common::Reactor, shards: &str) {
         let mut st = js.get_stream("mirror").await.unwrap();
         assert_eq!(st.info().await.unwrap().state.messages, 5);
         js.delete_stream("source").await.unwrap();
-        let err = js
-            .publish("test", "data".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap_err();
+        let err = js.publish("test", "data".into()).await.unwrap().await.unwrap_err();
         assert_eq!(err.kind(), jetstream::context::PublishErrorKind::StreamNotFound);
         let info = js
             .update_stream(stream::Config {

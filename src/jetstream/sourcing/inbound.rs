@@ -92,26 +92,28 @@ fn hdr_i64(hdr: &[u8], key: &str) -> i64 {
 
 /// Handle what waits in the inbox of attempt `attempt` of link `id`; returns the
 /// publishes to make (flow control answers) once the state is no longer borrowed.
-pub fn drain(sjs: &mut ShardJs, core: &mut ShardCore, key: &StreamKey, id: &LinkId, attempt: u64, now: Instant) -> Vec<Outgoing> {
+pub fn drain(
+    sjs: &mut ShardJs,
+    core: &mut ShardCore,
+    key: &StreamKey,
+    id: &LinkId,
+    attempt: u64,
+    now: Instant,
+) -> Vec<Outgoing> {
     let mut out = Vec::new();
-    loop {
-        let Some(l) = sjs
-            .streams
-            .get_mut(key)
-            .and_then(|s| s.sourcing.as_mut())
-            .and_then(|sc| sc.link_mut(id))
-        else {
-            break;
-        };
-        if l.attempt != attempt {
-            break;
-        }
-        let Some(m) = l.inbox.lock().unwrap_or_else(|p| p.into_inner()).pop_front() else {
-            break;
-        };
+    while let Some(m) = next_delivery(sjs, key, id, attempt) {
         on_msg(sjs, core, key, id, attempt, m, &mut out, now);
     }
     out
+}
+
+/// The next waiting delivery of the link's current attempt.
+fn next_delivery(sjs: &mut ShardJs, key: &StreamKey, id: &LinkId, attempt: u64) -> Option<InternalMsg> {
+    let l = sjs.streams.get_mut(key)?.sourcing.as_mut()?.link_mut(id)?;
+    if l.attempt != attempt {
+        return None;
+    }
+    l.inbox.lock().unwrap_or_else(|p| p.into_inner()).pop_front()
 }
 
 /// A delivery on the deliver subject of attempt `attempt` of link `id`.
@@ -224,12 +226,22 @@ fn on_mirror_msg(
         }
     }
     let caught_up = pending < 10;
-    let size = st.store.msg_size(&subject, hdr.as_deref().unwrap_or_default(), &m.payload);
+    let size = st
+        .store
+        .msg_size(&subject, hdr.as_deref().unwrap_or_default(), &m.payload);
     let stored = if st.over_limits(size).is_some() {
         Err("insufficient resources".to_string())
     } else {
         st.store
-            .store_raw_msg(&subject, hdr.as_deref().unwrap_or_default(), &m.payload, sseq, ts, 0, true)
+            .store_raw_msg(
+                &subject,
+                hdr.as_deref().unwrap_or_default(),
+                &m.payload,
+                sseq,
+                ts,
+                0,
+                true,
+            )
             .map_err(|e| e.to_string())
     };
     match stored {
@@ -330,7 +342,16 @@ fn on_source_msg(
     let outcome = if st.over_limits(size).is_some() {
         Ingested::Quiet
     } else {
-        st.ingest(&subject, b"", Some(&hdr), &m.payload, now_ns, interest, &domain, max_payload)
+        st.ingest(
+            &subject,
+            b"",
+            Some(&hdr),
+            &m.payload,
+            now_ns,
+            interest,
+            &domain,
+            max_payload,
+        )
     };
     match outcome {
         Ingested::Stored { seq, purged } => {

@@ -30,9 +30,9 @@ use super::api::config::{StreamConfig, StreamSource};
 use super::api::ApiError;
 use super::shard::{ShardJs, StreamKey};
 use crate::core::client::SubId;
+use crate::core::shard::internal::InternalMsg;
 use crate::core::shard::ShardCore;
 use crate::core::transform::SubjectTransform;
-use crate::core::shard::internal::InternalMsg;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -301,7 +301,10 @@ pub fn reconfigure(sjs: &mut ShardJs, core: &mut ShardCore, key: &StreamKey, now
     }
     let mut added = Sourcing::default();
     for (n, src) in &wanted_sources {
-        if !sc.sources.contains_key(n) {
+        if let Some(l) = sc.sources.get_mut(n) {
+            // Same origin and filters; other settings (start options) may have changed.
+            l.cfg = src.clone();
+        } else {
             added.order.push(n.clone());
             added.sources.insert(n.clone(), Link::new(src.clone(), n.clone()));
         }
@@ -351,7 +354,12 @@ pub fn tick(sjs: &mut ShardJs, core: &mut ShardCore, now: Instant) {
     let keys: Vec<StreamKey> = sjs
         .streams
         .iter()
-        .filter(|(_, s)| s.sourcing.as_ref().and_then(|sc| sc.deadline()).is_some_and(|t| t <= now))
+        .filter(|(_, s)| {
+            s.sourcing
+                .as_ref()
+                .and_then(|sc| sc.deadline())
+                .is_some_and(|t| t <= now)
+        })
         .map(|(k, _)| k.clone())
         .collect();
     for key in keys {

@@ -26,7 +26,11 @@ fn link_info(l: &Link, mirror: bool) -> StreamSourceInfo {
             wall_ns().saturating_sub(l.last).max(0)
         },
         error: l.err.clone(),
-        filter_subject: if shown { l.cfg.filter_subject.clone() } else { String::new() },
+        filter_subject: if shown {
+            l.cfg.filter_subject.clone()
+        } else {
+            String::new()
+        },
         subject_transforms: l
             .cfg
             .subject_transforms
@@ -50,7 +54,11 @@ pub fn sources_info(st: &Stream) -> Vec<StreamSourceInfo> {
     let Some(sc) = st.sourcing.as_ref() else {
         return Vec::new();
     };
-    sc.order.iter().filter_map(|n| sc.sources.get(n)).map(|l| link_info(l, false)).collect()
+    sc.order
+        .iter()
+        .filter_map(|n| sc.sources.get(n))
+        .map(|l| link_info(l, false))
+        .collect()
 }
 
 /// Add `mirror` and `sources` to a stream info object (before its `ts`).

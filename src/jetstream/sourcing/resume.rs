@@ -49,7 +49,9 @@ pub fn starting_sequences(store: &mut dyn Store, sc: &mut Sourcing) {
             }
             continue;
         };
-        let Some((name, iname, seq)) = parse_source_header(v) else { continue };
+        let Some((name, iname, seq)) = parse_source_header(v) else {
+            continue;
+        };
         if !iname.is_empty() {
             if missing.remove(&iname) {
                 if let Some(l) = sc.sources.get_mut(&iname) {
@@ -111,8 +113,10 @@ mod tests {
         store.store_msg("own", b"", b"", 0).unwrap();
         let mut sc = Sourcing::default();
         for name in ["A", "B", "C"] {
-            let mut src = crate::jetstream::api::config::StreamSource::default();
-            src.name = name.into();
+            let src = crate::jetstream::api::config::StreamSource {
+                name: name.into(),
+                ..Default::default()
+            };
             let iname = super::super::index_name(&src);
             sc.sources.insert(iname.clone(), super::super::Link::new(src, iname));
         }

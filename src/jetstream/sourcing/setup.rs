@@ -118,11 +118,13 @@ fn create_request(
     c.insert("inactive_threshold".into(), json!(HEALTH_CHECK.as_nanos() as i64));
     c.insert("metadata".into(), Value::Object(metadata));
     let body = json!({ "stream_name": l.cfg.name, "config": Value::Object(c) });
-    let api = l.cfg.external.as_ref().map(|e| e.api.as_str()).filter(|a| !a.is_empty());
-    (
-        api_subject(&subject, api),
-        crate::proto::gojson::to_vec(&body),
-    )
+    let api = l
+        .cfg
+        .external
+        .as_ref()
+        .map(|e| e.api.as_str())
+        .filter(|a| !a.is_empty());
+    (api_subject(&subject, api), crate::proto::gojson::to_vec(&body))
 }
 
 /// Where the new consumer starts: (deliver policy, opt_start_seq, opt_start_time).
@@ -177,7 +179,9 @@ pub fn run(sjs: &mut ShardJs, core: &mut ShardCore, key: &StreamKey, id: &LinkId
     if l.pending.is_some() {
         return;
     }
-    if l.lreq.is_some_and(|t| now.saturating_duration_since(t) < RETRY_THRESHOLD) {
+    if l.lreq
+        .is_some_and(|t| now.saturating_duration_since(t) < RETRY_THRESHOLD)
+    {
         schedule_retry(l, now);
         return;
     }
@@ -203,7 +207,12 @@ pub fn run(sjs: &mut ShardJs, core: &mut ShardCore, key: &StreamKey, id: &LinkId
         // deliver subject.
         Some(dc) => {
             l.cname = dc.name.clone();
-            let api = l.cfg.external.as_ref().map(|e| e.api.as_str()).filter(|a| !a.is_empty());
+            let api = l
+                .cfg
+                .external
+                .as_ref()
+                .map(|e| e.api.as_str())
+                .filter(|a| !a.is_empty());
             let subject = api_subject(&format!("$JS.API.CONSUMER.RESET.{}.{}", l.cfg.name, dc.name), api);
             (dc.deliver_subject.clone(), subject, Vec::new())
         }
@@ -277,7 +286,11 @@ fn send_create(
 ) {
     let (k, lid) = (key.clone(), id.clone());
     let on_reply: ReplyHandler = Box::new(move |core: &mut ShardCore, m: Option<InternalMsg>, now: Instant| {
-        if with_js(core, |sjs, core| on_created(sjs, core, &k, &lid, attempt, m.clone(), now)).is_none() {
+        if with_js(core, |sjs, core| {
+            on_created(sjs, core, &k, &lid, attempt, m.clone(), now)
+        })
+        .is_none()
+        {
             super::later(core, move |core: &mut ShardCore, now: Instant| {
                 with_js(core, |sjs, core| on_created(sjs, core, &k, &lid, attempt, m, now));
             });
@@ -407,7 +420,12 @@ fn on_created(
 /// Ask the origin to delete one consumer of this link (best effort, no answer awaited).
 pub fn delete_consumer(core: &mut ShardCore, acc: AccountId, l: &Link, cname: &str, _now: Instant) {
     let subject = format!("$JS.API.CONSUMER.DELETE.{}.{cname}", l.cfg.name);
-    let api = l.cfg.external.as_ref().map(|e| e.api.as_str()).filter(|a| !a.is_empty());
+    let api = l
+        .cfg
+        .external
+        .as_ref()
+        .map(|e| e.api.as_str())
+        .filter(|a| !a.is_empty());
     let subject = api_subject(&subject, api);
     super::later(core, move |core: &mut ShardCore, now: Instant| {
         let on_reply: ReplyHandler = Box::new(|_: &mut ShardCore, _: Option<InternalMsg>, _: Instant| {});
@@ -450,51 +468,94 @@ mod tests {
 
     #[test]
     fn subjects_and_start() {
-        let mut cfg = StreamConfig::default();
-        cfg.name = "M".into();
+        let cfg = StreamConfig {
+            name: "M".into(),
+            ..Default::default()
+        };
         let state = storage::StreamState::default();
-        let mut src = StreamSource::default();
-        src.name = "O".into();
-        src.filter_subject = "foo.*".into();
-        src.external = Some(ExternalStream {
-            api: "$JS.hub.API".into(),
-            deliver: String::new(),
+        let l = link(StreamSource {
+            name: "O".into(),
+            filter_subject: "foo.*".into(),
+            external: Some(ExternalStream {
+                api: "$JS.hub.API".into(),
+                deliver: String::new(),
+            }),
+            ..Default::default()
         });
-        let l = link(src);
         let (subject, body) = create_request(&cfg, &state, "A", "", &l, true, "$JS.M.x");
-        assert!(subject.starts_with("$JS.hub.API.CONSUMER.CREATE.O.JS_MIRROR_"), "{subject}");
+        assert!(
+            subject.starts_with("$JS.hub.API.CONSUMER.CREATE.O.JS_MIRROR_"),
+            "{subject}"
+        );
         assert!(subject.ends_with(".foo.*"), "{subject}");
         let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["stream_name"], "O");
         assert_eq!(v["config"]["deliver_policy"], "all");
+        assert_eq!(v["config"]["deliver_subject"], "$JS.M.x");
         assert_eq!(v["config"]["filter_subject"], "foo.*");
         assert_eq!(v["config"]["flow_control"], true);
+        assert_eq!(v["config"]["direct"], true);
+        assert_eq!(v["config"]["ack_policy"], "none");
         assert_eq!(v["config"]["metadata"]["_nats.mirror.acc"], "A");
 
-        let mut state = storage::StreamState::default();
-        state.last_seq = 9;
-        state.msgs = 9;
+        let state = storage::StreamState {
+            last_seq: 9,
+            msgs: 9,
+            first_seq: 1,
+            ..Default::default()
+        };
         assert_eq!(start_position(&state, &l, true), ("by_start_sequence", 10, None));
-        let mut src = StreamSource::default();
-        src.name = "O".into();
-        src.opt_start_seq = 5;
-        let mut l = link(src);
+        let mut l = link(StreamSource {
+            name: "O".into(),
+            opt_start_seq: 5,
+            ..Default::default()
+        });
         l.start_seq = 1;
         assert_eq!(start_position(&state, &l, false), ("by_start_sequence", 5, None));
         l.start_seq = 42;
         assert_eq!(start_position(&state, &l, false), ("by_start_sequence", 42, None));
+        // Several transforms: filter_subjects on the plain create subject.
+        let l = link(StreamSource {
+            name: "O".into(),
+            subject_transforms: vec![
+                crate::jetstream::api::config::SubjectTransform {
+                    src: "a.>".into(),
+                    dest: "x.>".into(),
+                },
+                crate::jetstream::api::config::SubjectTransform {
+                    src: "b.>".into(),
+                    dest: "y.>".into(),
+                },
+            ],
+            ..Default::default()
+        });
+        let (subject, body) = create_request(&cfg, &state, "A", "hub", &l, false, "$JS.S.x");
+        assert_eq!(subject, "$JS.API.CONSUMER.CREATE.O");
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["config"]["filter_subjects"], serde_json::json!(["a.>", "b.>"]));
+        assert_eq!(v["config"]["metadata"]["_nats.src.domain"], "hub");
+        assert!(v["config"]["name"].as_str().unwrap().starts_with("JS_SRC_"));
     }
 
     #[test]
     fn deliver_prefixes() {
-        let mut src = StreamSource::default();
-        src.name = "O".into();
-        src.external = Some(ExternalStream {
-            api: "RI.JS.API".into(),
-            deliver: "RI.DELIVER.SYNC.SOURCES".into(),
+        let l = link(StreamSource {
+            name: "O".into(),
+            external: Some(ExternalStream {
+                api: "RI.JS.API".into(),
+                deliver: "RI.DELIVER.SYNC.SOURCES".into(),
+            }),
+            ..Default::default()
         });
-        let l = link(src);
         assert!(deliver_subject(&l, false).starts_with("RI.DELIVER.SYNC.SOURCES.S."));
         let l = link(StreamSource::default());
         assert!(deliver_subject(&l, true).starts_with("$JS.M."));
+    }
+
+    #[test]
+    fn backoff() {
+        assert_eq!(super::super::retry_backoff(0), std::time::Duration::ZERO);
+        assert_eq!(super::super::retry_backoff(1), std::time::Duration::from_secs(10));
+        assert_eq!(super::super::retry_backoff(50), std::time::Duration::from_secs(120));
     }
 }
