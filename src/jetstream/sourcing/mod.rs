@@ -394,17 +394,22 @@ pub fn tick(sjs: &mut ShardJs, core: &mut ShardCore, now: Instant) {
     reschedule(sjs, now);
 }
 
-/// Every [`HEALTH_CHECK`]: a link silent for that long is set up again.
+/// A link quiet for [`HEALTH_CHECK`] (no message, no heartbeat) is set up again.
 fn health_check(sjs: &mut ShardJs, core: &mut ShardCore, key: &StreamKey, id: &LinkId, now: Instant) {
     let Some(st) = sjs.streams.get_mut(key) else { return };
     let last_seq = st.store.fast_state().last_seq;
     let Some(l) = st.sourcing.as_mut().and_then(|sc| sc.link_mut(id)) else {
         return;
     };
-    l.check_at = Some(now + HEALTH_CHECK);
-    let silent = super::shard::wall_ns().saturating_sub(l.last) > HEALTH_CHECK.as_nanos() as i64;
-    if l.pending.is_none() && (l.sub.is_none() || silent) {
+    let quiet = Duration::from_nanos(u64::try_from(super::shard::wall_ns().saturating_sub(l.last)).unwrap_or(0));
+    if l.pending.is_none() && (l.sub.is_none() || quiet > HEALTH_CHECK) {
+        l.check_at = Some(now + HEALTH_CHECK);
         restart_link(core, l, id, last_seq, now);
+    } else if l.pending.is_some() {
+        l.check_at = Some(now + HEALTH_CHECK);
+    } else {
+        // Look again when it would have been quiet for the whole interval.
+        l.check_at = Some(now + HEALTH_CHECK.saturating_sub(quiet) + Duration::from_millis(100));
     }
 }
 
