@@ -76,7 +76,7 @@ fn mirror_follows(r: common::Reactor, shards: &str) {
     let dir = store_dir("mirror");
     let s = start(r, shards, &dir);
     rt().block_on(async {
-        let (_c, js) = js(&s).await;
+        let (c, js) = js(&s).await;
         let origin = js
             .create_stream(stream::Config {
                 name: "ORIGIN".into(),
@@ -164,6 +164,20 @@ fn mirror_follows(r: common::Reactor, shards: &str) {
         // Sourcing consumers are not the origin's public consumers.
         let mut origin = js.get_stream("ORIGIN").await.unwrap();
         assert_eq!(origin.info().await.unwrap().state.consumer_count, 0);
+        // mirror_direct: with the origin gone, the mirror answers its direct gets.
+        js.delete_stream("ORIGIN").await.unwrap();
+        // (Both M and FROM7 serve it, in one queue group: ask for what both have.)
+        let m = c
+            .request("$JS.API.DIRECT.GET.ORIGIN", r#"{"seq":8}"#.into())
+            .await
+            .unwrap();
+        assert_eq!(&m.payload[..], b"m8");
+        let hdrs = m.headers.unwrap();
+        let by = hdrs
+            .get(async_nats::header::NATS_STREAM)
+            .map(|v| v.as_str().to_string())
+            .unwrap_or_else(|| format!("{hdrs:?}"));
+        assert!(by == "M" || by == "FROM7", "{by}");
     });
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);

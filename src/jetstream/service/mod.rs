@@ -285,7 +285,8 @@ fn served_elsewhere(js: &JetStream, acc: AccountId, api: &str) -> bool {
     let reg = js.registry();
     if let Some(rest) = api.strip_prefix("DIRECT.GET.") {
         let stream = rest.split('.').next().unwrap_or("");
-        return reg.get(acc, stream).is_some_and(|e| e.cfg.allow_direct);
+        return reg.get(acc, stream).is_some_and(|e| e.cfg.allow_direct)
+            || crate::jetstream::sourcing::report::mirrors_direct(&reg, acc, stream);
     }
     if let Some(rest) = api.strip_prefix("CONSUMER.MSG.NEXT.") {
         let mut t = rest.split('.');

@@ -118,3 +118,13 @@ pub fn mirror_direct(sjs: &mut ShardJs, core: &mut ShardCore, key: &StreamKey, n
     }
     sc.direct_subs = subs;
 }
+
+/// Does a mirror in the account answer direct gets of `origin` (`mirror_direct`)?
+pub fn mirrors_direct(
+    reg: &crate::jetstream::registry::Registry,
+    acc: crate::core::accounts::AccountId,
+    origin: &str,
+) -> bool {
+    reg.streams(acc)
+        .any(|(_, e)| e.cfg.mirror_direct && e.cfg.mirror.as_ref().is_some_and(|m| m.name == origin))
+}
