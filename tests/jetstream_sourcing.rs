@@ -660,6 +660,70 @@ fn durable_consumer_source(r: common::Reactor, shards: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Sourcing into a work queue with a limit and discard new (the reference's
+/// `TestJetStreamSourceWorkingQueueWithLimit`): what does not fit is retried once the
+/// queue drains, until every message went through exactly once.
+fn work_queue_with_limit(r: common::Reactor, shards: &str) {
+    let dir = store_dir("wq");
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        js.create_stream(stream::Config {
+            name: "test".into(),
+            subjects: vec!["test".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let wq = js
+            .create_stream(stream::Config {
+                name: "wq".into(),
+                max_messages: 100,
+                discard: stream::DiscardPolicy::New,
+                retention: stream::RetentionPolicy::WorkQueue,
+                sources: Some(vec![stream::Source {
+                    name: "test".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        for i in 0..300 {
+            publish(&js, "test", &format!("{i}")).await;
+        }
+        wait_info(&js, "wq", |i| i.state.messages == 100).await;
+        let c = wq
+            .create_consumer(consumer::pull::Config {
+                durable_name: Some("D".into()),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(40);
+        while seen.len() < 300 && std::time::Instant::now() < deadline {
+            let mut b = c
+                .fetch()
+                .max_messages(50)
+                .expires(Duration::from_millis(500))
+                .messages()
+                .await
+                .unwrap();
+            while let Some(m) = b.next().await {
+                let m = m.unwrap();
+                seen.push(String::from_utf8_lossy(&m.payload).parse::<u32>().unwrap());
+                m.double_ack().await.unwrap();
+            }
+        }
+        let want: Vec<u32> = (0..300).collect();
+        assert_eq!(seen, want);
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 macro_rules! js_tests {
     ($($name:ident),*) => {
         $(
@@ -680,5 +744,6 @@ js_tests!(
     mirror_removal,
     origin_recreated,
     cross_account,
-    durable_consumer_source
+    durable_consumer_source,
+    work_queue_with_limit
 );
