@@ -206,7 +206,7 @@ impl ShardJs {
     /// An account's usage on this shard: memory bytes, store bytes, streams, consumers.
     pub fn usage(&self, acc: AccountId) -> (u64, u64, usize, usize) {
         let mut u = (0, 0, 0, 0);
-        for ((a, name), st) in &self.streams {
+        for ((a, _), st) in &self.streams {
             if *a != acc {
                 continue;
             }
@@ -216,7 +216,8 @@ impl ShardJs {
                 super::api::config::StorageType::File => u.1 += bytes,
             }
             u.2 += 1;
-            u.3 += self.consumer_count(acc, name);
+            // The account counts its mirror and source consumers too (stream info does not).
+            u.3 += st.consumers.len();
         }
         u
     }

@@ -422,3 +422,111 @@ pub fn restart_link(core: &mut ShardCore, l: &mut Link, id: &LinkId, last_seq: u
     l.start_seq = l.sseq + 1;
     schedule_retry(l, now);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jetstream::api::config::{ExternalStream, SourceConsumer, SubjectTransform as Tr};
+
+    #[test]
+    fn index_names() {
+        let cases = [
+            (
+                StreamSource {
+                    name: "O".into(),
+                    ..Default::default()
+                },
+                "O > >",
+            ),
+            (
+                StreamSource {
+                    name: "O".into(),
+                    filter_subject: "a.*".into(),
+                    ..Default::default()
+                },
+                "O a.* >",
+            ),
+            (
+                StreamSource {
+                    name: "O".into(),
+                    subject_transforms: vec![
+                        Tr {
+                            src: "a.>".into(),
+                            dest: "x.>".into(),
+                        },
+                        Tr {
+                            src: "b".into(),
+                            dest: String::new(),
+                        },
+                    ],
+                    ..Default::default()
+                },
+                "O a.>\x0cb x.>\x0c>",
+            ),
+            // The hashes are the reference's (as its Nats-Stream-Source headers show).
+            (
+                StreamSource {
+                    name: "ORIGIN".into(),
+                    external: Some(ExternalStream {
+                        api: "RI.JS.API".into(),
+                        deliver: "RI.DELIVER.SYNC.SOURCES".into(),
+                    }),
+                    ..Default::default()
+                },
+                "ORIGIN:dpDEksoe > >",
+            ),
+            (
+                StreamSource {
+                    name: "ORIGIN".into(),
+                    consumer: Some(SourceConsumer {
+                        name: "agg-consumer".into(),
+                        deliver_subject: "agg.deliver".into(),
+                    }),
+                    ..Default::default()
+                },
+                "ORIGIN:C=y3r60E6r > >",
+            ),
+        ];
+        for (src, want) in cases {
+            assert_eq!(index_name(&src), want);
+        }
+    }
+
+    #[test]
+    fn transforms_first_match() {
+        let src = StreamSource {
+            name: "O".into(),
+            subject_transforms: vec![
+                Tr {
+                    src: "a.*".into(),
+                    dest: "x.{{wildcard(1)}}".into(),
+                },
+                Tr {
+                    src: "b.>".into(),
+                    dest: String::new(),
+                },
+            ],
+            ..Default::default()
+        };
+        let l = Link::new(src.clone(), index_name(&src));
+        assert_eq!(l.transform("a.1").as_deref(), Some("x.1"));
+        assert_eq!(l.transform("b.c.d").as_deref(), Some("b.c.d"));
+        assert_eq!(l.transform("c"), None);
+    }
+
+    #[test]
+    fn retry_schedule() {
+        let now = Instant::now();
+        let mut l = Link::new(StreamSource::default(), String::new());
+        schedule_retry(&mut l, now);
+        let first = l.retry_at.unwrap();
+        assert!(first >= now + Duration::from_millis(100) && first < now + Duration::from_millis(200));
+        // Within the threshold of the last request and after two failures.
+        l.retry_at = None;
+        l.lreq = Some(now);
+        l.fails = 2;
+        schedule_retry(&mut l, now);
+        let t = l.retry_at.unwrap();
+        assert!(t >= now + Duration::from_secs(22) && t < now + Duration::from_millis(22_200));
+    }
+}
