@@ -24,7 +24,6 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
                     r#"{"name":"O","subjects":["o.>"],"allow_direct":true,"max_msg_size":1024}"#,
                 ),
                 r("$JS.API.STREAM.CREATE.M", r#"{"name":"M","mirror":{"name":"O"}}"#),
-                r("$JS.API.STREAM.CREATE.M", r#"{"name":"M","mirror":{"name":"O"}}"#),
                 r(
                     "$JS.API.STREAM.CREATE.M2",
                     r#"{"name":"M2","subjects":["m2"],"mirror":{"name":"O"}}"#,
@@ -100,17 +99,19 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
             vec![
                 r("$JS.API.STREAM.CREATE.A", r#"{"name":"A","subjects":["a.>"]}"#),
                 r("$JS.API.STREAM.CREATE.B", r#"{"name":"B","subjects":["b.>"]}"#),
+                // One source per stream whose answer is compared: the reference lists
+                // several in its map's (random) order.
                 r(
                     "$JS.API.STREAM.CREATE.S",
-                    r#"{"name":"S","subjects":["own"],"sources":[{"name":"A","opt_start_seq":2},{"name":"B","subject_transforms":[{"src":"b.>","dest":"moved.>"}]}]}"#,
+                    r#"{"name":"S","subjects":["own"],"sources":[{"name":"B","subject_transforms":[{"src":"b.>","dest":"moved.>"}]}]}"#,
+                ),
+                r(
+                    "$JS.API.STREAM.CREATE.S1",
+                    r#"{"name":"S1","sources":[{"name":"A","opt_start_seq":2,"filter_subject":"a.1"}]}"#,
                 ),
                 r(
                     "$JS.API.STREAM.CREATE.S2",
                     r#"{"name":"S2","sources":[{"name":"A"},{"name":"A"}]}"#,
-                ),
-                r(
-                    "$JS.API.STREAM.CREATE.S2",
-                    r#"{"name":"S2","sources":[{"name":"A","filter_subject":"a.1"},{"name":"A","filter_subject":"a.2"}]}"#,
                 ),
                 r(
                     "$JS.API.STREAM.CREATE.S3",
@@ -138,7 +139,7 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
                 ),
                 r(
                     "$JS.API.STREAM.CREATE.S3",
-                    r#"{"name":"S3","sources":[{"name":"NOPE"},{"name":"A","external":{"api":"JS.X.API"}}]}"#,
+                    r#"{"name":"S3","sources":[{"name":"A","external":{"api":"JS.X.API"}}]}"#,
                 ),
                 // Sources added and removed; a cycle refused.
                 r(

@@ -158,7 +158,21 @@ pub fn on_stream_shard(
     now: Instant,
 ) {
     if shard == core.index() || core.shards() <= 1 {
-        with_js(core, |js, core| f(js, core, now));
+        // The state may be borrowed further up (a request handled while a timer or a job
+        // of JetStream publishes): then it runs as a job of this shard, not never.
+        let mut f = Some(f);
+        let ran = with_js(core, |js, core| {
+            if let Some(f) = f.take() {
+                f(js, core, now);
+            }
+        })
+        .is_some();
+        if let (false, Some(f), Some(post)) = (ran, f, core.post().cloned()) {
+            let job: Job = Box::new(move |core: &mut ShardCore, now: Instant| {
+                with_js(core, |js, core| f(js, core, now));
+            });
+            post.post(core.index(), job);
+        }
         return;
     }
     let Some(post) = core.post().cloned() else { return };
