@@ -134,6 +134,27 @@ fn mirror_follows(r: common::Reactor, shards: &str) {
         assert_eq!(info.state.messages, 2);
         assert_eq!(info.state.first_sequence, 7);
 
+        // A mirror with a subject transform keeps the origin's sequences under new
+        // subjects.
+        js.create_stream(stream::Config {
+            name: "TR".into(),
+            mirror: Some(stream::Source {
+                name: "ORIGIN".into(),
+                subject_transforms: vec![stream::SubjectTransform {
+                    source: "o.>".into(),
+                    destination: "t.>".into(),
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let info = wait_info(&js, "TR", |i| i.state.last_sequence == 8).await;
+        assert_eq!(info.state.messages, 7);
+        assert_eq!(payload_at(&js, "TR", 8).await, Some(("t.8".into(), "m8".into())));
+        assert_eq!(info.mirror.unwrap().subject_transforms[0].destination, "t.>");
+
         // A mirror has no subjects; its mirror cannot change.
         let err = js
             .create_stream(stream::Config {
@@ -166,7 +187,7 @@ fn mirror_follows(r: common::Reactor, shards: &str) {
         assert_eq!(origin.info().await.unwrap().state.consumer_count, 0);
         // mirror_direct: with the origin gone, the mirror answers its direct gets.
         js.delete_stream("ORIGIN").await.unwrap();
-        // (Both M and FROM7 serve it, in one queue group: ask for what both have.)
+        // (M, FROM7 and TR serve it, in one queue group: ask for what all have.)
         let m = c
             .request("$JS.API.DIRECT.GET.ORIGIN", r#"{"seq":8}"#.into())
             .await
@@ -177,7 +198,7 @@ fn mirror_follows(r: common::Reactor, shards: &str) {
             .get(async_nats::header::NATS_STREAM)
             .map(|v| v.as_str().to_string())
             .unwrap_or_else(|| format!("{hdrs:?}"));
-        assert!(by == "M" || by == "FROM7", "{by}");
+        assert!(["M", "FROM7", "TR"].contains(&by.as_str()), "{by}");
     });
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
