@@ -8,6 +8,8 @@
 //! - [`consumers`]: a stream's consumers on its shard (engine, subscriptions, state).
 //! - [`registry`]: which streams exist and where they live (server-wide, locked only by
 //!   API requests).
+//! - [`sourcing`]: mirrors and sources (internal consumers on the origins, run on the
+//!   sourcing stream's shard).
 //! - [`stream`]: a stream on its shard: store, ingest, dedupe, its directory.
 //! - [`shard`]: the per-shard part ([`shard::ShardJs`], the shard's extension): the
 //!   streams it owns, acknowledgements after group commit, timers.
@@ -26,6 +28,7 @@ pub mod consumers;
 pub mod registry;
 pub mod service;
 pub mod shard;
+pub mod sourcing;
 pub mod stream;
 
 use crate::auth::config::AccountJetStream;

@@ -36,6 +36,8 @@ pub struct ShardJs {
     expire_at: Option<Instant>,
     /// The earliest consumer timer.
     consumer_at: Option<Instant>,
+    /// The earliest mirror/source timer (see [`super::sourcing`]).
+    pub sourcing_at: Option<Instant>,
     /// The accounts whose `$JS.API.>` is subscribed, and the account table seen
     /// last (new accounts get theirs when it changes).
     api_accounts: Option<(
@@ -65,6 +67,7 @@ impl ShardJs {
             poll_at: None,
             expire_at: None,
             consumer_at: None,
+            sourcing_at: None,
             api_accounts: None,
         }
     }
@@ -109,8 +112,10 @@ impl ShardJs {
         st.usage = Some((self.js.usage(acc), self.js.total.clone()));
         st.sync_usage();
         st.subs = subscribe_stream(core, acc, &st.cfg, now);
-        self.streams.insert((acc, st.name.clone()), st);
+        let key = (acc, st.name.clone());
+        self.streams.insert(key.clone(), st);
         self.schedule_expiry(now);
+        super::sourcing::start(self, core, &key, now);
         Ok(())
     }
 
@@ -128,6 +133,7 @@ impl ShardJs {
         for id in st.subs.drain(..) {
             core.unsubscribe_internal(id);
         }
+        super::sourcing::stop(core, &mut st, delete, Instant::now());
         let _ = st.store.stop();
         if delete {
             if let Some(d) = &st.dir {
@@ -170,7 +176,7 @@ impl ShardJs {
     pub fn consumer_count(&self, acc: AccountId, name: &str) -> usize {
         self.streams
             .get(&(acc, name.to_string()))
-            .map_or(0, |s| s.consumers.len())
+            .map_or(0, |s| s.consumers.values().filter(|c| !c.c.config().direct).count())
     }
 
     /// Stop and delete every consumer of a stream (the stream is being deleted).
@@ -200,7 +206,7 @@ impl ShardJs {
     /// An account's usage on this shard: memory bytes, store bytes, streams, consumers.
     pub fn usage(&self, acc: AccountId) -> (u64, u64, usize, usize) {
         let mut u = (0, 0, 0, 0);
-        for ((a, name), st) in &self.streams {
+        for ((a, _), st) in &self.streams {
             if *a != acc {
                 continue;
             }
@@ -210,7 +216,8 @@ impl ShardJs {
                 super::api::config::StorageType::File => u.1 += bytes,
             }
             u.2 += 1;
-            u.3 += self.consumer_count(acc, name);
+            // The account counts its mirror and source consumers too (stream info does not).
+            u.3 += st.consumers.len();
         }
         u
     }
@@ -309,7 +316,7 @@ impl ShardJs {
         self.consumer_at = self.consumer_deadline();
     }
 
-    fn schedule_expiry(&mut self, now: Instant) {
+    pub(crate) fn schedule_expiry(&mut self, now: Instant) {
         let wall = wall_ns();
         self.expire_at = self
             .streams
@@ -350,7 +357,7 @@ impl ShardExt for ShardJs {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        [self.poll_at, self.expire_at, self.consumer_at]
+        [self.poll_at, self.expire_at, self.consumer_at, self.sourcing_at]
             .into_iter()
             .flatten()
             .min()
@@ -367,6 +374,9 @@ impl ShardExt for ShardJs {
         if self.consumer_at.is_some_and(|t| t <= now) {
             self.consumer_at = None;
             self.tick_consumers(core, now);
+        }
+        if self.sourcing_at.is_some_and(|t| t <= now) {
+            super::sourcing::tick(self, core, now);
         }
         self.release_acks(core, now);
     }

@@ -372,7 +372,8 @@ impl ShardCore {
         };
         let msg = InternalMsg {
             account: sub.account,
-            subject: m.subject.to_vec(),
+            // What a client would see: a JetStream delivery shows the stored subject.
+            subject: m.shown_subject().to_vec(),
             reply: m.reply.to_vec(),
             header: m.header().map(<[u8]>::to_vec),
             payload: m.payload().to_vec(),

@@ -243,10 +243,17 @@ impl ShardCore {
         let mut assigned: Vec<(usize, &[u8])> = Vec::new();
         for g in &local.qsubs {
             let remote_members = remote.qsubs.iter().find(|r| r.name == g.name).map(|r| &r.members[..]);
-            // The server's own services (one internal member per shard) serve where the
-            // request arrived: the requester is known there.
+            // The server's own services (one internal member per shard) serve a client's
+            // request where it arrived: the requester is known there. (Not the server's own
+            // requests: those may be published while the service's state is in use.)
             let pick = match g.members.first() {
-                Some(&id) if g.name.starts_with(b"_sys_") && self.internals.handles(id) => Pick::Local(0),
+                Some(&id)
+                    if g.name.starts_with(b"_sys_")
+                        && self.internals.handles(id)
+                        && publisher.is_some_and(|k| self.client(k).is_some_and(|c| !c.internal)) =>
+                {
+                    Pick::Local(0)
+                }
                 _ => self.pick_queue(acc, g.members.len(), remote_members.unwrap_or_default()),
             };
             match pick {

@@ -61,8 +61,6 @@ pub fn stream_create(
 /// rather than accepted and silently not done.
 fn refuse_unbuilt(cfg: &StreamConfig) -> Result<(), ApiError> {
     let missing = [
-        (cfg.mirror.is_some(), "mirrors"),
-        (!cfg.sources.is_empty(), "sources"),
         (cfg.republish.is_some(), "republish"),
         (cfg.subject_transform.is_some(), "subject transforms"),
         (cfg.allow_msg_counter, "message counters"),

@@ -196,11 +196,12 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
             if let Err(err) = cc::check_work_queue(&cfg, &name, &scfg, others.iter().map(|(n, c)| (n.as_str(), c))) {
                 return fail(core, &req, suffix, &err, now);
             }
-            let count = st.consumers.len() as i64;
-            if scfg.max_consumers > 0 && count >= scfg.max_consumers {
+            // Direct (mirror and source) consumers do not count against the limit.
+            let count = st.consumers.values().filter(|s| !s.c.config().direct).count() as i64;
+            if !cfg.direct && scfg.max_consumers > 0 && count >= scfg.max_consumers {
                 return fail(core, &req, suffix, &e::JS_MAXIMUM_CONSUMERS_LIMIT_ERR.err(), now);
             }
-            if limits.max_consumers >= 0 {
+            if !cfg.direct && limits.max_consumers >= 0 {
                 let total: usize = js2.registry().streams(key.0).map(|(_, e)| e.consumers.len()).sum();
                 if total as i64 >= limits.max_consumers {
                     return fail(core, &req, suffix, &e::JS_MAXIMUM_CONSUMERS_LIMIT_ERR.err(), now);
@@ -286,7 +287,13 @@ fn names(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, stream: &str, 
             let names: Vec<String> = sjs
                 .streams
                 .get(key)
-                .map(|s| s.consumers.keys().cloned().collect())
+                .map(|s| {
+                    s.consumers
+                        .iter()
+                        .filter(|(_, c)| !c.c.config().direct)
+                        .map(|(n, _)| n.clone())
+                        .collect()
+                })
                 .unwrap_or_default();
             let total = names.len();
             let page: Vec<String> = names.into_iter().skip(offset).take(limit).collect();

@@ -162,7 +162,21 @@ pub fn on_stream_shard(
     now: Instant,
 ) {
     if shard == core.index() || core.shards() <= 1 {
-        with_js(core, |js, core| f(js, core, now));
+        // The state may be borrowed further up (a request handled while a timer or a job
+        // of JetStream publishes): then it runs as a job of this shard, not never.
+        let mut f = Some(f);
+        let ran = with_js(core, |js, core| {
+            if let Some(f) = f.take() {
+                f(js, core, now);
+            }
+        })
+        .is_some();
+        if let (false, Some(f), Some(post)) = (ran, f, core.post().cloned()) {
+            let job: Job = Box::new(move |core: &mut ShardCore, now: Instant| {
+                with_js(core, |js, core| f(js, core, now));
+            });
+            post.post(core.index(), job);
+        }
         return;
     }
     let Some(post) = core.post().cloned() else { return };
@@ -326,7 +340,8 @@ fn served_elsewhere(js: &JetStream, acc: AccountId, api: &str) -> bool {
     let reg = js.registry();
     if let Some(rest) = api.strip_prefix("DIRECT.GET.") {
         let stream = rest.split('.').next().unwrap_or("");
-        return reg.get(acc, stream).is_some_and(|e| e.cfg.allow_direct);
+        return reg.get(acc, stream).is_some_and(|e| e.cfg.allow_direct)
+            || crate::jetstream::sourcing::report::mirrors_direct(&reg, acc, stream);
     }
     if let Some(rest) = api.strip_prefix("CONSUMER.MSG.NEXT.") {
         let mut t = rest.split('.');

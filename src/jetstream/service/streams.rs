@@ -165,6 +165,7 @@ pub fn stream_info_as(
     if kind == InfoKind::Info {
         m.insert("cluster".into(), json!({ "leader": js.server_name }));
     }
+    crate::jetstream::sourcing::report::add_to_info(&mut m, st);
     m.insert("ts".into(), json!(GoTime::now()));
     Value::Object(m)
 }
@@ -296,6 +297,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
                 if subjects_changed {
                     sjs.resubscribe(core, acc, &cfg.name, now);
                 }
+                crate::jetstream::sourcing::reconfigure(sjs, core, &key, now);
                 let consumers = sjs.consumer_count(acc, &cfg.name);
                 let Some(st) = sjs.streams.get_mut(&key) else { return };
                 let body = envelope(suffix, stream_info_as(&js2, st, consumers, false, "", InfoKind::Change));

@@ -64,6 +64,8 @@ pub struct Stream {
     pub counted: i64,
     /// The account's and the server's byte limits for this stream's storage (-1: none).
     pub limits: (i64, i64),
+    /// Its mirror or sources, when it has them.
+    pub sourcing: Option<Box<crate::jetstream::sourcing::Sourcing>>,
 }
 
 /// What the store of a stream enforces, from its configuration.
@@ -154,6 +156,7 @@ impl Stream {
             usage: None,
             counted: 0,
             limits: (-1, -1),
+            sourcing: None,
         }
     }
 
