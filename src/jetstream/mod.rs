@@ -53,6 +53,8 @@ pub struct JsSettings {
     /// `limits { duplicate_window }` of the server (0: none).
     pub max_duplicate_window: i64,
     pub max_request_batch: i64,
+    /// `limits { batch { ... } }`: atomic and fast batch publish limits (0: the defaults).
+    pub batch: stream::batch::BatchLimits,
     /// Encryption at rest (`key`, `cipher`, `prev_key`): message blocks are sealed with
     /// keys derived per account and stream, as the reference derives them.
     pub encryption: Option<storage::crypto::EncryptionConfig>,

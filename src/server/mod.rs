@@ -838,6 +838,12 @@ fn jetstream_settings(
         },
         max_duplicate_window: i64::try_from(o.limits.duplicate_window.as_nanos()).unwrap_or(0),
         max_request_batch: o.limits.max_request_batch,
+        batch: crate::jetstream::stream::batch::BatchLimits {
+            inflight_per_stream: o.limits.max_batch_inflight_per_stream,
+            inflight_total: o.limits.max_batch_inflight_total,
+            max_size: o.limits.max_batch_size,
+            timeout: o.limits.max_batch_timeout,
+        },
         encryption: (!o.key.is_empty()).then(|| storage::crypto::EncryptionConfig {
             key: o.key.clone(),
             cipher: match o.cipher {

@@ -7,14 +7,23 @@
 //! - [`import`]: a stream directory written by nats-server, replayed on first open.
 //! - [`dedupe`]: the `Nats-Msg-Id` window.
 //! - [`persist`]: the stream's directory (`meta.inf`, `meta.sum`, `msgs/`, `obs/`).
+//! - [`counter`]: message counters (`Nats-Incr`).
+//! - [`batch`]: atomic batch publish (`Nats-Batch-*`) and fast batch publish (`.$FI`
+//!   replies).
+//! - [`schedule`], [`schedule_pattern`]: message schedules (`Nats-Schedule`).
 //!
 //! Ownership: a `Stream` lives in its shard's `ShardJs` and is only touched there.
 
+pub mod batch;
+pub mod batch_fast;
+pub mod counter;
 pub mod dedupe;
 pub mod direct;
 pub mod import;
 pub mod ingest;
 pub mod persist;
+pub mod schedule;
+pub mod schedule_pattern;
 
 use super::api::config::{Compression, DiscardPolicy, StorageType, StreamConfig};
 use super::api::GoTime;
@@ -64,6 +73,12 @@ pub struct Stream {
     pub counted: i64,
     /// The account's and the server's byte limits for this stream's storage (-1: none).
     pub limits: (i64, i64),
+    /// How the message being ingested came in (see [`ingest::Mode`]).
+    pub ingest_mode: ingest::Mode,
+    /// Batches being published.
+    pub batches: batch::Batches,
+    /// The stream's message schedules.
+    pub schedules: schedule::Schedules,
 }
 
 /// What the store of a stream enforces, from its configuration.
@@ -154,6 +169,9 @@ impl Stream {
             usage: None,
             counted: 0,
             limits: (-1, -1),
+            ingest_mode: ingest::Mode::default(),
+            batches: batch::Batches::default(),
+            schedules: schedule::Schedules::default(),
         }
     }
 
