@@ -63,7 +63,12 @@ fn counters(r: common::Reactor, shards: &str) {
     rt().block_on(async {
         let c = async_nats::connect(s.url()).await.unwrap();
         let js = jetstream::new(c.clone());
-        create(&c, "CNT", r#"{"name":"CNT","subjects":["cnt.>"],"allow_msg_counter":true}"#).await;
+        create(
+            &c,
+            "CNT",
+            r#"{"name":"CNT","subjects":["cnt.>"],"allow_msg_counter":true}"#,
+        )
+        .await;
         let mut total: i128 = 0;
         for (i, incr) in [5i128, -2, 1_000_000_000_000, -7].into_iter().enumerate() {
             total += incr;
@@ -121,14 +126,24 @@ fn atomic(r: common::Reactor, shards: &str) {
             .unwrap();
         for i in 1..=9u64 {
             let seq = i.to_string();
-            let ack = request(&c, "at.x", &[("Nats-Batch-Id", "one"), ("Nats-Batch-Sequence", &seq)], "m").await;
+            let ack = request(
+                &c,
+                "at.x",
+                &[("Nats-Batch-Id", "one"), ("Nats-Batch-Sequence", &seq)],
+                "m",
+            )
+            .await;
             assert_eq!(ack, Value::Null, "staged messages are answered empty");
         }
         assert_eq!(messages(&js, "AT").await, 0, "nothing stored before the commit");
         let ack = request(
             &c,
             "at.x",
-            &[("Nats-Batch-Id", "one"), ("Nats-Batch-Sequence", "10"), ("Nats-Batch-Commit", "1")],
+            &[
+                ("Nats-Batch-Id", "one"),
+                ("Nats-Batch-Sequence", "10"),
+                ("Nats-Batch-Commit", "1"),
+            ],
             "last",
         )
         .await;
@@ -155,7 +170,11 @@ fn atomic(r: common::Reactor, shards: &str) {
         let ack = request(
             &c,
             "at.y",
-            &[("Nats-Batch-Id", "two"), ("Nats-Batch-Sequence", "4"), ("Nats-Batch-Commit", "1")],
+            &[
+                ("Nats-Batch-Id", "two"),
+                ("Nats-Batch-Sequence", "4"),
+                ("Nats-Batch-Commit", "1"),
+            ],
             "m",
         )
         .await;
@@ -164,23 +183,49 @@ fn atomic(r: common::Reactor, shards: &str) {
         assert_eq!(messages(&js, "AT").await, 10);
 
         // A gap abandons the batch.
-        request(&c, "at.z", &[("Nats-Batch-Id", "three"), ("Nats-Batch-Sequence", "1")], "m").await;
-        let ack = request(&c, "at.z", &[("Nats-Batch-Id", "three"), ("Nats-Batch-Sequence", "3")], "m").await;
+        request(
+            &c,
+            "at.z",
+            &[("Nats-Batch-Id", "three"), ("Nats-Batch-Sequence", "1")],
+            "m",
+        )
+        .await;
+        let ack = request(
+            &c,
+            "at.z",
+            &[("Nats-Batch-Id", "three"), ("Nats-Batch-Sequence", "3")],
+            "m",
+        )
+        .await;
         assert_eq!(ack["error"]["err_code"], 10176);
         let ack = request(
             &c,
             "at.z",
-            &[("Nats-Batch-Id", "three"), ("Nats-Batch-Sequence", "2"), ("Nats-Batch-Commit", "1")],
+            &[
+                ("Nats-Batch-Id", "three"),
+                ("Nats-Batch-Sequence", "2"),
+                ("Nats-Batch-Commit", "1"),
+            ],
             "m",
         )
         .await;
         assert_eq!(ack["error"]["err_code"], 10176);
         // End of batch: the commit message is not stored.
-        request(&c, "at.e", &[("Nats-Batch-Id", "eob"), ("Nats-Batch-Sequence", "1")], "m").await;
+        request(
+            &c,
+            "at.e",
+            &[("Nats-Batch-Id", "eob"), ("Nats-Batch-Sequence", "1")],
+            "m",
+        )
+        .await;
         let ack = request(
             &c,
             "at.e",
-            &[("Nats-Batch-Id", "eob"), ("Nats-Batch-Sequence", "2"), ("Nats-Batch-Commit", "eob")],
+            &[
+                ("Nats-Batch-Id", "eob"),
+                ("Nats-Batch-Sequence", "2"),
+                ("Nats-Batch-Commit", "eob"),
+            ],
             "",
         )
         .await;
@@ -221,7 +266,11 @@ fn atomic_limits(r: common::Reactor, shards: &str) {
         let ack = request(
             &c,
             "l",
-            &[("Nats-Batch-Id", "c"), ("Nats-Batch-Sequence", "2"), ("Nats-Batch-Commit", "1")],
+            &[
+                ("Nats-Batch-Id", "c"),
+                ("Nats-Batch-Sequence", "2"),
+                ("Nats-Batch-Commit", "1"),
+            ],
             "m",
         )
         .await;
@@ -229,7 +278,11 @@ fn atomic_limits(r: common::Reactor, shards: &str) {
         let ack = request(
             &c,
             "l",
-            &[("Nats-Batch-Id", "d"), ("Nats-Batch-Sequence", "1"), ("Nats-Batch-Commit", "1")],
+            &[
+                ("Nats-Batch-Id", "d"),
+                ("Nats-Batch-Sequence", "1"),
+                ("Nats-Batch-Commit", "1"),
+            ],
             "m",
         )
         .await;
@@ -251,14 +304,23 @@ fn fast(r: common::Reactor, shards: &str) {
         c.flush().await.unwrap();
         let n = 25u64;
         for i in 1..=n {
-            let op = if i == 1 { 0 } else if i == n { 2 } else { 1 };
+            let op = if i == 1 {
+                0
+            } else if i == n {
+                2
+            } else {
+                1
+            };
             let reply = format!("_FB.id1.10.fail.{i}.{op}.$FI");
             c.publish_with_reply("fb.x", reply, "m".into()).await.unwrap();
         }
         c.flush().await.unwrap();
         let mut acks = Vec::new();
         let done = loop {
-            let m = tokio::time::timeout(Duration::from_secs(5), inbox.next()).await.unwrap().unwrap();
+            let m = tokio::time::timeout(Duration::from_secs(5), inbox.next())
+                .await
+                .unwrap()
+                .unwrap();
             let v: Value = serde_json::from_slice(&m.payload).unwrap();
             if v.get("batch").is_some() {
                 break v;
@@ -283,7 +345,12 @@ fn schedules(r: common::Reactor, shards: &str) {
     rt().block_on(async {
         let c = async_nats::connect(s.url()).await.unwrap();
         let js = jetstream::new(c.clone());
-        create(&c, "SCH", r#"{"name":"SCH","subjects":["sch.>"],"allow_msg_schedules":true,"allow_msg_ttl":true}"#).await;
+        create(
+            &c,
+            "SCH",
+            r#"{"name":"SCH","subjects":["sch.>"],"allow_msg_schedules":true,"allow_msg_ttl":true}"#,
+        )
+        .await;
         let st = js.get_stream("SCH").await.unwrap();
         let cons = st
             .create_consumer(consumer::pull::Config {
@@ -297,7 +364,11 @@ fn schedules(r: common::Reactor, shards: &str) {
         let ack = request(
             &c,
             "sch.once",
-            &[("Nats-Schedule", &format!("@at {at}")), ("Nats-Schedule-Target", "sch.out"), ("Keep", "me")],
+            &[
+                ("Nats-Schedule", &format!("@at {at}")),
+                ("Nats-Schedule-Target", "sch.out"),
+                ("Keep", "me"),
+            ],
             "hello",
         )
         .await;
@@ -317,7 +388,10 @@ fn schedules(r: common::Reactor, shards: &str) {
         assert_eq!(h.get("Keep").unwrap().as_str(), "me");
         m.ack().await.unwrap();
         let raw = js.get_stream("SCH").await.unwrap();
-        assert!(raw.get_last_raw_message_by_subject("sch.once").await.is_err(), "the schedule was purged");
+        assert!(
+            raw.get_last_raw_message_by_subject("sch.once").await.is_err(),
+            "the schedule was purged"
+        );
 
         // Repeating, with a TTL on what it publishes.
         request(
@@ -354,12 +428,20 @@ fn schedule_restart(r: common::Reactor, shards: &str) {
     let mut s = start(r, shards, &dir);
     rt().block_on(async {
         let c = async_nats::connect(s.url()).await.unwrap();
-        create(&c, "SR", r#"{"name":"SR","subjects":["sr.>"],"allow_msg_schedules":true}"#).await;
+        create(
+            &c,
+            "SR",
+            r#"{"name":"SR","subjects":["sr.>"],"allow_msg_schedules":true}"#,
+        )
+        .await;
         let at = rfc3339_in(3);
         let ack = request(
             &c,
             "sr.s",
-            &[("Nats-Schedule", &format!("@at {at}")), ("Nats-Schedule-Target", "sr.out")],
+            &[
+                ("Nats-Schedule", &format!("@at {at}")),
+                ("Nats-Schedule-Target", "sr.out"),
+            ],
             "later",
         )
         .await;

@@ -238,7 +238,11 @@ fn fast_batches() -> Vec<(&'static str, &'static str, String)> {
         ("fb.a", "m", "_r.$FI".to_string()),
         ("fb.a", "m", f("u7", 10, "fail", 1, 2)),
         ("$JS.API.STREAM.INFO.FB", "", "_r.info".to_string()),
-        ("$JS.API.STREAM.CREATE.NB", r#"{"name":"NB","subjects":["nb"]}"#, "_r.c2".to_string()),
+        (
+            "$JS.API.STREAM.CREATE.NB",
+            r#"{"name":"NB","subjects":["nb"]}"#,
+            "_r.c2".to_string(),
+        ),
         ("nb", "m", f("u1", 10, "fail", 1, 0)),
     ]);
     v
@@ -247,7 +251,8 @@ fn fast_batches() -> Vec<(&'static str, &'static str, String)> {
 fn play_fast(port: u16) -> Vec<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
-    s.write_all(b"CONNECT {\"verbose\":false,\"headers\":true}\r\nSUB _r.> 1\r\nPING\r\n").unwrap();
+    s.write_all(b"CONNECT {\"verbose\":false,\"headers\":true}\r\nSUB _r.> 1\r\nPING\r\n")
+        .unwrap();
     let mut out = Vec::new();
     let mut chunk = [0u8; 65536];
     let mut drain = |s: &mut TcpStream, settle: Duration| {

@@ -338,12 +338,7 @@ impl Stream {
         if !commit {
             return Ok(None);
         }
-        let mut msgs = self
-            .batches
-            .atomic
-            .remove(id)
-            .map(|b| b.msgs)
-            .unwrap_or_default();
+        let mut msgs = self.batches.atomic.remove(id).map(|b| b.msgs).unwrap_or_default();
         ATOMIC_INFLIGHT.fetch_sub(1, Ordering::Relaxed);
         if eob {
             // The last stored message gets the commit header the reference gives it.
@@ -360,8 +355,9 @@ impl Stream {
         let last_seq = self.store.fast_state().last_seq;
         for (i, m) in msgs.iter().enumerate() {
             if headers::get(&m.hdr, "Nats-Expected-Last-Msg-Id").is_some_and(|v| !v.is_empty()) {
-                return Err(e::JS_ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH_ERR
-                    .with(&[("header", "Nats-Expected-Last-Msg-Id")]));
+                return Err(
+                    e::JS_ATOMIC_PUBLISH_UNSUPPORTED_HEADER_BATCH_ERR.with(&[("header", "Nats-Expected-Last-Msg-Id")])
+                );
             }
             self.check_batch_msg(&mut diff, m, last_seq + i as u64, max_payload)?;
         }
@@ -502,9 +498,7 @@ impl Stream {
                     return Err(e::JS_STREAM_ROLLUP_FAILED_F.err_with("batch rollup all invalid"))
                 }
                 "sub" | "all" => {}
-                other => {
-                    return Err(e::JS_STREAM_ROLLUP_FAILED_F.err_with(format!("rollup value invalid: {other:?}")))
-                }
+                other => return Err(e::JS_STREAM_ROLLUP_FAILED_F.err_with(format!("rollup value invalid: {other:?}"))),
             }
         }
         let size = self.store.msg_size(subject, &vec![0; sized.0], &vec![0; sized.1]);
@@ -558,7 +552,16 @@ impl Stream {
             let interest = self.cfg.retention != crate::jetstream::api::config::Retention::Interest
                 || self.consumers.values().any(|s| s.c.needs(next, &m.subject));
             let r = if last { reply } else { b"" };
-            match self.ingest(&m.subject, r, Some(&m.hdr), &m.payload, now, interest, domain, max_payload) {
+            match self.ingest(
+                &m.subject,
+                r,
+                Some(&m.hdr),
+                &m.payload,
+                now,
+                interest,
+                domain,
+                max_payload,
+            ) {
                 Ingested::Stored { seq, purged } => {
                     out.stored.push((seq, m.subject));
                     out.purged |= purged;

@@ -128,7 +128,10 @@ impl Fast {
             return false;
         }
         self.fseq += (self.pseq - self.fseq) / am * am;
-        let max = u16::try_from(500 / batches.max(1)).unwrap_or(1).max(1).min(self.max_ack_messages);
+        let max = u16::try_from(500 / batches.max(1))
+            .unwrap_or(1)
+            .max(1)
+            .min(self.max_ack_messages);
         if self.ack_messages < max {
             self.ack_messages = self.ack_messages.saturating_mul(2).min(max);
         } else if self.ack_messages > max {
@@ -289,7 +292,9 @@ impl Stream {
         out: &mut BatchOutcome,
     ) {
         let n = self.batches.fast.len();
-        let Some(f) = self.batches.fast.get_mut(&b.id) else { return };
+        let Some(f) = self.batches.fast.get_mut(&b.id) else {
+            return;
+        };
         if b.ping {
             let mut send_flow = true;
             if b.seq > f.lseq {
@@ -353,7 +358,9 @@ impl Stream {
             Ingested::Stored { seq, purged } => {
                 out.stored.push((seq, subject.to_string()));
                 out.purged |= purged;
-                let Some(f) = self.batches.fast.get_mut(&b.id) else { return };
+                let Some(f) = self.batches.fast.get_mut(&b.id) else {
+                    return;
+                };
                 f.sseq = seq;
                 f.pseq = f.lseq;
                 if b.commit {
@@ -371,7 +378,9 @@ impl Stream {
     fn fast_rejected(&mut self, b: &FastRef, reply: &[u8], domain: &str, err: ApiError, out: &mut BatchOutcome) {
         let n = self.batches.fast.len();
         let dup = err.err_code == e::JS_ATOMIC_PUBLISH_CONTAINS_DUPLICATE_MESSAGE_ERR.err_code;
-        let Some(f) = self.batches.fast.get_mut(&b.id) else { return };
+        let Some(f) = self.batches.fast.get_mut(&b.id) else {
+            return;
+        };
         if dup {
             f.pseq = b.seq;
             f.check_flow(n, &mut out.replies);
@@ -476,7 +485,9 @@ mod tests {
         assert!(f.check_flow(250, &mut out));
         assert_eq!(out.pop().unwrap(), br#"{"type":"ack","seq":18,"msgs":4}"#);
         let err = flow_err(3, &e::JS_STREAM_NOT_MATCH_ERR.err());
-        assert!(String::from_utf8(err).unwrap().starts_with(r#"{"type":"err","seq":3,"error":{"code":400"#));
+        assert!(String::from_utf8(err)
+            .unwrap()
+            .starts_with(r#"{"type":"err","seq":3,"error":{"code":400"#));
         assert_eq!(gap(2, 5), br#"{"type":"gap","last_seq":2,"seq":5}"#);
     }
 }

@@ -206,7 +206,9 @@ pub fn body(total: &BigInt) -> Vec<u8> {
 
 /// The total in a stored counter body (for the PubAck's `val`).
 pub fn total_in(body: &[u8]) -> String {
-    serde_json::from_slice::<CounterValue>(body).map(|v| v.val).unwrap_or_default()
+    serde_json::from_slice::<CounterValue>(body)
+        .map(|v| v.val)
+        .unwrap_or_default()
 }
 
 /// What an increment stores.
@@ -337,7 +339,11 @@ mod tests {
             "Nats-Expected-Last-Subject-Sequence: 3\r\n",
             "Nats-Expected-Last-Subject-Sequence-Subject: a\r\n",
         ] {
-            assert_eq!(check_increment(&with(bad), b"", true).unwrap_err().err_code, 10171, "{bad}");
+            assert_eq!(
+                check_increment(&with(bad), b"", true).unwrap_err().err_code,
+                10171,
+                "{bad}"
+            );
         }
         // Not a number: treated as absent, as nats-server does.
         assert!(check_increment(&with("Nats-Expected-Last-Sequence: x\r\n"), b"", true).is_ok());
@@ -353,11 +359,16 @@ mod tests {
         assert_eq!(next.body, br#"{"val":"-3"}"#);
         assert_eq!(total_in(&next.body), "-3");
         assert_eq!(
-            apply(Some((hdr, b"not json")), "c", hdr, b"", &n("1")).unwrap_err().err_code,
+            apply(Some((hdr, b"not json")), "c", hdr, b"", &n("1"))
+                .unwrap_err()
+                .err_code,
             10172
         );
         // An empty object counts from zero.
-        assert_eq!(apply(Some((hdr, b"{}")), "c", hdr, b"", &n("1")).unwrap().body, br#"{"val":"1"}"#);
+        assert_eq!(
+            apply(Some((hdr, b"{}")), "c", hdr, b"", &n("1")).unwrap().body,
+            br#"{"val":"1"}"#
+        );
     }
 
     #[test]

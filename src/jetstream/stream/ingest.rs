@@ -238,7 +238,13 @@ impl Stream {
         if let (Some(i), true) = (&incr, self.cfg.allow_msg_counter) {
             let last = self.store.load_last_msg(subject).ok();
             let h = hdr.unwrap_or_default();
-            match super::counter::apply(last.as_ref().map(|m| (&m.headers[..], &m.payload[..])), subject, h, payload, i) {
+            match super::counter::apply(
+                last.as_ref().map(|m| (&m.headers[..], &m.payload[..])),
+                subject,
+                h,
+                payload,
+                i,
+            ) {
                 Ok(a) => counted = a,
                 Err(err) => return fail(self, err),
             }
@@ -268,10 +274,9 @@ impl Stream {
         // The PubAck's extra fields: a batch's id and count, or a counter's total.
         let tail = match batch_tail {
             Some(t) => Some(t),
-            None if self.cfg.allow_msg_counter => Some(format!(
-                ",\"val\":{}",
-                json_str(&super::counter::total_in(payload))
-            )),
+            None if self.cfg.allow_msg_counter => {
+                Some(format!(",\"val\":{}", json_str(&super::counter::total_in(payload))))
+            }
             None => None,
         };
         if self.cfg.retention == Retention::Interest && !interest {

@@ -65,13 +65,20 @@ fn valid_subject(s: &str) -> bool {
 }
 
 fn stream_has(cfg: &StreamConfig, subject: &str) -> bool {
-    cfg.subjects.iter().any(|s| crate::core::subject::subjects_collide(s, subject))
+    cfg.subjects
+        .iter()
+        .any(|s| crate::core::subject::subjects_collide(s, subject))
 }
 
 /// The reference's checks of the schedule headers of a publish on `subject`. A valid
 /// schedule is stored as a subject rollup: `Ok(Some(hdr))` is the header block with
 /// `Nats-Rollup: sub` added.
-pub fn check_headers(hdr: &[u8], subject: &str, cfg: &StreamConfig, sourced: bool) -> Result<Option<Vec<u8>>, ApiError> {
+pub fn check_headers(
+    hdr: &[u8],
+    subject: &str,
+    cfg: &StreamConfig,
+    sourced: bool,
+) -> Result<Option<Vec<u8>>, ApiError> {
     if sourced {
         return Ok(None);
     }
@@ -369,7 +376,16 @@ impl Stream {
             let next = self.store.fast_state().last_seq + 1;
             let interest = self.cfg.retention != crate::jetstream::api::config::Retention::Interest
                 || self.consumers.values().any(|s| s.c.needs(next, &f.subject));
-            match self.ingest(&f.subject, b"", Some(&f.hdr), &f.payload, now, interest, domain, max_payload) {
+            match self.ingest(
+                &f.subject,
+                b"",
+                Some(&f.hdr),
+                &f.payload,
+                now,
+                interest,
+                domain,
+                max_payload,
+            ) {
                 super::ingest::Ingested::Stored { seq, purged } => {
                     out.stored.push((seq, f.subject));
                     out.purged |= purged;
@@ -411,7 +427,10 @@ mod tests {
         let c = cfg();
         let ok = check_headers(&hdr(&[at, tgt]), "s.sched", &c, false).unwrap().unwrap();
         assert_eq!(headers::get(&ok, "Nats-Rollup"), Some(&b"sub"[..]));
-        assert_eq!(check_headers(&hdr(&[at, tgt, ("Nats-Rollup", "sub")]), "s.sched", &c, false).unwrap(), None);
+        assert_eq!(
+            check_headers(&hdr(&[at, tgt, ("Nats-Rollup", "sub")]), "s.sched", &c, false).unwrap(),
+            None
+        );
         assert_eq!(check_headers(&hdr(&[("A", "b")]), "s.x", &c, false).unwrap(), None);
         for (h, code) in [
             (hdr(&[("Nats-Schedule", "@at nope"), tgt]), 10189),
@@ -431,17 +450,31 @@ mod tests {
             (hdr(&[("Nats-Scheduler", "s.a")]), 10212),
             (hdr(&[("Nats-Schedule-Next", "soon"), ("Nats-Scheduler", "s.a")]), 10212),
             (hdr(&[("Nats-Schedule-Next", "purge")]), 10212),
-            (hdr(&[("Nats-Schedule-Next", "purge"), ("Nats-Scheduler", "s.x")]), 10212),
+            (
+                hdr(&[("Nats-Schedule-Next", "purge"), ("Nats-Scheduler", "s.x")]),
+                10212,
+            ),
         ] {
             let err = check_headers(&h, "s.x", &c, false).unwrap_err();
             assert_eq!(err.err_code, code, "{}", String::from_utf8_lossy(&h));
         }
         let mut off = cfg();
         off.allow_msg_schedules = false;
-        assert_eq!(check_headers(&hdr(&[at, tgt]), "s.x", &off, false).unwrap_err().err_code, 10188);
+        assert_eq!(
+            check_headers(&hdr(&[at, tgt]), "s.x", &off, false)
+                .unwrap_err()
+                .err_code,
+            10188
+        );
         let bad = hdr(&[("Nats-Schedule", "@at nope")]);
         assert_eq!(check_headers(&bad, "s.x", &off, false).unwrap_err().err_code, 10188);
-        assert!(check_headers(&hdr(&[("Nats-Schedule-Next", "purge"), ("Nats-Scheduler", "s.a")]), "s.x", &c, false).is_ok());
+        assert!(check_headers(
+            &hdr(&[("Nats-Schedule-Next", "purge"), ("Nats-Scheduler", "s.a")]),
+            "s.x",
+            &c,
+            false
+        )
+        .is_ok());
         assert_eq!(check_headers(&bad, "s.x", &c, true).unwrap(), None);
     }
 
@@ -457,7 +490,10 @@ mod tests {
         assert_eq!(s.by_seq.len(), 1);
         assert_eq!(s.next_at(), Some(now + 6_000_000_000));
         // The output of a repeating schedule moves it on.
-        let out = hdr(&[("Nats-Scheduler", "s.a"), ("Nats-Schedule-Next", "1970-01-01T00:20:00Z")]);
+        let out = hdr(&[
+            ("Nats-Scheduler", "s.a"),
+            ("Nats-Schedule-Next", "1970-01-01T00:20:00Z"),
+        ]);
         s.on_stored(3, "s.out", &out, now, now);
         assert_eq!(s.next_at(), Some(1_200_000_000_000));
         // A plain message ends the subject's schedule.

@@ -106,15 +106,33 @@ struct Bounds {
     names: &'static [&'static str],
 }
 
-const SECONDS: Bounds = Bounds { min: 0, max: 59, names: &[] };
-const MINUTES: Bounds = Bounds { min: 0, max: 59, names: &[] };
-const HOURS: Bounds = Bounds { min: 0, max: 23, names: &[] };
-const DOM: Bounds = Bounds { min: 1, max: 31, names: &[] };
+const SECONDS: Bounds = Bounds {
+    min: 0,
+    max: 59,
+    names: &[],
+};
+const MINUTES: Bounds = Bounds {
+    min: 0,
+    max: 59,
+    names: &[],
+};
+const HOURS: Bounds = Bounds {
+    min: 0,
+    max: 23,
+    names: &[],
+};
+const DOM: Bounds = Bounds {
+    min: 1,
+    max: 31,
+    names: &[],
+};
 // Index = value (0 unused for months).
 const MONTHS: Bounds = Bounds {
     min: 1,
     max: 12,
-    names: &["", "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"],
+    names: &[
+        "", "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ],
 };
 const DOW: Bounds = Bounds {
     min: 0,
@@ -234,7 +252,11 @@ impl Cron {
                 return None;
             }
             if !has(self.month, t.month()) {
-                let first = t.date().first_of_month().checked_add(jiff::Span::new().months(1)).ok()?;
+                let first = t
+                    .date()
+                    .first_of_month()
+                    .checked_add(jiff::Span::new().months(1))
+                    .ok()?;
                 t = first.to_datetime(jiff::civil::Time::midnight());
                 continue;
             }
@@ -243,7 +265,11 @@ impl Cron {
                 continue;
             }
             if !has(self.hour, t.hour()) {
-                t = t.date().to_datetime(jiff::civil::time(t.hour(), 0, 0, 0)).checked_add(jiff::Span::new().hours(1)).ok()?;
+                t = t
+                    .date()
+                    .to_datetime(jiff::civil::time(t.hour(), 0, 0, 0))
+                    .checked_add(jiff::Span::new().hours(1))
+                    .ok()?;
                 continue;
             }
             if !has(self.minute, t.minute()) {
@@ -255,7 +281,13 @@ impl Cron {
                 continue;
             }
             if !has(self.second, t.second()) {
-                t = t.with().subsec_nanosecond(0).build().ok()?.checked_add(jiff::Span::new().seconds(1)).ok()?;
+                t = t
+                    .with()
+                    .subsec_nanosecond(0)
+                    .build()
+                    .ok()?
+                    .checked_add(jiff::Span::new().seconds(1))
+                    .ok()?;
                 continue;
             }
             let z = t.to_zoned(tz.clone()).ok()?;
@@ -291,7 +323,10 @@ mod tests {
         let now = at("2026-01-01T00:00:00Z");
         assert_eq!(
             next("@at 2026-06-01T12:00:00Z", None, now, now),
-            Some(Next { at: at("2026-06-01T12:00:00Z"), repeat: false })
+            Some(Next {
+                at: at("2026-06-01T12:00:00Z"),
+                repeat: false
+            })
         );
         assert_eq!(
             next("@at 2026-06-01T14:00:00+02:00", None, now, now).map(|n| n.at),
@@ -302,7 +337,13 @@ mod tests {
         assert_eq!(next("@at 2026-06-01T12:00:00Z", Some(&TimeZone::UTC), now, now), None);
         assert_eq!(next("", None, now, now), Some(Next { at: 0, repeat: false }));
         let e = next("@every 5s", None, now + 300_000_000, now).unwrap();
-        assert_eq!(e, Next { at: now + 5 * SECOND, repeat: true });
+        assert_eq!(
+            e,
+            Next {
+                at: now + 5 * SECOND,
+                repeat: true
+            }
+        );
         // Missed: counts from now.
         let late = next("@every 5s", None, now - 60 * SECOND, now).unwrap();
         assert_eq!(late.at, now + 5 * SECOND);
