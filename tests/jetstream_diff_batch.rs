@@ -126,6 +126,22 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
                     "Nats-Batch-Id: b13\r\nNats-Batch-Sequence: 2\r\nNats-Expected-Last-Subject-Sequence: 0\r\nNats-Batch-Commit: 1",
                     "x",
                 ),
+                h(
+                    "a.l",
+                    "Nats-Batch-Id: b14\r\nNats-Batch-Sequence: 1\r\nNats-Required-Api-Level: 2",
+                    "x",
+                ),
+                h(
+                    "a.l",
+                    "Nats-Batch-Id: b14\r\nNats-Batch-Sequence: 2\r\nNats-Required-Api-Level: 99",
+                    "x",
+                ),
+                h(
+                    "a.l",
+                    "Nats-Batch-Id: b15\r\nNats-Batch-Sequence: 1\r\nNats-Required-Api-Level: 1\r\nNats-Batch-Commit: 1",
+                    "x",
+                ),
+                r("$JS.API.STREAM.MSG.GET.A", r#"{"last_by_subj":"a.l"}"#),
                 r("$JS.API.STREAM.INFO.A", ""),
                 r("$JS.API.STREAM.CREATE.NA", r#"{"name":"NA","subjects":["na"]}"#),
                 h("na", B1, "x"),

@@ -159,6 +159,26 @@ fn batch_seq(hdr: &[u8]) -> Option<u64> {
     )
 }
 
+const REQUIRED_API_LEVEL: &str = "Nats-Required-Api-Level";
+
+/// A `Nats-Required-Api-Level` this server cannot serve (not a number, or above its
+/// level).
+pub(super) fn level_too_new(level: &[u8]) -> bool {
+    std::str::from_utf8(level)
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .is_none_or(|v| v > crate::jetstream::api::consumer_check::API_LEVEL)
+}
+
+/// `hdr` without `Nats-Required-Api-Level`, or the error when the level is too new.
+pub(super) fn strip_api_level(hdr: Option<&[u8]>) -> Result<Option<Vec<u8>>, ApiError> {
+    match hdr.and_then(|h| headers::get(h, REQUIRED_API_LEVEL).map(|l| (h, l))) {
+        None => Ok(None),
+        Some((_, l)) if level_too_new(l) => Err(e::JS_REQUIRED_API_LEVEL_ERR.err()),
+        Some((h, _)) => Ok(Some(headers::without_key(h, REQUIRED_API_LEVEL))),
+    }
+}
+
 /// Whether an atomic batch message: a non-empty `Nats-Batch-Id`.
 pub fn atomic_id(hdr: Option<&[u8]>) -> Option<&str> {
     hdr.and_then(|h| headers::get(h, BATCH_ID))
@@ -316,6 +336,17 @@ impl Stream {
                 return Err(e::JS_ATOMIC_PUBLISH_INVALID_BATCH_COMMIT_ERR.err());
             }
         };
+        // A level this server does not have refuses the batch; the header is not kept.
+        let stripped;
+        let mut hdr = hdr;
+        if let Some(level) = headers::get(hdr, REQUIRED_API_LEVEL) {
+            if level_too_new(level) {
+                self.batches.drop_atomic(id);
+                return Err(e::JS_REQUIRED_API_LEVEL_ERR.err());
+            }
+            stripped = headers::without_key(hdr, REQUIRED_API_LEVEL);
+            hdr = &stripped;
+        }
         let Some(b) = self.batches.atomic.get_mut(id) else {
             return Err(incomplete());
         };

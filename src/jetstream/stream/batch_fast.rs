@@ -211,9 +211,19 @@ impl Stream {
                 out
             }
             Ok(()) => {
-                if let Some(b) = batch {
-                    self.fast_step(&b, subject, reply, hdr, payload, now, domain, max_payload, &mut out);
-                }
+                let Some(b) = batch else { return out };
+                let stripped = match super::batch::strip_api_level(hdr) {
+                    Ok(s) => s,
+                    Err(err) => {
+                        self.batches.drop_fast(&b.id);
+                        if respond {
+                            out.replies.push(pub_ack_error(&self.name, &err));
+                        }
+                        return out;
+                    }
+                };
+                let hdr = stripped.as_deref().or(hdr);
+                self.fast_step(&b, subject, reply, hdr, payload, now, domain, max_payload, &mut out);
                 out
             }
         }
