@@ -219,11 +219,6 @@ impl Schedules {
     pub fn is_empty(&self) -> bool {
         self.by_subject.is_empty()
     }
-
-    /// Forget what was in flight (the messages were not stored).
-    pub fn clear_inflight(&mut self) {
-        self.inflight.clear();
-    }
 }
 
 /// The message a schedule stored as `(subject, hdr, body)` publishes when it fires,
@@ -394,8 +389,8 @@ impl Stream {
             }
         }
         self.ingest_mode = mode;
-        // What did not get stored may fire again.
-        self.schedules.clear_inflight();
+        // A schedule whose message could not be stored stays in flight (as in the
+        // reference): it does not fire again until the stream is opened again.
         out
     }
 }
