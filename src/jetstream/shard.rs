@@ -260,6 +260,9 @@ impl ShardJs {
             for body in &done.replies {
                 core.publish_jetstream(acc, &m.reply, b"", None, body, now);
             }
+            for (id, reason) in st.batches.take_abandoned() {
+                super::advisory::batch_abandoned(core, &js, acc, &st.name, &id, reason, now);
+            }
             self.notify_stored(key, &done.stored, done.purged, now);
             return;
         }
@@ -369,6 +372,9 @@ impl ShardJs {
         self.fire_schedules(core, now);
         for st in self.streams.values_mut() {
             st.batches.expire(wall_ns());
+            for (id, reason) in st.batches.take_abandoned() {
+                super::advisory::batch_abandoned(core, &self.js, st.account, &st.name, &id, reason, now);
+            }
             if st.store.next_expiry().is_some_and(|at| at <= wall_ns()) {
                 if let Err(e) = st.store.expire() {
                     tracing::warn!("JetStream stream '{}' expiry failed: {e}", st.name);

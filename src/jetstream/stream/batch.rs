@@ -91,6 +91,9 @@ struct Atomic {
 pub struct Batches {
     atomic: HashMap<String, Atomic>,
     pub(super) fast: HashMap<String, super::batch_fast::Fast>,
+    /// Atomic batches given up since the last look, with the reason the advisory gives
+    /// (`timeout`, `large`, `incomplete`, `unsupported`).
+    abandoned: Vec<(String, &'static str)>,
 }
 
 impl Batches {
@@ -100,13 +103,28 @@ impl Batches {
         }
     }
 
+    fn abandon(&mut self, id: &str, reason: &'static str) {
+        if self.atomic.contains_key(id) {
+            self.abandoned.push((id.to_string(), reason));
+        }
+        self.drop_atomic(id);
+    }
+
+    /// The batches abandoned since the last call (for their advisories).
+    pub fn take_abandoned(&mut self) -> Vec<(String, &'static str)> {
+        std::mem::take(&mut self.abandoned)
+    }
+
     /// Abandon the batches whose time ran out.
     pub fn expire(&mut self, now: i64) {
-        let before = self.atomic.len();
-        self.atomic.retain(|_, b| b.expires > now);
-        let gone = (before - self.atomic.len()) as i64;
-        if gone > 0 {
-            ATOMIC_INFLIGHT.fetch_sub(gone, Ordering::Relaxed);
+        let expired: Vec<String> = self
+            .atomic
+            .iter()
+            .filter(|(_, b)| b.expires <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            self.abandon(&id, "timeout");
         }
         self.expire_fast(now);
     }
@@ -341,7 +359,7 @@ impl Stream {
         let mut hdr = hdr;
         if let Some(level) = headers::get(hdr, REQUIRED_API_LEVEL) {
             if level_too_new(level) {
-                self.batches.drop_atomic(id);
+                self.batches.abandon(id, "unsupported");
                 return Err(e::JS_REQUIRED_API_LEVEL_ERR.err());
             }
             stripped = headers::without_key(hdr, REQUIRED_API_LEVEL);
@@ -352,11 +370,11 @@ impl Stream {
         };
         b.expires = now.saturating_add(limits.timeout_ns());
         if b.msgs.len() as u64 + 1 != seq || (seq == 1 && eob) {
-            self.batches.drop_atomic(id);
+            self.batches.abandon(id, "incomplete");
             return Err(incomplete());
         }
         if seq > max {
-            self.batches.drop_atomic(id);
+            self.batches.abandon(id, "large");
             return Err(too_large());
         }
         if !eob {
