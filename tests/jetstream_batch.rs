@@ -253,6 +253,11 @@ fn atomic_limits(r: common::Reactor, shards: &str) {
         let c = async_nats::connect(s.url()).await.unwrap();
         let js = jetstream::new(c.clone());
         create(&c, "L", r#"{"name":"L","subjects":["l"],"allow_atomic":true}"#).await;
+        let mut advisories = c
+            .subscribe("$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.L")
+            .await
+            .unwrap();
+        c.flush().await.unwrap();
         request(&c, "l", &[("Nats-Batch-Id", "a"), ("Nats-Batch-Sequence", "1")], "m").await;
         let ack = request(&c, "l", &[("Nats-Batch-Id", "b"), ("Nats-Batch-Sequence", "1")], "m").await;
         assert_eq!(ack["error"]["err_code"], 10210);
@@ -288,6 +293,23 @@ fn atomic_limits(r: common::Reactor, shards: &str) {
         .await;
         assert_eq!(ack["count"], 1);
         assert_eq!(messages(&js, "L").await, 1);
+        let mut reasons = Vec::new();
+        for _ in 0..2 {
+            let m = tokio::time::timeout(Duration::from_secs(3), advisories.next())
+                .await
+                .unwrap()
+                .unwrap();
+            let v: Value = serde_json::from_slice(&m.payload).unwrap();
+            assert_eq!(v["type"], "io.nats.jetstream.advisory.v1.stream_batch_abandoned");
+            reasons.push((
+                v["batch"].as_str().unwrap().to_string(),
+                v["reason"].as_str().unwrap().to_string(),
+            ));
+        }
+        assert_eq!(
+            reasons,
+            vec![("a".into(), "large".into()), ("c".into(), "timeout".into())]
+        );
     });
 }
 
@@ -468,6 +490,56 @@ fn schedule_restart(r: common::Reactor, shards: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A committed batch was acknowledged after its write was durable: all of it is there
+/// after a hard kill; a batch still staged at the kill is gone.
+fn batch_restart(r: common::Reactor, shards: &str) {
+    let dir = store_dir("batch-restart");
+    let mut s = start(r, shards, &dir);
+    rt().block_on(async {
+        let c = async_nats::connect(s.url()).await.unwrap();
+        create(&c, "BR", r#"{"name":"BR","subjects":["br"],"allow_atomic":true}"#).await;
+        for i in 1..=50u64 {
+            let seq = i.to_string();
+            let mut h = vec![("Nats-Batch-Id", "all"), ("Nats-Batch-Sequence", seq.as_str())];
+            if i == 50 {
+                h.push(("Nats-Batch-Commit", "1"));
+            }
+            let ack = request(&c, "br", &h, "payload").await;
+            if i == 50 {
+                assert_eq!(ack["count"], 50);
+            }
+        }
+        request(
+            &c,
+            "br",
+            &[("Nats-Batch-Id", "open"), ("Nats-Batch-Sequence", "1")],
+            "p",
+        )
+        .await;
+    });
+    s.stop_with(9);
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let c = async_nats::connect(s.url()).await.unwrap();
+        let js = jetstream::new(c.clone());
+        assert_eq!(messages(&js, "BR").await, 50);
+        let ack = request(
+            &c,
+            "br",
+            &[
+                ("Nats-Batch-Id", "open"),
+                ("Nats-Batch-Sequence", "2"),
+                ("Nats-Batch-Commit", "1"),
+            ],
+            "p",
+        )
+        .await;
+        assert_eq!(ack["error"]["err_code"], 10176);
+        assert_eq!(messages(&js, "BR").await, 50);
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn base64_headers(m: &async_nats::jetstream::message::StreamMessage) -> Vec<u8> {
     let mut out = b"NATS/1.0\r\n".to_vec();
     for (k, vs) in m.headers.iter() {
@@ -504,4 +576,12 @@ macro_rules! batch_tests {
     };
 }
 
-batch_tests!(counters, atomic, atomic_limits, fast, schedules, schedule_restart);
+batch_tests!(
+    counters,
+    atomic,
+    atomic_limits,
+    fast,
+    schedules,
+    schedule_restart,
+    batch_restart
+);
