@@ -313,7 +313,12 @@ impl Stream {
             self.dedupe.insert(msg_id, seq, now);
         }
         let mut purged = false;
-        // A rollup keeps only the message just stored (of its subject, or of the stream).
+        // A rollup keeps only the message just stored (of its subject, or of the stream);
+        // one copied from elsewhere into a stream without rollups is stored as is.
+        let rollups = self.cfg.allow_rollup_hdrs && !self.cfg.deny_purge;
+        if !rollups {
+            (rollup_sub, rollup_all) = (false, false);
+        }
         if rollup_sub {
             purged = self.store.purge_ex(subject, 0, 1).unwrap_or(0) > 0;
         } else if rollup_all {
