@@ -226,6 +226,7 @@ impl Schedules {
 /// schedule is not valid (any more).
 fn fired(subject: &str, hdr: &[u8], body: &[u8], ts: i64, now: i64, source: Option<(&[u8], &[u8])>) -> Option<Fired> {
     let next = next_of(hdr, ts, now).ok()??;
+    let tz = zone(hdr).ok()?;
     let ttl = value(hdr, TTL);
     if !ttl.is_empty() && super::ingest::parse_ttl(ttl).is_err() {
         return None;
@@ -240,7 +241,7 @@ fn fired(subject: &str, hdr: &[u8], body: &[u8], ts: i64, now: i64, source: Opti
     let mut add = |k: &str, v: &str| out = headers::with(Some(&out), k, v);
     add(SCHEDULER, subject);
     if next.repeat {
-        add(NEXT, &schedule_pattern::rfc3339(next.at));
+        add(NEXT, &schedule_pattern::rfc3339_in(next.at, tz.as_ref()));
     } else {
         add(NEXT, NEXT_PURGE);
     }

@@ -299,9 +299,20 @@ impl Cron {
 
 /// Format Unix ns as Go's `time.RFC3339` in UTC (`Nats-Schedule-Next`).
 pub fn rfc3339(ns: i64) -> String {
-    match Timestamp::from_nanosecond(i128::from(ns.div_euclid(SECOND) * SECOND)) {
-        Ok(t) => t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        Err(_) => String::new(),
+    rfc3339_in(ns, None)
+}
+
+/// Format Unix ns as Go's `time.RFC3339` in `tz` (UTC without): `Z` for a zero offset,
+/// else `±hh:mm`.
+pub fn rfc3339_in(ns: i64, tz: Option<&TimeZone>) -> String {
+    let Ok(t) = Timestamp::from_nanosecond(i128::from(ns.div_euclid(SECOND) * SECOND)) else {
+        return String::new();
+    };
+    let z = t.to_zoned(tz.cloned().unwrap_or(TimeZone::UTC));
+    if z.offset().seconds() == 0 {
+        z.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    } else {
+        z.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string()
     }
 }
 
@@ -409,5 +420,10 @@ mod tests {
         assert_eq!(rfc3339(t + 123), "2026-03-04T05:06:07Z");
         assert_eq!(parse_next("2026-03-04T05:06:07Z"), Some(t));
         assert_eq!(parse_next("2026-03-04T05:06:07.5Z"), Some(t + 500_000_000));
+        let ams = jiff::tz::db().get("Europe/Amsterdam").unwrap();
+        assert_eq!(rfc3339_in(t, Some(&ams)), "2026-03-04T06:06:07+01:00");
+        assert_eq!(parse_next("2026-03-04T06:06:07+01:00"), Some(t));
+        let london = jiff::tz::db().get("Europe/London").unwrap();
+        assert_eq!(rfc3339_in(t, Some(&london)), "2026-03-04T05:06:07Z");
     }
 }
