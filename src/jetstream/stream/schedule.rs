@@ -79,7 +79,8 @@ pub fn check_headers(
     cfg: &StreamConfig,
     sourced: bool,
 ) -> Result<Option<Vec<u8>>, ApiError> {
-    if sourced {
+    // Every schedule header starts so (`Nats-Schedule*`, `Nats-Scheduler`).
+    if sourced || memchr::memmem::find(hdr, b"Nats-Sched").is_none() {
         return Ok(None);
     }
     let allowed = cfg.allow_msg_schedules;
