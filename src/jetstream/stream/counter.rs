@@ -211,6 +211,27 @@ pub fn total_in(body: &[u8]) -> String {
         .unwrap_or_default()
 }
 
+/// Set `key` to `value` the way nats-server's `setHeader` does: an existing value is
+/// replaced where it stands (one space after the colon kept), else the line is appended.
+fn set_header(hdr: &[u8], key: &str, value: &str) -> Vec<u8> {
+    let needle = format!("\r\n{key}:");
+    let Some(at) = memchr::memmem::find(hdr, needle.as_bytes()) else {
+        return headers::with(Some(hdr), key, value);
+    };
+    let mut start = at + needle.len();
+    if hdr.get(start) == Some(&b' ') {
+        start += 1;
+    }
+    let Some(len) = hdr.get(start..).and_then(|r| memchr::memchr(b'\r', r)) else {
+        return hdr.to_vec();
+    };
+    let mut out = Vec::with_capacity(hdr.len() + value.len());
+    out.extend_from_slice(hdr.get(..start).unwrap_or_default());
+    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(hdr.get(start + len..).unwrap_or_default());
+    out
+}
+
 /// What an increment stores.
 #[derive(Debug)]
 pub struct Applied {
@@ -251,12 +272,12 @@ pub fn apply(
             .and_then(|p| BigInt::parse(&p))
             .unwrap_or_default();
         incr = sourced.sub(&previous);
-        new_hdr = Some(headers::with(Some(hdr), INCR, &incr.to_string()));
+        new_hdr = Some(set_header(hdr, INCR, &incr.to_string()));
     }
     total = total.add(&incr);
     if !sources.is_empty() {
         let json = serde_json::to_string(&sources).map_err(|_| broken())?;
-        new_hdr = Some(headers::with(Some(new_hdr.as_deref().unwrap_or(hdr)), SOURCES, &json));
+        new_hdr = Some(set_header(new_hdr.as_deref().unwrap_or(hdr), SOURCES, &json));
     }
     Ok(Applied {
         hdr: new_hdr,
@@ -368,6 +389,23 @@ mod tests {
         assert_eq!(
             apply(Some((hdr, b"{}")), "c", hdr, b"", &n("1")).unwrap().body,
             br#"{"val":"1"}"#
+        );
+    }
+
+    #[test]
+    fn headers_set_in_place() {
+        let h = b"NATS/1.0\r\nNats-Incr: 1\r\nB: 2\r\n\r\n";
+        assert_eq!(
+            set_header(h, INCR, "-10"),
+            b"NATS/1.0\r\nNats-Incr: -10\r\nB: 2\r\n\r\n"
+        );
+        assert_eq!(
+            set_header(h, "C", "3"),
+            b"NATS/1.0\r\nNats-Incr: 1\r\nB: 2\r\nC: 3\r\n\r\n"
+        );
+        assert_eq!(
+            set_header(b"NATS/1.0\r\nB:2\r\n\r\n", "B", "x"),
+            b"NATS/1.0\r\nB:x\r\n\r\n"
         );
     }
 
