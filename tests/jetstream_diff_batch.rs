@@ -167,6 +167,41 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
             ],
         ),
         (
+            "atomic batch checks",
+            vec![
+                r(
+                    "$JS.API.STREAM.CREATE.K",
+                    r#"{"name":"K","subjects":["k.>"],"allow_atomic":true,"allow_rollup_hdrs":true,"max_msgs_per_subject":1,"discard":"new","discard_new_per_subject":true}"#,
+                ),
+                h("k.a", "Nats-Batch-Id: r\r\nNats-Batch-Sequence: 1", "x"),
+                h("k.a", "Nats-Batch-Id: r\r\nNats-Batch-Sequence: 2\r\nNats-Rollup: sub\r\nNats-Batch-Commit: 1", "x"),
+                h("k.b", "Nats-Batch-Id: p\r\nNats-Batch-Sequence: 1", "x"),
+                h("k.b", "Nats-Batch-Id: p\r\nNats-Batch-Sequence: 2\r\nNats-Batch-Commit: 1", "x"),
+                h("k.c", "Nats-Batch-Id: q\r\nNats-Batch-Sequence: 1", "x"),
+                h(
+                    "k.c",
+                    "Nats-Batch-Id: q\r\nNats-Batch-Sequence: 2\r\nNats-Expected-Last-Subject-Sequence: 0\r\nNats-Batch-Commit: 1",
+                    "x",
+                ),
+                h("k.d", "Nats-Batch-Id: t\r\nNats-Batch-Sequence: 1\r\nNats-TTL: 5s\r\nNats-Batch-Commit: 1", "x"),
+                h("k.d", "Nats-Batch-Id: t2\r\nNats-Batch-Sequence: 1\r\nNats-Rollup: nope\r\nNats-Batch-Commit: 1", "x"),
+                h("k.d", "Nats-Batch-Id: t3\r\nNats-Batch-Sequence: 1\r\nNats-Expected-Stream: Z\r\nNats-Batch-Commit: 1", "x"),
+                h("k.d", "Nats-Batch-Id: t4\r\nNats-Batch-Sequence: 1\r\nNats-Incr: 1\r\nNats-Batch-Commit: 1", ""),
+                h("k.e", "Nats-Batch-Id: ok\r\nNats-Batch-Sequence: 1\r\nNats-Rollup: all\r\nNats-Batch-Commit: 1", "x"),
+                r("$JS.API.STREAM.INFO.K", ""),
+                r(
+                    "$JS.API.STREAM.CREATE.KC",
+                    r#"{"name":"KC","subjects":["kc"],"allow_atomic":true,"allow_msg_counter":true}"#,
+                ),
+                h("kc", "Nats-Incr: 2", ""),
+                h("kc", "Nats-Batch-Id: c\r\nNats-Batch-Sequence: 1\r\nNats-Incr: 3", ""),
+                h("kc", "Nats-Batch-Id: c\r\nNats-Batch-Sequence: 2\r\nNats-Batch-Commit: 1", ""),
+                h("kc", "Nats-Batch-Id: c2\r\nNats-Batch-Sequence: 1\r\nNats-Incr: 3\r\nNats-Batch-Commit: 1", ""),
+                r("$JS.API.STREAM.MSG.GET.KC", r#"{"last_by_subj":"kc"}"#),
+                h("kc", "Nats-Incr: 1", ""),
+            ],
+        ),
+        (
             "schedule headers",
             vec![
                 r(
