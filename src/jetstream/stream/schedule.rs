@@ -13,7 +13,7 @@ use crate::jetstream::api::config::StreamConfig;
 use crate::jetstream::api::errors_table as e;
 use crate::jetstream::api::ApiError;
 use crate::proto::headers;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 pub const SCHEDULE: &str = "Nats-Schedule";
 pub const TIME_ZONE: &str = "Nats-Schedule-Time-Zone";
@@ -152,6 +152,8 @@ pub fn check_headers(
 pub struct Schedules {
     by_subject: HashMap<String, (u64, i64)>,
     by_seq: HashMap<u64, String>,
+    /// (when, sequence), earliest first.
+    order: BTreeSet<(i64, u64)>,
     /// Fired, and the message they produced not stored yet.
     inflight: HashSet<String>,
 }
@@ -166,25 +168,31 @@ pub struct Fired {
 
 impl Schedules {
     fn set(&mut self, seq: u64, subject: &str, at: i64) {
-        if let Some((old, _)) = self.by_subject.insert(subject.to_string(), (seq, at)) {
+        if let Some((old, old_at)) = self.by_subject.insert(subject.to_string(), (seq, at)) {
             self.by_seq.remove(&old);
+            self.order.remove(&(old_at, old));
         }
         self.by_seq.insert(seq, subject.to_string());
+        self.order.insert((at, seq));
         self.inflight.remove(subject);
     }
 
     fn remove_subject(&mut self, subject: &str) {
-        if let Some((seq, _)) = self.by_subject.remove(subject) {
+        if let Some((seq, at)) = self.by_subject.remove(subject) {
             self.by_seq.remove(&seq);
+            self.order.remove(&(at, seq));
         }
         self.inflight.remove(subject);
     }
 
     fn remove_seq(&mut self, seq: u64) {
-        if let Some(s) = self.by_seq.remove(&seq) {
-            self.by_subject.remove(&s);
-            self.inflight.remove(&s);
+        if let Some(s) = self.by_seq.get(&seq).cloned() {
+            self.remove_subject(&s);
         }
+    }
+
+    fn is_inflight(&self, seq: u64) -> bool {
+        self.by_seq.get(&seq).is_some_and(|s| self.inflight.contains(s))
     }
 
     /// A message was stored at `seq` on `subject` at `ts`: a schedule starts (or is
@@ -200,9 +208,8 @@ impl Schedules {
         if !next.is_empty() && next != NEXT_PURGE {
             let scheduler = value(hdr, SCHEDULER);
             if let (Some(at), false) = (schedule_pattern::parse_next(next), scheduler.is_empty()) {
-                if let Some(entry) = self.by_subject.get_mut(scheduler) {
-                    entry.1 = at;
-                    self.inflight.remove(scheduler);
+                if let Some(&(seq, _)) = self.by_subject.get(scheduler) {
+                    self.set(seq, scheduler, at);
                 }
             }
         }
@@ -210,11 +217,10 @@ impl Schedules {
 
     /// When the earliest schedule fires (Unix ns).
     pub fn next_at(&self) -> Option<i64> {
-        self.by_subject
+        self.order
             .iter()
-            .filter(|(s, _)| !self.inflight.contains(*s))
-            .map(|(_, (_, at))| *at)
-            .min()
+            .find(|(_, seq)| !self.is_inflight(*seq))
+            .map(|(at, _)| *at)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -320,13 +326,20 @@ impl Stream {
     /// The messages of the schedules due at `now` (Unix ns), in schedule order; each is
     /// in flight until its message is stored.
     pub fn due_schedules(&mut self, now: i64) -> Vec<Fired> {
-        let mut due: Vec<(u64, String, i64)> = self
-            .schedules
-            .by_subject
-            .iter()
-            .filter(|(s, (_, at))| *at <= now && !self.schedules.inflight.contains(*s))
-            .map(|(s, (seq, at))| (*seq, s.clone(), *at))
-            .collect();
+        let mut due: Vec<(u64, String, i64)> = Vec::new();
+        for &(at, seq) in &self.schedules.order {
+            if at > now {
+                break;
+            }
+            if let Some(s) = self
+                .schedules
+                .by_seq
+                .get(&seq)
+                .filter(|s| !self.schedules.inflight.contains(*s))
+            {
+                due.push((seq, s.clone(), at));
+            }
+        }
         due.sort_unstable();
         let mut out = Vec::new();
         for (seq, subject, at) in due {
@@ -484,7 +497,7 @@ mod tests {
         assert_eq!(s.next_at(), Some(now + 5_000_000_000));
         // Replaced by a newer schedule on the same subject.
         s.on_stored(2, "s.a", &sched, now + 1_000_000_000, now);
-        assert_eq!(s.by_seq.len(), 1);
+        assert_eq!((s.by_seq.len(), s.order.len()), (1, 1));
         assert_eq!(s.next_at(), Some(now + 6_000_000_000));
         // The output of a repeating schedule moves it on.
         let out = hdr(&[
@@ -493,9 +506,15 @@ mod tests {
         ]);
         s.on_stored(3, "s.out", &out, now, now);
         assert_eq!(s.next_at(), Some(1_200_000_000_000));
+        assert_eq!(s.order.len(), 1);
+        // In flight: not due again until its message is stored.
+        s.inflight.insert("s.a".into());
+        assert_eq!(s.next_at(), None);
+        s.inflight.clear();
         // A plain message ends the subject's schedule.
         s.on_stored(4, "s.a", &hdr(&[("A", "b")]), now, now);
         assert!(s.is_empty());
+        assert!(s.order.is_empty() && s.by_seq.is_empty());
     }
 
     #[test]
