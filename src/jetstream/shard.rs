@@ -263,7 +263,9 @@ impl ShardJs {
             for (id, reason) in st.batches.take_abandoned() {
                 super::advisory::batch_abandoned(core, &js, acc, &st.name, &id, reason, now);
             }
-            self.notify_stored(key, &done.stored, done.purged, now);
+            // The batch just touched times out last: the timer needs to run by then.
+            let batch_due = (!st.batches.is_empty()).then(|| wall_ns().saturating_add(js.settings.batch.timeout_ns()));
+            self.notify_stored(key, &done.stored, done.purged, batch_due, now);
             return;
         }
         let interest = st.cfg.retention != super::api::config::Retention::Interest || {
@@ -282,7 +284,7 @@ impl ShardJs {
         );
         match outcome {
             Ingested::Stored { seq, purged } => {
-                self.notify_stored(key, &[(seq, subject.to_string())], purged, now);
+                self.notify_stored(key, &[(seq, subject.to_string())], purged, None, now);
             }
             Ingested::Reply(body) => {
                 core.publish_jetstream(acc, &m.reply, b"", None, &body, now);
@@ -292,8 +294,16 @@ impl ShardJs {
     }
 
     /// Messages were stored in a stream: its consumers learn of them, and a first
-    /// message under max age, with a TTL or a schedule starts the expiry timer.
-    fn notify_stored(&mut self, key: &StreamKey, stored: &[(u64, String)], purged: bool, now: Instant) {
+    /// message under max age, with a TTL or a schedule (or `also_due`, Unix ns) starts
+    /// the expiry timer.
+    fn notify_stored(
+        &mut self,
+        key: &StreamKey,
+        stored: &[(u64, String)],
+        purged: bool,
+        also_due: Option<i64>,
+        now: Instant,
+    ) {
         let Some(st) = self.streams.get_mut(key) else {
             return;
         };
@@ -306,7 +316,8 @@ impl ShardJs {
                 slot.c.on_stored(*seq, subject);
             }
         }
-        if let Some(at) = stream_deadline(st) {
+        let due = [st.store.next_expiry(), st.schedules.next_at(), also_due];
+        if let Some(at) = due.into_iter().flatten().min() {
             let t = now + Duration::from_nanos(at.saturating_sub(wall_ns()).max(0) as u64);
             if self.expire_at.is_none_or(|e| t < e) {
                 self.expire_at = Some(t);
@@ -364,7 +375,7 @@ impl ShardJs {
         for key in due {
             let Some(st) = self.streams.get_mut(&key) else { continue };
             let done = st.run_schedules(wall, &js.settings.domain, max_payload);
-            self.notify_stored(&key, &done.stored, done.purged, now);
+            self.notify_stored(&key, &done.stored, done.purged, None, now);
         }
     }
 

@@ -129,6 +129,11 @@ impl Batches {
         self.expire_fast(now);
     }
 
+    /// No batch in progress.
+    pub fn is_empty(&self) -> bool {
+        self.atomic.is_empty() && self.fast.is_empty()
+    }
+
     /// When the next batch times out (Unix ns).
     pub fn next_expiry(&self) -> Option<i64> {
         self.atomic
