@@ -265,36 +265,42 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
 
 /// Fast batch publishes: each message's reply subject carries the batch; every message
 /// the server sends back within a moment is collected.
-fn fast_batches() -> Vec<(&'static str, &'static str, String)> {
+fn fast_batches() -> Vec<(&'static str, &'static str, &'static str, String)> {
     let f = |id: &str, flow: u16, gap: &str, seq: u64, op: u8| format!("_r.{id}.{flow}.{gap}.{seq}.{op}.$FI");
     let mut v = vec![(
         "$JS.API.STREAM.CREATE.FB",
+        "",
         r#"{"name":"FB","subjects":["fb.>"],"allow_batched":true}"#,
         "_r.create".to_string(),
     )];
     for s in 1..=5 {
-        v.push(("fb.a", "m", f("u1", 2, "fail", s, if s == 1 { 0 } else { 1 })));
+        v.push(("fb.a", "", "m", f("u1", 2, "fail", s, if s == 1 { 0 } else { 1 })));
     }
     v.extend([
-        ("fb.a", "", f("u1", 2, "fail", 5, 4)),
-        ("fb.a", "", f("u1", 2, "fail", 9, 4)),
-        ("fb.a", "m", f("u1", 2, "fail", 6, 2)),
-        ("fb.a", "m", f("u2", 10, "fail", 1, 0)),
-        ("fb.a", "m", f("u2", 10, "fail", 3, 1)),
-        ("fb.a", "m", f("u3", 10, "ok", 1, 0)),
-        ("fb.a", "m", f("u3", 10, "ok", 3, 1)),
-        ("fb.a", "m", f("u3", 10, "ok", 4, 3)),
-        ("fb.a", "m", f("u4", 10, "fail", 2, 1)),
-        ("fb.a", "m", f("u4", 10, "fail", 1, 9)),
-        ("fb.a", "m", "_r.$FI".to_string()),
-        ("fb.a", "m", f("u7", 10, "fail", 1, 2)),
-        ("$JS.API.STREAM.INFO.FB", "", "_r.info".to_string()),
+        ("fb.a", "", "", f("u1", 2, "fail", 5, 4)),
+        ("fb.a", "", "", f("u1", 2, "fail", 9, 4)),
+        ("fb.a", "", "m", f("u1", 2, "fail", 6, 2)),
+        ("fb.a", "", "m", f("u2", 10, "fail", 1, 0)),
+        ("fb.a", "", "m", f("u2", 10, "fail", 3, 1)),
+        ("fb.a", "", "m", f("u3", 10, "ok", 1, 0)),
+        ("fb.a", "", "m", f("u3", 10, "ok", 3, 1)),
+        ("fb.a", "", "m", f("u3", 10, "ok", 4, 3)),
+        ("fb.a", "", "m", f("u4", 10, "fail", 2, 1)),
+        ("fb.a", "", "m", f("u4", 10, "fail", 1, 9)),
+        ("fb.a", "", "m", "_r.$FI".to_string()),
+        ("fb.a", "", "m", f("u7", 10, "fail", 1, 2)),
+        ("fb.d", "Nats-Msg-Id: d1", "m", f("u9", 10, "fail", 1, 2)),
+        ("fb.d", "Nats-Msg-Id: d1", "m", f("u10", 10, "fail", 1, 2)),
+        ("fb.d", "Nats-Msg-Id: d1", "m", f("u11", 10, "fail", 1, 0)),
+        ("fb.d", "", "m", f("u11", 10, "fail", 2, 2)),
+        ("$JS.API.STREAM.INFO.FB", "", "", "_r.info".to_string()),
         (
             "$JS.API.STREAM.CREATE.NB",
+            "",
             r#"{"name":"NB","subjects":["nb"]}"#,
             "_r.c2".to_string(),
         ),
-        ("nb", "m", f("u1", 10, "fail", 1, 0)),
+        ("nb", "", "m", f("u1", 10, "fail", 1, 0)),
     ]);
     v
 }
@@ -317,9 +323,15 @@ fn play_fast(port: u16) -> Vec<String> {
         String::from_utf8_lossy(&got).to_string()
     };
     drain(&mut s, Duration::from_millis(200));
-    for (subject, body, reply) in fast_batches() {
-        s.write_all(format!("PUB {subject} {reply} {}\r\n{body}\r\n", body.len()).as_bytes())
-            .unwrap();
+    for (subject, headers, body, reply) in fast_batches() {
+        let msg = if headers.is_empty() {
+            format!("PUB {subject} {reply} {}\r\n{body}\r\n", body.len())
+        } else {
+            let hdr = format!("NATS/1.0\r\n{headers}\r\n\r\n");
+            let total = hdr.len() + body.len();
+            format!("HPUB {subject} {reply} {} {total}\r\n{hdr}{body}\r\n", hdr.len())
+        };
+        s.write_all(msg.as_bytes()).unwrap();
         let text = drain(&mut s, Duration::from_millis(250));
         // Every message: its subject and masked body.
         let mut lines = text.split("\r\n");

@@ -351,7 +351,7 @@ impl Stream {
         // The message on its own is checked as an atomic batch of one.
         let staged_hdr = hdr.unwrap_or_default().to_vec();
         if let Err(err) = self.check_single(subject, &staged_hdr, payload, max_payload) {
-            self.fast_rejected(b, reply, domain, err, out);
+            self.fast_rejected(b, reply, hdr, domain, err, out);
             return;
         }
         let mode = self.ingest_mode;
@@ -385,7 +385,15 @@ impl Stream {
     }
 
     /// A message of the batch failed its checks.
-    fn fast_rejected(&mut self, b: &FastRef, reply: &[u8], domain: &str, err: ApiError, out: &mut BatchOutcome) {
+    fn fast_rejected(
+        &mut self,
+        b: &FastRef,
+        reply: &[u8],
+        hdr: Option<&[u8]>,
+        domain: &str,
+        err: ApiError,
+        out: &mut BatchOutcome,
+    ) {
         let n = self.batches.fast.len();
         let dup = err.err_code == e::JS_ATOMIC_PUBLISH_CONTAINS_DUPLICATE_MESSAGE_ERR.err_code;
         let Some(f) = self.batches.fast.get_mut(&b.id) else {
@@ -401,8 +409,24 @@ impl Stream {
         if !f.gap_ok && f.lseq == 1 {
             // A batch failing at once is answered as a plain publish.
             self.batches.drop_fast(&b.id);
-            if !self.cfg.no_ack && !reply.is_empty() {
-                out.replies.push(pub_ack_error(&self.name, &err));
+            if self.cfg.no_ack || reply.is_empty() {
+                return;
+            }
+            // A duplicate of a stored message: its PubAck, as for a plain publish.
+            let msg_id = hdr
+                .and_then(|h| crate::proto::headers::get(h, "Nats-Msg-Id"))
+                .and_then(|v| std::str::from_utf8(v).ok())
+                .unwrap_or_default();
+            let window = self.cfg.duplicate_window;
+            let now = crate::jetstream::shard::wall_ns();
+            match self.dedupe.check(msg_id, now, window).filter(|s| dup && *s > 0) {
+                Some(seq) => {
+                    let mut body = pub_ack(&self.name, domain, seq, true);
+                    body.pop();
+                    body.extend_from_slice(format!(",\"batch\":{},\"count\":{}}}", quote(&b.id), b.seq).as_bytes());
+                    out.replies.push(body);
+                }
+                None => out.replies.push(pub_ack_error(&self.name, &err)),
             }
             return;
         }
