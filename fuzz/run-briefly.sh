@@ -20,7 +20,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
-targets=(parser core subject jwt transform ws_frame ws_upgrade trace ocsp storage_ref_block storage_snapshot storage_decode storage_ops js_api_decode js_consumer_wire)
+targets=(parser core subject jwt transform ws_frame ws_upgrade trace ocsp storage_ref_block storage_snapshot storage_decode storage_ops js_api_decode js_consumer_wire js_batch_headers)
 start=$(date +%s)
 echo "== building (cargo +nightly fuzz build)"
 cargo +nightly fuzz build

@@ -234,6 +234,11 @@ impl<P: Poller> EventLoop<P> {
             if self.stop.is_set() {
                 break;
             }
+            // The mesh first: a shard that posts a job after records (a stream's interest,
+            // then its create response) flushes the records first, so they apply before it.
+            if self.core.poll_mesh(now) > 0 {
+                worked = true;
+            }
             while let Ok(c) = self.controls.try_recv() {
                 match c {
                     Control::Accept(acc) => self.accept(acc, now),

@@ -114,3 +114,28 @@ pub fn api_limit_reached(core: &mut ShardCore, js: &JetStream, sys: AccountId, d
     m.insert("dropped".into(), json!(dropped));
     send_system(core, sys, SUBJECT, m, now);
 }
+
+/// `$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.<S>`: an atomic batch was given up
+/// (`reason`: `timeout`, `large`, `incomplete` or `unsupported`).
+pub fn batch_abandoned(
+    core: &mut ShardCore,
+    js: &JetStream,
+    acc: AccountId,
+    stream: &str,
+    batch: &str,
+    reason: &str,
+    now: Instant,
+) {
+    let subject = format!("$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED.{stream}");
+    if !core.has_interest(acc, subject.as_bytes()) {
+        return;
+    }
+    let mut m = typed("stream_batch_abandoned");
+    m.insert("stream".into(), json!(stream));
+    if !js.settings.domain.is_empty() {
+        m.insert("domain".into(), json!(js.settings.domain));
+    }
+    m.insert("batch".into(), json!(batch));
+    m.insert("reason".into(), json!(reason));
+    send(core, acc, &subject, m, now);
+}

@@ -59,6 +59,8 @@ pub struct JsSettings {
     /// `request_queue_limit` and `info_queue_limit` (resolved: > 0).
     pub request_queue_limit: i64,
     pub info_queue_limit: i64,
+    /// `limits { batch { ... } }`: atomic and fast batch publish limits (0: the defaults).
+    pub batch: stream::batch::BatchLimits,
     /// Encryption at rest (`key`, `cipher`, `prev_key`): message blocks are sealed with
     /// keys derived per account and stream, as the reference derives them.
     pub encryption: Option<storage::crypto::EncryptionConfig>,

@@ -104,6 +104,7 @@ impl ShardJs {
                 .map_err(|e| super::api::errors_table::JS_STREAM_CREATE_ERR_F.err_with(e))?;
         }
         let mut st = Stream::new(acc, cfg, created, store, dir);
+        st.recover_schedules();
         let limits = self.js.account_limits(&account);
         st.limits = match st.cfg.storage {
             super::api::config::StorageType::Memory => (limits.max_memory, self.js.settings.max_memory),
@@ -123,6 +124,7 @@ impl ShardJs {
     /// remove its directory.
     pub fn close_stream(&mut self, core: &mut ShardCore, acc: AccountId, name: &str, delete: bool) -> Option<Stream> {
         let mut st = self.streams.remove(&(acc, name.to_string()))?;
+        st.batches.clear();
         // Its bytes leave the usage counters.
         if let Some((a, all)) = &st.usage {
             let memory = st.cfg.storage == super::api::config::StorageType::Memory;
@@ -252,6 +254,27 @@ impl ShardJs {
             }
             return;
         }
+        if let Some(done) = st.batch_publish(
+            subject,
+            &m.reply,
+            m.header.as_deref(),
+            &m.payload,
+            wall_ns(),
+            domain,
+            max_payload,
+            &js.settings.batch,
+        ) {
+            for body in &done.replies {
+                core.publish_jetstream(acc, &m.reply, b"", None, body, now);
+            }
+            for (id, reason) in st.batches.take_abandoned() {
+                super::advisory::batch_abandoned(core, &js, acc, &st.name, &id, reason, now);
+            }
+            // The batch just touched times out last: the timer needs to run by then.
+            let batch_due = (!st.batches.is_empty()).then(|| wall_ns().saturating_add(js.settings.batch.timeout_ns()));
+            self.notify_stored(key, &done.stored, done.purged, batch_due, now);
+            return;
+        }
         let interest = st.cfg.retention != super::api::config::Retention::Interest || {
             let next = st.store.fast_state().last_seq + 1;
             st.consumers.values().any(|s| s.c.needs(next, subject))
@@ -268,27 +291,46 @@ impl ShardJs {
         );
         match outcome {
             Ingested::Stored { seq, purged } => {
-                let first = purged.then(|| st.store.fast_state().first_seq);
-                for slot in st.consumers.values_mut() {
-                    if let Some(first) = first {
-                        slot.c.on_removed(first);
-                    }
-                    slot.c.on_stored(seq, subject);
-                }
-                // A first message under max age or with a TTL starts the expiry timer.
-                if let Some(at) = st.store.next_expiry() {
-                    let t = now + Duration::from_nanos(at.saturating_sub(wall_ns()).max(0) as u64);
-                    if self.expire_at.is_none_or(|e| t < e) {
-                        self.expire_at = Some(t);
-                    }
-                }
-                self.attention = true;
+                self.notify_stored(key, &[(seq, subject.to_string())], purged, None, now);
             }
             Ingested::Reply(body) => {
                 core.publish_jetstream(acc, &m.reply, b"", None, &body, now);
             }
             Ingested::Quiet => {}
         }
+    }
+
+    /// Messages were stored in a stream: its consumers learn of them, and a first
+    /// message under max age, with a TTL or a schedule (or `also_due`, Unix ns) starts
+    /// the expiry timer.
+    fn notify_stored(
+        &mut self,
+        key: &StreamKey,
+        stored: &[(u64, String)],
+        purged: bool,
+        also_due: Option<i64>,
+        now: Instant,
+    ) {
+        let Some(st) = self.streams.get_mut(key) else {
+            return;
+        };
+        let first = purged.then(|| st.store.fast_state().first_seq);
+        for slot in st.consumers.values_mut() {
+            if let Some(first) = first {
+                slot.c.on_removed(first);
+            }
+            for (seq, subject) in stored {
+                slot.c.on_stored(*seq, subject);
+            }
+        }
+        let due = [st.store.next_expiry(), st.schedules.next_at(), also_due];
+        if let Some(at) = due.into_iter().flatten().min() {
+            let t = now + Duration::from_nanos(at.saturating_sub(wall_ns()).max(0) as u64);
+            if self.expire_at.is_none_or(|e| t < e) {
+                self.expire_at = Some(t);
+            }
+        }
+        self.attention = true;
     }
 
     /// Release PubAcks whose writes are durable; remember to look again while writes are
@@ -321,13 +363,36 @@ impl ShardJs {
         self.expire_at = self
             .streams
             .values()
-            .filter_map(|s| s.store.next_expiry())
+            .filter_map(stream_deadline)
             .min()
             .map(|at| now + Duration::from_nanos(at.saturating_sub(wall).max(0) as u64));
     }
 
-    fn expire(&mut self, now: Instant) {
+    /// Publish the messages of the schedules that are due.
+    fn fire_schedules(&mut self, core: &mut ShardCore, now: Instant) {
+        let wall = wall_ns();
+        let max_payload = core.config().max_payload;
+        let js = self.js.clone();
+        let due: Vec<StreamKey> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.schedules.next_at().is_some_and(|t| t <= wall))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            let Some(st) = self.streams.get_mut(&key) else { continue };
+            let done = st.run_schedules(wall, &js.settings.domain, max_payload);
+            self.notify_stored(&key, &done.stored, done.purged, None, now);
+        }
+    }
+
+    fn expire(&mut self, core: &mut ShardCore, now: Instant) {
+        self.fire_schedules(core, now);
         for st in self.streams.values_mut() {
+            st.batches.expire(wall_ns());
+            for (id, reason) in st.batches.take_abandoned() {
+                super::advisory::batch_abandoned(core, &self.js, st.account, &st.name, &id, reason, now);
+            }
             if st.store.next_expiry().is_some_and(|at| at <= wall_ns()) {
                 if let Err(e) = st.store.expire() {
                     tracing::warn!("JetStream stream '{}' expiry failed: {e}", st.name);
@@ -365,7 +430,7 @@ impl ShardExt for ShardJs {
 
     fn tick(&mut self, core: &mut ShardCore, now: Instant) {
         if self.expire_at.is_some_and(|t| t <= now) {
-            self.expire(now);
+            self.expire(core, now);
         }
         if self.poll_at.is_some_and(|t| t <= now) {
             self.poll_at = None;
@@ -384,6 +449,15 @@ impl ShardExt for ShardJs {
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
     }
+}
+
+/// When a stream's timed work (store expiry, schedules, batch timeouts) is next due
+/// (Unix ns).
+fn stream_deadline(st: &Stream) -> Option<i64> {
+    [st.store.next_expiry(), st.schedules.next_at(), st.batches.next_expiry()]
+        .into_iter()
+        .flatten()
+        .min()
 }
 
 /// Subscribe the stream's subjects (its ingest) on this shard.

@@ -840,6 +840,12 @@ fn jetstream_settings(
         max_request_batch: o.limits.max_request_batch,
         request_queue_limit: o.request_queue_limit,
         info_queue_limit: o.info_queue_limit,
+        batch: crate::jetstream::stream::batch::BatchLimits {
+            inflight_per_stream: o.limits.max_batch_inflight_per_stream,
+            inflight_total: o.limits.max_batch_inflight_total,
+            max_size: o.limits.max_batch_size,
+            timeout: o.limits.max_batch_timeout,
+        },
         encryption: (!o.key.is_empty()).then(|| storage::crypto::EncryptionConfig {
             key: o.key.clone(),
             cipher: match o.cipher {

@@ -63,10 +63,6 @@ fn refuse_unbuilt(cfg: &StreamConfig) -> Result<(), ApiError> {
     let missing = [
         (cfg.republish.is_some(), "republish"),
         (cfg.subject_transform.is_some(), "subject transforms"),
-        (cfg.allow_msg_counter, "message counters"),
-        (cfg.allow_atomic, "atomic batch publish"),
-        (cfg.allow_batched, "batch publish"),
-        (cfg.allow_msg_schedules, "message schedules"),
         (cfg.subject_delete_marker_ttl > 0, "subject delete markers"),
     ];
     match missing.iter().find(|(on, _)| *on) {

@@ -97,6 +97,9 @@ fn send(core: &mut ShardCore, req: &Request, body: &[u8], now: Instant) {
             let req = req.clone();
             let body = body.to_vec();
             let job: Job = Box::new(move |core: &mut ShardCore, now: Instant| respond_here(core, &req, &body, now));
+            // What this shard staged for the mesh (the interest of a stream just created)
+            // goes first: the requester may publish as soon as it has the answer.
+            core.flush_mesh(now);
             post.post(origin, job);
             return;
         }

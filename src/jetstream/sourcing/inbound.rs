@@ -342,7 +342,13 @@ fn on_source_msg(
     let outcome = if st.over_limits(size).is_some() {
         Ingested::Quiet
     } else {
-        st.ingest(
+        // A sourced message: counters aggregate by source, not by increment.
+        let mode = st.ingest_mode;
+        st.ingest_mode = crate::jetstream::stream::ingest::Mode {
+            checked: false,
+            sourced: true,
+        };
+        let out = st.ingest(
             &subject,
             b"",
             Some(&hdr),
@@ -351,7 +357,9 @@ fn on_source_msg(
             interest,
             &domain,
             max_payload,
-        )
+        );
+        st.ingest_mode = mode;
+        out
     };
     match outcome {
         Ingested::Stored { seq, purged } => {

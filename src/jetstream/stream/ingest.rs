@@ -2,14 +2,25 @@
 //! standalone server: sealed streams refuse it; the `Nats-Expected-*` headers, the
 //! duplicate window, rollups, per-message TTLs and the size limits are checked in the
 //! reference's order; the store assigns the sequence; the PubAck waits for durability.
-//! Counters, schedules and batches come with the data-flow issue: their headers are
-//! refused with the reference's "disabled" errors until then.
+//! Counters ([`super::counter`]) and schedules ([`super::schedule`]) hook in where the
+//! reference checks them; the messages of a committing batch ([`super::batch`]) were
+//! checked as a whole before and skip the per-message consistency checks.
 
 use super::{PendingAck, Stream};
 use crate::jetstream::api::config::Retention;
 use crate::jetstream::api::errors_table as e;
 use crate::jetstream::api::ApiError;
 use crate::proto::headers;
+
+/// How a message comes in: `checked` for the messages of a committing batch (checked as
+/// a whole before), `sourced` for messages the stream makes itself or copies from
+/// another stream (stored as they are: no increment, TTL, schedule or rollup permission
+/// checks).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mode {
+    pub checked: bool,
+    pub sourced: bool,
+}
 
 /// What became of a publish.
 pub enum Ingested {
@@ -107,7 +118,10 @@ impl Stream {
                 Ingested::Quiet
             }
         };
-        if self.cfg.sealed {
+        // A committing batch was checked as a whole already.
+        let Mode { checked, sourced } = self.ingest_mode;
+        let batch_tail = if checked { super::batch::ack_tail(hdr) } else { None };
+        if self.cfg.sealed && !checked {
             return fail(self, e::JS_STREAM_SEALED_ERR.err());
         }
         // Not stored: the client info the server itself adds to requests.
@@ -123,9 +137,20 @@ impl Stream {
         let mut rollup_sub = false;
         let mut rollup_all = false;
         let mut ttl = 0i64;
-        if hdr.is_some() {
-            if hdr_str(hdr, "Nats-Incr").is_some() && !self.cfg.allow_msg_counter {
-                return fail(self, e::JS_MESSAGE_INCR_DISABLED_ERR.err());
+        let mut incr = None;
+        let scheduled_hdr;
+        if let (Some(h), false) = (hdr, checked) {
+            match super::counter::increment(hdr) {
+                Ok(Some(i)) => {
+                    if !sourced {
+                        if let Err(err) = super::counter::check_increment(h, payload, self.cfg.allow_msg_counter) {
+                            return fail(self, err);
+                        }
+                    }
+                    incr = Some(i);
+                }
+                Ok(None) => {}
+                Err(err) => return fail(self, err),
             }
             if let Some(name) = hdr_str(hdr, "Nats-Expected-Stream") {
                 if !name.is_empty() && name != self.name {
@@ -134,7 +159,7 @@ impl Stream {
             }
             if let Some(v) = hdr_str(hdr, "Nats-TTL") {
                 let parsed = parse_ttl(v).unwrap_or(0);
-                if parsed != 0 && !self.cfg.allow_msg_ttl {
+                if parsed != 0 && !self.cfg.allow_msg_ttl && !sourced {
                     return fail(self, e::JS_MESSAGE_TTL_DISABLED_ERR.err());
                 }
             }
@@ -163,14 +188,18 @@ impl Stream {
                     );
                 }
             }
-            if hdr_str(hdr, "Nats-Schedule").is_some() && !self.cfg.allow_msg_schedules {
-                return fail(self, e::JS_MESSAGE_SCHEDULES_DISABLED_ERR.err());
+            match super::schedule::check_headers(h, subject, &self.cfg, sourced) {
+                Ok(Some(with_rollup)) => {
+                    scheduled_hdr = with_rollup;
+                    hdr = Some(&scheduled_hdr);
+                }
+                Ok(None) => {}
+                Err(err) => return fail(self, err),
             }
-            if hdr_str(hdr, "Nats-Batch-Id").is_some() && !self.cfg.allow_atomic {
-                return fail(self, e::JS_ATOMIC_PUBLISH_DISABLED_ERR.err());
-            }
+        }
+        if hdr.is_some() {
             msg_id = hdr_str(hdr, "Nats-Msg-Id").unwrap_or("");
-            if !msg_id.is_empty() && self.cfg.mirror.is_none() {
+            if !msg_id.is_empty() && self.cfg.mirror.is_none() && !checked {
                 if let Some(seq) = self.dedupe.check(msg_id, now, self.cfg.duplicate_window) {
                     return if respond {
                         Ingested::Reply(pub_ack(&self.name, domain, seq, true))
@@ -186,7 +215,7 @@ impl Stream {
                 }
             }
             if let Some(r) = hdr_str(hdr, "Nats-Rollup").filter(|r| !r.is_empty()) {
-                if !self.cfg.allow_rollup_hdrs || self.cfg.deny_purge {
+                if (!self.cfg.allow_rollup_hdrs || self.cfg.deny_purge) && !checked && !sourced {
                     return fail(self, e::JS_STREAM_ROLLUP_FAILED_F.err_with("rollup not permitted"));
                 }
                 match r {
@@ -201,18 +230,55 @@ impl Stream {
                 }
             }
         }
+        if !checked && incr.is_none() && self.cfg.allow_msg_counter {
+            return fail(self, e::JS_MESSAGE_INCR_MISSING_ERR.err());
+        }
+        let counted;
+        let mut payload = payload;
+        if let (Some(i), true) = (&incr, self.cfg.allow_msg_counter) {
+            let last = self.store.load_last_msg(subject).ok();
+            let h = hdr.unwrap_or_default();
+            match super::counter::apply(
+                last.as_ref().map(|m| (&m.headers[..], &m.payload[..])),
+                subject,
+                h,
+                payload,
+                i,
+            ) {
+                Ok(a) => counted = a,
+                Err(err) => return fail(self, err),
+            }
+            if let Some(nh) = &counted.hdr {
+                hdr = Some(nh);
+            }
+            payload = &counted.body;
+            let (hl, pl) = (hdr.map_or(0, <[u8]>::len) as i64, payload.len() as i64);
+            if hl > max_payload || pl > max_payload - hl {
+                return fail(self, e::JS_STREAM_MESSAGE_EXCEEDS_MAXIMUM_ERR.err());
+            }
+        }
         let hlen = hdr.map_or(0, <[u8]>::len) as i64;
         let plen = payload.len() as i64;
-        if hlen > max_payload || plen > max_payload - hlen {
-            return fail(self, e::JS_STREAM_MESSAGE_EXCEEDS_MAXIMUM_ERR.err());
+        if !checked {
+            if hlen > max_payload || plen > max_payload - hlen {
+                return fail(self, e::JS_STREAM_MESSAGE_EXCEEDS_MAXIMUM_ERR.err());
+            }
+            let max_size = i64::from(self.cfg.max_msg_size);
+            if max_size >= 0 && (hlen > max_size || plen > max_size - hlen) {
+                return fail(self, e::JS_STREAM_MESSAGE_EXCEEDS_MAXIMUM_ERR.err());
+            }
+            if hlen > i64::from(u16::MAX) {
+                return fail(self, e::JS_STREAM_HEADER_EXCEEDS_MAXIMUM_ERR.err());
+            }
         }
-        let max_size = i64::from(self.cfg.max_msg_size);
-        if max_size >= 0 && (hlen > max_size || plen > max_size - hlen) {
-            return fail(self, e::JS_STREAM_MESSAGE_EXCEEDS_MAXIMUM_ERR.err());
-        }
-        if hlen > i64::from(u16::MAX) {
-            return fail(self, e::JS_STREAM_HEADER_EXCEEDS_MAXIMUM_ERR.err());
-        }
+        // The PubAck's extra fields: a batch's id and count, or a counter's total.
+        let tail = match batch_tail {
+            Some(t) => Some(t),
+            None if self.cfg.allow_msg_counter => {
+                Some(format!(",\"val\":{}", json_str(&super::counter::total_in(payload))))
+            }
+            None => None,
+        };
         if self.cfg.retention == Retention::Interest && !interest {
             // Nobody would consume it: the sequence is taken without a message.
             let seq = match self.store.skip_msg(0) {
@@ -224,7 +290,7 @@ impl Stream {
                 self.dedupe.insert(msg_id, seq, now);
             }
             self.dirty = true;
-            return self.stored(seq, reply, respond, domain, false);
+            return self.stored(seq, reply, respond, domain, false, tail);
         }
         if let Some(v) = hdr_str(hdr, "Nats-TTL") {
             match parse_ttl(v) {
@@ -232,7 +298,7 @@ impl Stream {
                 Err(err) => return fail(self, err),
             }
         }
-        let (seq, _ts) = match self.store.store_msg(subject, hdr.unwrap_or(&[]), payload, ttl) {
+        let (seq, ts) = match self.store.store_msg(subject, hdr.unwrap_or(&[]), payload, ttl) {
             Ok(r) => r,
             Err(err) => {
                 if !err.is_limit() {
@@ -247,21 +313,42 @@ impl Stream {
             self.dedupe.insert(msg_id, seq, now);
         }
         let mut purged = false;
-        // A rollup keeps only the message just stored (of its subject, or of the stream).
+        // A rollup keeps only the message just stored (of its subject, or of the stream);
+        // one copied from elsewhere into a stream without rollups is stored as is.
+        let rollups = self.cfg.allow_rollup_hdrs && !self.cfg.deny_purge;
+        if !rollups {
+            (rollup_sub, rollup_all) = (false, false);
+        }
         if rollup_sub {
             purged = self.store.purge_ex(subject, 0, 1).unwrap_or(0) > 0;
         } else if rollup_all {
             purged = self.store.purge_ex("", 0, 1).unwrap_or(0) > 0;
         }
-        self.stored(seq, reply, respond, domain, purged)
+        purged |= self.after_store_schedules(seq, subject, hdr.unwrap_or_default(), ts);
+        self.stored(seq, reply, respond, domain, purged, tail)
     }
 
-    fn stored(&mut self, seq: u64, reply: &[u8], respond: bool, domain: &str, purged: bool) -> Ingested {
+    #[allow(clippy::too_many_arguments)]
+    fn stored(
+        &mut self,
+        seq: u64,
+        reply: &[u8],
+        respond: bool,
+        domain: &str,
+        purged: bool,
+        tail: Option<String>,
+    ) -> Ingested {
         if respond {
+            let mut body = pub_ack(&self.name, domain, seq, false);
+            if let Some(t) = tail {
+                body.pop();
+                body.extend_from_slice(t.as_bytes());
+                body.push(b'}');
+            }
             self.acks.push_back(PendingAck {
                 seq,
                 reply: reply.to_vec(),
-                body: pub_ack(&self.name, domain, seq, false),
+                body,
             });
         }
         Ingested::Stored { seq, purged }

@@ -7,14 +7,23 @@
 //! - [`import`]: a stream directory written by nats-server, replayed on first open.
 //! - [`dedupe`]: the `Nats-Msg-Id` window.
 //! - [`persist`]: the stream's directory (`meta.inf`, `meta.sum`, `msgs/`, `obs/`).
+//! - [`counter`]: message counters (`Nats-Incr`).
+//! - [`batch`]: atomic batch publish (`Nats-Batch-*`) and fast batch publish (`.$FI`
+//!   replies).
+//! - [`schedule`], [`schedule_pattern`]: message schedules (`Nats-Schedule`).
 //!
 //! Ownership: a `Stream` lives in its shard's `ShardJs` and is only touched there.
 
+pub mod batch;
+pub mod batch_fast;
+pub mod counter;
 pub mod dedupe;
 pub mod direct;
 pub mod import;
 pub mod ingest;
 pub mod persist;
+pub mod schedule;
+pub mod schedule_pattern;
 
 use super::api::config::{Compression, DiscardPolicy, StorageType, StreamConfig};
 use super::api::GoTime;
@@ -66,6 +75,12 @@ pub struct Stream {
     pub limits: (i64, i64),
     /// Its mirror or sources, when it has them.
     pub sourcing: Option<Box<crate::jetstream::sourcing::Sourcing>>,
+    /// How the message being ingested came in (see [`ingest::Mode`]).
+    pub ingest_mode: ingest::Mode,
+    /// Batches being published.
+    pub batches: batch::Batches,
+    /// The stream's message schedules.
+    pub schedules: schedule::Schedules,
 }
 
 /// What the store of a stream enforces, from its configuration.
@@ -157,6 +172,9 @@ impl Stream {
             counted: 0,
             limits: (-1, -1),
             sourcing: None,
+            ingest_mode: ingest::Mode::default(),
+            batches: batch::Batches::default(),
+            schedules: schedule::Schedules::default(),
         }
     }
 
