@@ -63,13 +63,10 @@ fn refuse_unbuilt(cfg: &StreamConfig) -> Result<(), ApiError> {
     let missing = [
         (cfg.mirror.is_some(), "mirrors"),
         (!cfg.sources.is_empty(), "sources"),
-        (cfg.republish.is_some(), "republish"),
-        (cfg.subject_transform.is_some(), "subject transforms"),
         (cfg.allow_msg_counter, "message counters"),
         (cfg.allow_atomic, "atomic batch publish"),
         (cfg.allow_batched, "batch publish"),
         (cfg.allow_msg_schedules, "message schedules"),
-        (cfg.subject_delete_marker_ttl > 0, "subject delete markers"),
     ];
     match missing.iter().find(|(on, _)| *on) {
         Some((_, what)) => Err(e::JS_STREAM_INVALID_CONFIG_F.err_with(format!("not supported by rnats yet: {what}"))),

@@ -7,6 +7,9 @@
 //! - [`import`]: a stream directory written by nats-server, replayed on first open.
 //! - [`dedupe`]: the `Nats-Msg-Id` window.
 //! - [`persist`]: the stream's directory (`meta.inf`, `meta.sum`, `msgs/`, `obs/`).
+//! - [`transform`]: the input subject transform and the republish transform.
+//! - [`republish`]: republishing stored messages.
+//! - [`markers`]: subject delete markers left by max age and TTL expiry.
 //!
 //! Ownership: a `Stream` lives in its shard's `ShardJs` and is only touched there.
 
@@ -14,7 +17,10 @@ pub mod dedupe;
 pub mod direct;
 pub mod import;
 pub mod ingest;
+pub mod markers;
 pub mod persist;
+pub mod republish;
+pub mod transform;
 
 use super::api::config::{Compression, DiscardPolicy, StorageType, StreamConfig};
 use super::api::GoTime;
@@ -64,6 +70,10 @@ pub struct Stream {
     pub counted: i64,
     /// The account's and the server's byte limits for this stream's storage (-1: none).
     pub limits: (i64, i64),
+    /// The compiled subject transforms (rebuilt by [`Stream::config_changed`]).
+    pub flows: transform::Flows,
+    /// Messages to publish once the shard no longer holds the stream (republish).
+    pub outbox: Vec<republish::Outgoing>,
 }
 
 /// What the store of a stream enforces, from its configuration.
@@ -139,6 +149,8 @@ impl Stream {
     ) -> Stream {
         Stream {
             account,
+            flows: transform::Flows::new(&cfg),
+            outbox: Vec::new(),
             name: cfg.name.clone(),
             cfg,
             created,
@@ -155,6 +167,11 @@ impl Stream {
             counted: 0,
             limits: (-1, -1),
         }
+    }
+
+    /// The configuration was replaced: recompile what is derived from it.
+    pub fn config_changed(&mut self) {
+        self.flows = transform::Flows::new(&self.cfg);
     }
 
     /// The duplicate window in nanoseconds.
