@@ -75,6 +75,25 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
                     r#"{"name":"A","subjects":["a.>"],"republish":{"src":">","dest":"a.>"}}"#,
                 ),
                 r("$JS.API.STREAM.INFO.A", ""),
+                // The updated transforms apply to the next publishes.
+                r("_sub", "r2.>"),
+                r("a.x", "mapped"),
+                r("a.y", "kept"),
+                r("_take", ""),
+                r("$JS.API.STREAM.MSG.GET.A", r#"{"seq":1}"#),
+                r("$JS.API.STREAM.MSG.GET.A", r#"{"seq":2}"#),
+                r("$JS.API.STREAM.UPDATE.A", r#"{"name":"A","subjects":["a.>"]}"#),
+                r("a.x", "plain again"),
+                r("_take", ""),
+                r("$JS.API.STREAM.MSG.GET.A", r#"{"seq":3}"#),
+                r(
+                    "$JS.API.STREAM.UPDATE.A",
+                    r#"{"name":"A","subjects":["a.>"],"max_age":5000000000,"subject_delete_marker_ttl":1000000000}"#,
+                ),
+                r(
+                    "$JS.API.STREAM.UPDATE.M",
+                    r#"{"name":"M","subjects":["m"],"subject_delete_marker_ttl":0,"allow_msg_ttl":true,"allow_rollup_hdrs":true}"#,
+                ),
             ],
         ),
         (

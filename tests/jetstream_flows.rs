@@ -150,6 +150,28 @@ fn transform_and_republish(r: common::Reactor, shards: &str) {
         assert!(m.payload.is_empty());
         assert_eq!(header(&m, "Nats-Msg-Size"), "12");
         assert_eq!(header(&m, "Nats-Stream"), "H");
+        // A KV bucket's republish (rsjs `kv::republish`).
+        let kv = js
+            .create_key_value(kv::Config {
+                bucket: "test".into(),
+                history: 10,
+                republish: Some(stream::Republish {
+                    source: ">".into(),
+                    destination: "bar.>".into(),
+                    headers_only: false,
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut sub = sc.subscribe("bar.>").await.unwrap();
+        sc.flush().await.unwrap();
+        settle().await;
+        kv.put("key", "data".into()).await.unwrap();
+        let m = next_msg(&mut sub).await;
+        assert_eq!(m.subject.as_str(), "bar.$KV.test.key");
+        assert_eq!(&m.payload[..], b"data");
+        assert_eq!(header(&m, "Nats-Stream"), "KV_test");
         // A destination that overlaps the stream's own subjects is a cycle.
         let err = js
             .create_stream(stream::Config {
