@@ -302,6 +302,23 @@ fn max_age_markers(r: common::Reactor, shards: &str) {
                 allow_direct: true,
                 subject_delete_marker_ttl: Some(Duration::from_secs(2)),
                 max_age: Duration::from_secs(1),
+                republish: Some(stream::Republish {
+                    source: ">".into(),
+                    destination: "copy.>".into(),
+                    headers_only: false,
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        // The markers are republished too (from the expiry timer), here into a stream.
+        let mut copy = js
+            .create_stream(stream::Config {
+                name: "COPY".into(),
+                subjects: vec!["copy.>".into()],
+                // The copies keep their Nats-TTL and Nats-Rollup headers.
+                allow_message_ttl: true,
+                allow_rollup: true,
                 ..Default::default()
             })
             .await
@@ -340,6 +357,12 @@ fn max_age_markers(r: common::Reactor, shards: &str) {
         }
         let info = st.info().await.unwrap();
         assert_eq!((info.state.messages, info.state.first_sequence), (2, 4));
+        // Each marker's rollup left only itself on its subject.
+        assert_eq!(copy.info().await.unwrap().state.messages, 2);
+        let m = copy.get_last_raw_message_by_subject("copy.events.short").await.unwrap();
+        assert_eq!(hv(&m.headers, "Nats-Marker-Reason"), "MaxAge");
+        assert_eq!(hv(&m.headers, "Nats-Sequence"), "5");
+        assert_eq!(hv(&m.headers, "Nats-Last-Sequence"), "3");
         // The markers age out in turn, without new markers.
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let info = st.info().await.unwrap();
