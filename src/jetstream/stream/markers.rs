@@ -95,6 +95,97 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::accounts::AccountId;
+    use crate::jetstream::api::GoTime;
+    use storage::{ManualClock, MemStore, Store};
+
+    const T0: i64 = 1_700_000_000 * SECOND;
+
+    /// A stream with max age 10 s and markers of 5 s on a memory store with a manual clock.
+    fn stream(clock: &ManualClock, republish: bool) -> Stream {
+        let cfg = StreamConfig {
+            name: "S".into(),
+            subjects: vec!["s.>".into()],
+            max_age: 10 * SECOND,
+            subject_delete_marker_ttl: 5 * SECOND,
+            allow_msg_ttl: true,
+            allow_rollup_hdrs: true,
+            max_msgs: -1,
+            max_bytes: -1,
+            max_msgs_per_subject: -1,
+            max_msg_size: -1,
+            republish: republish.then(|| crate::jetstream::api::config::RePublish {
+                src: ">".into(),
+                dest: "rp.>".into(),
+                headers_only: false,
+            }),
+            ..Default::default()
+        };
+        let store = MemStore::with_clock(super::super::store_config(&cfg), std::sync::Arc::new(clock.clone()));
+        Stream::new(AccountId::default(), cfg, GoTime(T0), Box::new(store), None)
+    }
+
+    fn put(st: &mut Stream, subject: &str, hdr: &[u8]) -> u64 {
+        let hdr = (!hdr.is_empty()).then_some(hdr);
+        match st.ingest(subject, b"", hdr, b"v", T0, true, "", 1 << 20) {
+            super::super::ingest::Ingested::Stored { seq, .. } => seq,
+            _ => panic!("not stored"),
+        }
+    }
+
+    #[test]
+    fn max_age_leaves_markers_on_last_messages_only() {
+        let clock = ManualClock::new(T0);
+        let mut st = stream(&clock, true);
+        put(&mut st, "s.a", b""); // 1: not the last of s.a
+        put(&mut st, "s.a", b""); // 2: last of s.a -> marker
+        put(&mut st, "s.p", b"NATS/1.0\r\nKV-Operation: PURGE\r\n\r\n"); // 3: a marker itself
+        put(&mut st, "s.n", b"NATS/1.0\r\nNats-TTL: never\r\n\r\n"); // 4: never expires
+        clock.advance(SECOND);
+        put(&mut st, "s.b", b""); // 5: younger
+        st.outbox.clear();
+        clock.set(T0 + 10 * SECOND);
+        let out = st.expire_with_markers(T0 + 10 * SECOND, "", 1 << 20);
+        assert!(out.removed);
+        assert_eq!(out.markers, vec![(6, "s.a".to_string())]);
+        let m = st.store.load_msg(6).unwrap();
+        assert_eq!(m.headers, max_age_marker(5 * SECOND));
+        assert!(m.payload.is_empty());
+        for gone in [1, 2, 3] {
+            assert!(st.store.load_msg(gone).is_err(), "{gone}");
+        }
+        assert!(st.store.load_msg(4).is_ok() && st.store.load_msg(5).is_ok());
+        // The marker was republished like any stored message.
+        let rp: Vec<&str> = st.outbox.iter().map(|o| o.subject.as_str()).collect();
+        assert_eq!(rp, ["rp.s.a"]);
+        // s.b ages out in turn; later the markers themselves go without new markers.
+        clock.set(T0 + 11 * SECOND);
+        let out = st.expire_with_markers(T0 + 11 * SECOND, "", 1 << 20);
+        assert_eq!(out.markers, vec![(7, "s.b".to_string())]);
+        clock.set(T0 + 17 * SECOND);
+        let out = st.expire_with_markers(T0 + 17 * SECOND, "", 1 << 20);
+        assert!(out.removed && out.markers.is_empty());
+        let state = st.store.fast_state();
+        assert_eq!((state.msgs, state.first_seq, state.last_seq), (1, 4, 7));
+    }
+
+    #[test]
+    fn ttl_expiry_leaves_markers() {
+        let clock = ManualClock::new(T0);
+        let mut st = stream(&clock, false);
+        // A 1 s TTL is raised to the marker TTL (5 s), its header rewritten.
+        let seq = put(&mut st, "s.t", b"NATS/1.0\r\nNats-TTL: 1s\r\n\r\n");
+        assert_eq!(
+            st.store.load_msg(seq).unwrap().headers,
+            b"NATS/1.0\r\nNats-TTL: 5\r\n\r\n".to_vec()
+        );
+        clock.set(T0 + 2 * SECOND);
+        assert!(st.expire_with_markers(T0 + 2 * SECOND, "", 1 << 20).markers.is_empty());
+        clock.set(T0 + 6 * SECOND);
+        let out = st.expire_with_markers(T0 + 6 * SECOND, "", 1 << 20);
+        assert_eq!(out.markers, vec![(2, "s.t".to_string())]);
+        assert!(st.store.load_msg(1).is_err());
+    }
 
     #[test]
     fn marker_headers() {
