@@ -97,7 +97,7 @@ mod tests {
     use super::*;
     use crate::core::accounts::AccountId;
     use crate::jetstream::api::GoTime;
-    use storage::{ManualClock, MemStore, Store};
+    use storage::{ManualClock, MemStore};
 
     const T0: i64 = 1_700_000_000 * SECOND;
 
