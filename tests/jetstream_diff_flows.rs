@@ -3,6 +3,8 @@
 //! markers; the subjects messages are stored under; the republished messages, header
 //! block byte for byte (time stamps masked); the markers max age leaves (stored headers
 //! through `STREAM.MSG.GET`, and republished). Both reactors, one and three shards.
+//! The expiry scenarios read the stream about a second away from any expiry, so that
+//! both servers' timers have fired (or not) whatever their granularity.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod common;
@@ -130,7 +132,7 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
             vec![
                 r(
                     "$JS.API.STREAM.CREATE.E",
-                    r#"{"name":"E","subjects":["e.>"],"max_age":1000000000,"subject_delete_marker_ttl":5000000000,"allow_msg_ttl":true,"allow_rollup_hdrs":true,"republish":{"src":">","dest":"rp.>"}}"#,
+                    r#"{"name":"E","subjects":["e.>"],"max_age":2000000000,"subject_delete_marker_ttl":5000000000,"allow_msg_ttl":true,"allow_rollup_hdrs":true,"republish":{"src":">","dest":"rp.>"}}"#,
                 ),
                 r("_sub", "rp.>"),
                 r("e.a", "1"),
@@ -141,7 +143,7 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
                 h("e.f", "KV-Operation: DEL", ""),
                 r("$JS.API.STREAM.MSG.GET.E", r#"{"seq":3}"#),
                 r("_take", ""),
-                r("_sleep", "1000"),
+                r("_sleep", "2300"),
                 r("_take", ""),
                 r("$JS.API.STREAM.INFO.E", ""),
                 r("$JS.API.STREAM.MSG.GET.E", r#"{"last_by_subj":"e.a"}"#),
@@ -156,18 +158,18 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
             vec![
                 r(
                     "$JS.API.STREAM.CREATE.K",
-                    r#"{"name":"K","subjects":["k.>"],"subject_delete_marker_ttl":1000000000,"allow_msg_ttl":true,"allow_rollup_hdrs":true,"max_msgs_per_subject":5}"#,
+                    r#"{"name":"K","subjects":["k.>"],"subject_delete_marker_ttl":2000000000,"allow_msg_ttl":true,"allow_rollup_hdrs":true,"max_msgs_per_subject":5}"#,
                 ),
                 h("k.a", "Nats-TTL: 1s", "expires"),
                 r("k.b", "stays"),
                 h("k.b", "Nats-TTL: 1", "expires, not last"),
                 h("k.p", "KV-Operation: PURGE\r\nNats-Rollup: sub\r\nNats-TTL: 1s", ""),
-                r("_sleep", "1600"),
+                r("_sleep", "3000"),
                 r("$JS.API.STREAM.INFO.K", ""),
                 r("$JS.API.STREAM.MSG.GET.K", r#"{"last_by_subj":"k.a"}"#),
                 r("$JS.API.STREAM.MSG.GET.K", r#"{"last_by_subj":"k.b"}"#),
                 r("$JS.API.STREAM.MSG.GET.K", r#"{"last_by_subj":"k.p"}"#),
-                r("_sleep", "1400"),
+                r("_sleep", "2000"),
                 r("$JS.API.STREAM.INFO.K", ""),
             ],
         ),
