@@ -237,11 +237,12 @@ impl ShardJs {
         let Ok(subject) = std::str::from_utf8(&m.subject) else {
             return;
         };
-        let size = st.store.msg_size(
-            std::str::from_utf8(&m.subject).unwrap_or_default(),
-            m.header.as_deref().unwrap_or_default(),
-            &m.payload,
-        );
+        // The input subject transform comes before anything else.
+        let mapped = st.flows.input(subject);
+        let subject = mapped.as_deref().unwrap_or(subject);
+        let size = st
+            .store
+            .msg_size(subject, m.header.as_deref().unwrap_or_default(), &m.payload);
         if let Some(server) = st.over_limits(size) {
             let err = if server {
                 super::api::errors_table::JS_INSUFFICIENT_RESOURCES_ERR.err()
@@ -388,18 +389,28 @@ impl ShardJs {
 
     fn expire(&mut self, core: &mut ShardCore, now: Instant) {
         self.fire_schedules(core, now);
+        let max_payload = core.config().max_payload;
         for st in self.streams.values_mut() {
             st.batches.expire(wall_ns());
             for (id, reason) in st.batches.take_abandoned() {
                 super::advisory::batch_abandoned(core, &self.js, st.account, &st.name, &id, reason, now);
             }
             if st.store.next_expiry().is_some_and(|at| at <= wall_ns()) {
-                if let Err(e) = st.store.expire() {
+                let mut markers = Vec::new();
+                if st.cfg.subject_delete_marker_ttl > 0 {
+                    markers = st
+                        .expire_with_markers(wall_ns(), &self.js.settings.domain, max_payload)
+                        .markers;
+                    stream::republish::send_later(core, st.account, std::mem::take(&mut st.outbox));
+                } else if let Err(e) = st.store.expire() {
                     tracing::warn!("JetStream stream '{}' expiry failed: {e}", st.name);
                 }
                 let first = st.store.fast_state().first_seq;
                 for slot in st.consumers.values_mut() {
                     slot.c.on_removed(first);
+                    for (seq, subject) in &markers {
+                        slot.c.on_stored(*seq, subject);
+                    }
                 }
                 st.dirty = true;
                 self.attention = true;
@@ -472,7 +483,13 @@ fn subscribe_stream(
         // The stream's key is built once here, not per message.
         let key: StreamKey = (acc, cfg.name.clone());
         let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
-            with_js(core, |js, core| js.on_publish(core, &key, m, now));
+            let out = with_js(core, |js, core| {
+                js.on_publish(core, &key, m, now);
+                js.streams.get_mut(&key).map(|st| std::mem::take(&mut st.outbox))
+            });
+            if let Some(Some(out)) = out {
+                stream::republish::send(core, key.0, out, now);
+            }
         });
         if let Some(id) = core.subscribe_internal(acc, subject, None, false, h, now) {
             subs.push(id);

@@ -231,6 +231,12 @@ impl Store for MemStore {
         Ok(self.eng.expire(now, &mut Quiet))
     }
 
+    fn take_due(&mut self) -> Result<Vec<u64>> {
+        self.open()?;
+        let now = self.clock.now_nanos();
+        Ok(self.eng.due(now))
+    }
+
     fn durable_seq(&self) -> u64 {
         self.eng.last_seq
     }

@@ -98,6 +98,10 @@ pub trait Store {
     fn next_expiry(&self) -> Option<i64>;
     /// Remove what max age and message TTLs expire now (the store's clock).
     fn expire(&mut self) -> Result<u64>;
+    /// What [`Store::expire`] would remove now, in sequence order, without removing it:
+    /// the caller removes each message (or replaces it with a subject delete marker). A
+    /// sequence due by its TTL is returned once.
+    fn take_due(&mut self) -> Result<Vec<u64>>;
 
     /// Highest sequence whose write is durable.
     fn durable_seq(&self) -> u64;

@@ -289,6 +289,32 @@ fn expiry(v: Variant) {
     assert_eq!(s.load_msg(3).expect("never expires").payload, &b"never"[..]);
 }
 
+/// `take_due` lists what expiry would remove, in sequence order, and removes nothing; a
+/// TTL-due sequence is listed once, an age-due one until it is removed.
+fn due_without_removal(v: Variant) {
+    let mut c = cfg();
+    c.max_age = Duration::from_secs(10);
+    c.allow_msg_ttl = true;
+    let h = Harness::new(v, c);
+    let mut s = h.open();
+    s.store_msg("a", b"", b"ages", 0).expect("store");
+    s.store_msg("b", b"", b"ttl 2s", 2).expect("store");
+    s.store_msg("c", b"", b"never", -1).expect("store");
+    s.store_msg("d", b"", b"ttl 3s", 3).expect("store");
+    h.clock.set(T0 + 2 * SEC);
+    assert_eq!(s.take_due().expect("due"), vec![2]);
+    assert_eq!(s.take_due().expect("due"), Vec::<u64>::new());
+    assert_eq!(s.fast_state().msgs, 4);
+    h.clock.set(T0 + 10 * SEC);
+    assert_eq!(s.take_due().expect("due"), vec![1, 2, 4]);
+    assert!(s.remove_msg(1).expect("remove"));
+    assert!(s.remove_msg(2).expect("remove"));
+    assert_eq!(s.take_due().expect("due"), vec![4]);
+    assert!(s.remove_msg(4).expect("remove"));
+    assert_eq!(s.take_due().expect("due"), Vec::<u64>::new());
+    assert_eq!(s.load_msg(3).expect("never expires").payload, &b"never"[..]);
+}
+
 fn durability_contract(v: Variant) {
     let h = Harness::new(v, cfg());
     let mut s = h.open();
@@ -367,6 +393,7 @@ suite!(
     skips_and_raw,
     limits,
     expiry,
+    due_without_removal,
     durability_contract,
     many_blocks_and_restart,
     snapshot_stream,

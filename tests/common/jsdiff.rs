@@ -55,6 +55,11 @@ pub fn shape(hdr: &str, body: &str) -> String {
 
 /// Play `reqs` on one connection, waiting for each reply (up to 2 s; "<timeout>" when
 /// none comes, as for API subjects nobody serves).
+///
+/// Three pseudo subjects script the rest: `_sleep` waits the body's milliseconds;
+/// `_sub` subscribes the body's subject (one side subscription per connection, sid 2);
+/// `_take` waits 300 ms and records every message the side subscription got so far,
+/// subject, full header block (`Nats-Time-Stamp` masked) and body.
 pub fn play(port: u16, reqs: &[Req]) -> Vec<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
@@ -64,7 +69,32 @@ pub fn play(port: u16, reqs: &[Req]) -> Vec<String> {
     read_until(&mut s, &mut buf, |b| find(b, b"PONG\r\n").is_some());
     buf.clear();
     let mut out = Vec::new();
+    let mut side = Vec::new();
     for (i, Req(subject, headers, body)) in reqs.iter().enumerate() {
+        match *subject {
+            "_sleep" => {
+                std::thread::sleep(Duration::from_millis(body.parse().unwrap()));
+                out.push(format!("_sleep {body}"));
+                continue;
+            }
+            "_sub" => {
+                s.write_all(format!("SUB {body} 2\r\nPING\r\n").as_bytes()).unwrap();
+                read_until(&mut s, &mut buf, |b| find(b, b"PONG\r\n").is_some());
+                side.extend(side_frames(&buf));
+                buf.clear();
+                out.push(format!("_sub {body}"));
+                continue;
+            }
+            "_take" => {
+                let until = Instant::now() + Duration::from_millis(300);
+                read_until(&mut s, &mut buf, |_| Instant::now() > until);
+                side.extend(side_frames(&buf));
+                buf.clear();
+                out.push(format!("_take: {}", std::mem::take(&mut side).join(" ; ")));
+                continue;
+            }
+            _ => {}
+        }
         let reply = format!("_r.{i}");
         let msg = if headers.is_empty() {
             format!("PUB {subject} {reply} {}\r\n{body}\r\n", body.len())
@@ -79,6 +109,7 @@ pub fn play(port: u16, reqs: &[Req]) -> Vec<String> {
         s.write_all(msg.as_bytes()).unwrap();
         let want = format!(" {reply} ");
         let got = read_until(&mut s, &mut buf, |b| frame_for(b, &want).is_some());
+        side.extend(side_frames(&buf));
         match got.then(|| frame_for(&buf, &want)).flatten() {
             Some((hdr, body, end)) => {
                 out.push(format!("{subject}: {}", shape(&hdr, &body)));
@@ -88,6 +119,47 @@ pub fn play(port: u16, reqs: &[Req]) -> Vec<String> {
         }
         // Anything else that arrived (other replies) is dropped with the frame.
         buf.clear();
+    }
+    out
+}
+
+/// The complete messages of the side subscription (sid 2) in `buf`, as recorded.
+fn side_frames(buf: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(buf).to_string();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(nl) = text[at..].find("\r\n") {
+        let line = &text[at..at + nl];
+        let args: Vec<&str> = line.split(' ').collect();
+        let start = at + nl + 2;
+        let (hl, total) = match args.first() {
+            Some(&"MSG") => (0, args.last().and_then(|n| n.parse::<usize>().ok())),
+            Some(&"HMSG") => (
+                args.get(args.len() - 2)
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .unwrap_or(0),
+                args.last().and_then(|n| n.parse::<usize>().ok()),
+            ),
+            _ => {
+                at = start;
+                continue;
+            }
+        };
+        let Some(total) = total.filter(|t| text.len() >= start + t + 2) else {
+            break;
+        };
+        if args.get(2) == Some(&"2") {
+            let hdr: Vec<String> = text[start..start + hl]
+                .split("\r\n")
+                .map(|l| match l.split_once(": ") {
+                    Some(("Nats-Time-Stamp", _)) => "Nats-Time-Stamp: *".to_string(),
+                    _ => l.to_string(),
+                })
+                .collect();
+            let body = &text[start + hl..start + total];
+            out.push(format!("{} [{}] {body}", args.get(1).unwrap_or(&""), hdr.join("|")));
+        }
+        at = start + total + 2;
     }
     out
 }
@@ -170,6 +242,9 @@ pub fn compare(r: super::Reactor, shards: &str, scenarios: Vec<(&'static str, Ve
             let s = Server::start(r, &["--shards", shards, "-js", "-sd", odir.to_str().unwrap()]);
             play(s.port, &reqs)
         };
+        if std::env::var_os("JSDIFF_SHOW").is_some() {
+            eprintln!("scenario {name:?}, reference:\n{}", theirs.join("\n"));
+        }
         let diffs: Vec<String> = theirs
             .iter()
             .zip(&ours)

@@ -52,23 +52,8 @@ pub fn stream_create(
 ) -> Result<(), ApiError> {
     let ctx = limits_ctx(js, cfg, pedantic, limits, lookup);
     super::stream_check::normalize_and_check(cfg, &ctx)?;
-    refuse_unbuilt(cfg)?;
     super::stream_check::set_static_metadata(cfg);
     Ok(())
-}
-
-/// The stream features of the data-flow issue that rnats does not run yet are refused
-/// rather than accepted and silently not done.
-fn refuse_unbuilt(cfg: &StreamConfig) -> Result<(), ApiError> {
-    let missing = [
-        (cfg.republish.is_some(), "republish"),
-        (cfg.subject_transform.is_some(), "subject transforms"),
-        (cfg.subject_delete_marker_ttl > 0, "subject delete markers"),
-    ];
-    match missing.iter().find(|(on, _)| *on) {
-        Some((_, what)) => Err(e::JS_STREAM_INVALID_CONFIG_F.err_with(format!("not supported by rnats yet: {what}"))),
-        None => Ok(()),
-    }
 }
 
 /// Checks for an update of `old` to `new` (defaults applied to `new`).
@@ -82,7 +67,6 @@ pub fn stream_update(
 ) -> Result<(), ApiError> {
     let ctx = limits_ctx(js, new, pedantic, limits, lookup);
     super::stream_check::check_update(old, new, &ctx)?;
-    refuse_unbuilt(new)?;
     super::stream_check::set_static_metadata(new);
     Ok(())
 }

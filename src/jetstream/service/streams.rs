@@ -291,6 +291,7 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
                     return fail(core, &req, suffix, &e::JS_STREAM_UPDATE_ERR_F.err_with(err), now);
                 }
                 st.cfg = cfg.clone();
+                st.config_changed();
                 if let Some(d) = st.dir.clone() {
                     let _ = crate::jetstream::stream::persist::write_stream_meta(&d, &st.cfg, st.created);
                 }

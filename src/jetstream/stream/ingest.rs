@@ -298,6 +298,13 @@ impl Stream {
                 Err(err) => return fail(self, err),
             }
         }
+        let raised;
+        if let Some((t, h)) = super::markers::raise_ttl(&self.cfg, ttl, hdr) {
+            ttl = t;
+            raised = h;
+            hdr = Some(&raised);
+        }
+        let republish = self.republish_plan(subject);
         let (seq, ts) = match self.store.store_msg(subject, hdr.unwrap_or(&[]), payload, ttl) {
             Ok(r) => r,
             Err(err) => {
@@ -325,6 +332,9 @@ impl Stream {
             purged = self.store.purge_ex("", 0, 1).unwrap_or(0) > 0;
         }
         purged |= self.after_store_schedules(seq, subject, hdr.unwrap_or_default(), ts);
+        if let Some(plan) = republish {
+            self.queue_republish(plan, subject, hdr.unwrap_or(&[]), payload, seq, ts);
+        }
         self.stored(seq, reply, respond, domain, purged, tail)
     }
 

@@ -11,6 +11,9 @@
 //! - [`batch`]: atomic batch publish (`Nats-Batch-*`) and fast batch publish (`.$FI`
 //!   replies).
 //! - [`schedule`], [`schedule_pattern`]: message schedules (`Nats-Schedule`).
+//! - [`transform`]: the input subject transform and the republish transform.
+//! - [`republish`]: republishing stored messages.
+//! - [`markers`]: subject delete markers left by max age and TTL expiry.
 //!
 //! Ownership: a `Stream` lives in its shard's `ShardJs` and is only touched there.
 
@@ -21,9 +24,12 @@ pub mod dedupe;
 pub mod direct;
 pub mod import;
 pub mod ingest;
+pub mod markers;
 pub mod persist;
+pub mod republish;
 pub mod schedule;
 pub mod schedule_pattern;
+pub mod transform;
 
 use super::api::config::{Compression, DiscardPolicy, StorageType, StreamConfig};
 use super::api::GoTime;
@@ -81,6 +87,10 @@ pub struct Stream {
     pub batches: batch::Batches,
     /// The stream's message schedules.
     pub schedules: schedule::Schedules,
+    /// The compiled subject transforms (rebuilt by [`Stream::config_changed`]).
+    pub flows: transform::Flows,
+    /// Messages to publish once the shard no longer holds the stream (republish).
+    pub outbox: Vec<republish::Outgoing>,
 }
 
 /// What the store of a stream enforces, from its configuration.
@@ -156,6 +166,8 @@ impl Stream {
     ) -> Stream {
         Stream {
             account,
+            flows: transform::Flows::new(&cfg),
+            outbox: Vec::new(),
             name: cfg.name.clone(),
             cfg,
             created,
@@ -176,6 +188,11 @@ impl Stream {
             batches: batch::Batches::default(),
             schedules: schedule::Schedules::default(),
         }
+    }
+
+    /// The configuration was replaced: recompile what is derived from it.
+    pub fn config_changed(&mut self) {
+        self.flows = transform::Flows::new(&self.cfg);
     }
 
     /// The duplicate window in nanoseconds.

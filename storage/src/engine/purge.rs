@@ -169,6 +169,30 @@ impl<L> Engine<L> {
         next
     }
 
+    /// What max age and TTLs expire at `now`, in sequence order, left in place for the
+    /// caller to remove or replace (subject delete markers). The TTL entries found are
+    /// taken from the wheel: a sequence returned here is not returned again.
+    pub fn due(&mut self, now: i64) -> Vec<u64> {
+        let mut due = Vec::new();
+        if !self.cfg.max_age.is_zero() {
+            let age = i64::try_from(self.cfg.max_age.as_nanos()).unwrap_or(i64::MAX);
+            let cutoff = now.saturating_sub(age);
+            due.extend(
+                self.index
+                    .iter()
+                    .filter(|(_, e)| e.ages_out())
+                    .take_while(|(_, e)| e.ts <= cutoff)
+                    .map(|(s, _)| s),
+            );
+        }
+        let mut fired = Vec::new();
+        self.ttl.expire(now, &mut fired);
+        due.extend(fired.into_iter().map(|t| t.seq).filter(|s| self.index.contains(*s)));
+        due.sort_unstable();
+        due.dedup();
+        due
+    }
+
     /// Remove what max age and TTLs expire at `now`. Returns how many went.
     pub fn expire(&mut self, now: i64, sink: &mut dyn Sink<L>) -> u64 {
         let mut n = 0;

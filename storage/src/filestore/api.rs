@@ -241,6 +241,12 @@ impl Store for FileStore {
         self.with_sink(false, |eng, sink| eng.expire(now, sink))
     }
 
+    fn take_due(&mut self) -> Result<Vec<u64>> {
+        self.writable()?;
+        let now = self.clock.now_nanos();
+        Ok(self.eng.due(now))
+    }
+
     fn durable_seq(&self) -> u64 {
         match self.cfg.sync {
             SyncMode::Interval(_) => self.eng.last_seq,
