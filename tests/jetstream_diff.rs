@@ -15,6 +15,22 @@ fn compare(rx: common::Reactor, shards: &str) {
 fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
     vec![
         (
+            "stream info subjects with deletes and names empty",
+            vec![
+                r("$JS.API.STREAM.NAMES", ""),
+                r("$JS.API.STREAM.CREATE.SUB", r#"{"name":"SUB","subjects":["sub.>"]}"#),
+                r("sub.a", "1"),
+                r("sub.b", "2"),
+                r("sub.a", "3"),
+                r("$JS.API.STREAM.MSG.DELETE.SUB", r#"{"seq":2}"#),
+                r("$JS.API.STREAM.INFO.SUB", r#"{"subjects_filter":"sub.>"}"#),
+                r(
+                    "$JS.API.STREAM.INFO.SUB",
+                    r#"{"subjects_filter":"sub.>","deleted_details":true}"#,
+                ),
+            ],
+        ),
+        (
             "stream crud",
             vec![
                 r("$JS.API.INFO", ""),

@@ -432,7 +432,20 @@ fn info(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, now
                         .collect();
                     if !page.is_empty() {
                         if let Some(Value::Object(state)) = info.get_mut("state") {
-                            state.insert("subjects".into(), Value::Object(page));
+                            // In the reference's field order: after `num_subjects`.
+                            let rest = std::mem::take(state);
+                            let mut page = Some(page);
+                            for (k, v) in rest {
+                                if matches!(k.as_str(), "num_deleted" | "deleted" | "lost" | "consumer_count") {
+                                    if let Some(p) = page.take() {
+                                        state.insert("subjects".into(), Value::Object(p));
+                                    }
+                                }
+                                state.insert(k, v);
+                            }
+                            if let Some(p) = page {
+                                state.insert("subjects".into(), Value::Object(p));
+                            }
                         }
                     }
                 }
