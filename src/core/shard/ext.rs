@@ -31,7 +31,9 @@ impl ShardCore {
     /// Run `f` with this shard's extension, if one is installed and not already running.
     pub fn with_ext<R>(&mut self, f: impl FnOnce(&mut dyn ShardExt, &mut ShardCore) -> R) -> Option<R> {
         let mut ext = self.ext.take()?;
+        let outer = std::mem::replace(&mut self.ext_busy, true);
         let r = f(ext.as_mut(), self);
+        self.ext_busy = outer;
         if self.ext.is_none() {
             self.ext = Some(ext);
         }

@@ -160,6 +160,9 @@ pub struct ShardCore {
     tracing: Option<Box<trace::Active>>,
     /// Subsystems living on this shard (JetStream), module `ext`.
     ext: Option<Box<dyn ext::ShardExt>>,
+    /// The extension is in use (inside [`ShardCore::with_ext`]): internal handlers wait
+    /// for the end of the step, since they may need it.
+    ext_busy: bool,
     /// Traces this shard owns, waiting for other shards' parts.
     traces: trace::Traces,
 }
@@ -198,6 +201,7 @@ impl ShardCore {
             tracing: None,
             traces: trace::Traces::default(),
             ext: None,
+            ext_busy: false,
         };
         core.apply_table();
         core
@@ -502,7 +506,7 @@ impl ShardCore {
     /// End of a processing step: run internal handlers, push staged records, publish
     /// statistics.
     fn finish(&mut self, now: Instant) {
-        if (self.internals.busy() || self.traces.has_ready()) && !self.internals.running {
+        if (self.internals.busy() || self.traces.has_ready()) && !self.internals.running && !self.ext_busy {
             self.internals.running = true;
             self.publish_deferred(now);
             self.publish_traces(now);

@@ -93,3 +93,51 @@ fn internal_requests_get_the_first_reply_or_none() {
     w.advance(Duration::from_secs(2));
     assert_eq!(*got.borrow(), vec![Some(b"a".to_vec()), None, None]);
 }
+
+/// An extension that publishes on `ping` at the end of every step (as JetStream delivers
+/// from its step-end hook) and counts what its internal handler saw.
+struct Pinger {
+    sent: bool,
+}
+
+impl super::ext::ShardExt for Pinger {
+    fn after_step(&mut self, core: &mut ShardCore, now: Instant) {
+        if !self.sent {
+            self.sent = true;
+            core.publish_internal(GLOBAL, b"ping", b"", None, b"x", now);
+        }
+    }
+    fn next_deadline(&self) -> Option<Instant> {
+        None
+    }
+    fn tick(&mut self, _core: &mut ShardCore, _now: Instant) {}
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
+#[test]
+fn internal_handlers_see_the_extension_even_when_queued_during_its_step() {
+    let mut w = World::new(1, CoreConfig::default());
+    let now = w.now;
+    // (ext available, messages) as seen by the handler.
+    let seen: Rc<RefCell<Vec<bool>>> = Rc::default();
+    let s2 = seen.clone();
+    let h: Handler = Box::new(move |core: &mut ShardCore, _m: InternalMsg, _now: Instant| {
+        s2.borrow_mut().push(core.with_ext(|_, _| ()).is_some());
+    });
+    w.shards[0].subscribe_internal(GLOBAL, "ping", None, false, h, now);
+    w.shards[0].set_ext(Some(Box::new(Pinger { sent: false })));
+    let (_, c) = w.connect(0, QUIET);
+    // A client's publish to the same subject is queued for the handler; the step's end
+    // runs the extension, whose publish would run the queue from inside it.
+    w.send(0, c, "PUB ping 1\r\ny\r\n");
+    w.pump();
+    w.shards[0].tick(w.now);
+    w.pump();
+    assert_eq!(
+        *seen.borrow(),
+        vec![true, true],
+        "every handler ran with the extension free"
+    );
+}
