@@ -15,6 +15,20 @@ fn compare(rx: common::Reactor, shards: &str) {
 fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
     vec![
         (
+            "direct get after an update allows it",
+            vec![
+                r("$JS.API.STREAM.CREATE.DG", r#"{"name":"DG","subjects":["dg.>"]}"#),
+                r("dg.a", "1"),
+                r("$JS.API.DIRECT.GET.DG", r#"{"seq":1}"#),
+                r(
+                    "$JS.API.STREAM.UPDATE.DG",
+                    r#"{"name":"DG","subjects":["dg.>"],"allow_direct":true}"#,
+                ),
+                r("$JS.API.DIRECT.GET.DG", r#"{"seq":1}"#),
+                r("$JS.API.DIRECT.GET.DG.dg.a", ""),
+            ],
+        ),
+        (
             "stream info subjects with deletes and names empty",
             vec![
                 r("$JS.API.STREAM.NAMES", ""),

@@ -286,7 +286,8 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, u
                         return fail(core, &req, suffix, &e::JS_STREAM_UPDATE_ERR_F.err_with(why), now);
                     }
                 }
-                let subjects_changed = st.cfg.subjects != cfg.subjects;
+                // The stream's subscriptions: its subjects, and direct get when allowed.
+                let subjects_changed = st.cfg.subjects != cfg.subjects || st.cfg.allow_direct != cfg.allow_direct;
                 if let Err(err) = st.store.update_config(crate::jetstream::stream::store_config(&cfg)) {
                     return fail(core, &req, suffix, &e::JS_STREAM_UPDATE_ERR_F.err_with(err), now);
                 }
