@@ -1,7 +1,8 @@
 //! JetStream's administrative edges compared with the reference over raw protocol: the
 //! system account's `$JS.API.ACCOUNT.PURGE.<account>`, the per-account API statistics of
 //! `$JS.API.INFO`, the API audit advisory's client info, and the API queue limit with its
-//! `$JS.EVENT.ADVISORY.API.LIMIT_REACHED` advisory. Both reactors, one and three shards.
+//! `$JS.EVENT.ADVISORY.API.LIMIT_REACHED` advisory, and what waiting pull requests hear at
+//! shutdown. Both reactors, one and three shards.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod common;
@@ -260,16 +261,69 @@ fn queue_limit(r: Reactor, shards: &str) {
     .unwrap();
 }
 
+/// What a client waiting on a pull request hears when the server shuts down (SIGTERM):
+/// the reference answers `409 Server Shutdown` with what the request still waited for.
+fn pull_hears_shutdown(mut srv: Server) -> String {
+    let mut c = srv.raw();
+    c.send_str(
+        "CONNECT {\"verbose\":false,\"headers\":true,\"no_responders\":true}\r\nSUB _r.> 1\r\nSUB _p 2\r\nPING\r\n",
+    );
+    c.expect("PONG\r\n");
+    for (subject, body) in [
+        ("$JS.API.STREAM.CREATE.S", STREAM),
+        (
+            "$JS.API.CONSUMER.CREATE.S.D",
+            r#"{"stream_name":"S","config":{"durable_name":"D","ack_policy":"explicit"}}"#,
+        ),
+    ] {
+        c.send_str(&format!("PUB {subject} _r.1 {}\r\n{body}\r\n", body.len()));
+        let _ = c.drain(std::time::Duration::from_millis(300));
+    }
+    c.send_str("PUB s.a 1\r\nx\r\n");
+    let pull = r#"{"batch":10,"expires":30000000000}"#;
+    c.send_str(&format!(
+        "PUB $JS.API.CONSUMER.MSG.NEXT.S.D _p {}\r\n{pull}\r\nPING\r\n",
+        pull.len()
+    ));
+    let first = c.drain(std::time::Duration::from_millis(500));
+    assert!(first.contains("MSG s.a 2 $JS.ACK.S.D.1.1.1."), "{first}");
+    srv.stop_with(libc::SIGTERM);
+    let rest = c.until_closed(std::time::Duration::from_secs(5));
+    rest.lines()
+        .filter(|l| l.starts_with("NATS/1.0") || l.starts_with("Nats-Pending"))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+fn shutdown_statuses(r: Reactor, shards: &str) {
+    let (rd, od) = (common::scratch_dir(), common::scratch_dir());
+    let reference = pull_hears_shutdown(Server::start_cmd(
+        &reference_server(),
+        &["-a", "127.0.0.1", "-p", "-1", "-js", "-sd", rd.to_str().unwrap()],
+    ));
+    let ours = pull_hears_shutdown(Server::start(
+        r,
+        &["-js", "-sd", od.to_str().unwrap(), "--shards", shards],
+    ));
+    assert_eq!(
+        reference,
+        "NATS/1.0 409 Server Shutdown|Nats-Pending-Messages: 9|Nats-Pending-Bytes: 0"
+    );
+    assert_eq!(ours, reference);
+}
+
 mod one_shard {
     use super::*;
     both_reactors!(admin_matches_the_reference, |r| super::against_reference(r, "1"));
     both_reactors!(queue_limit_drops_requests, |r| super::queue_limit(r, "1"));
+    both_reactors!(waiting_pulls_hear_the_shutdown, |r| super::shutdown_statuses(r, "1"));
 }
 
 mod three_shards {
     use super::*;
     both_reactors!(admin_matches_the_reference, |r| super::against_reference(r, "3"));
     both_reactors!(queue_limit_drops_requests, |r| super::queue_limit(r, "3"));
+    both_reactors!(waiting_pulls_hear_the_shutdown, |r| super::shutdown_statuses(r, "3"));
 }
 
 /// Files under `dir` (none when it does not exist).

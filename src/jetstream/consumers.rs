@@ -241,6 +241,22 @@ impl ShardJs {
         Ok(())
     }
 
+    /// The server shuts down: pull requests waiting on this shard's consumers hear it.
+    pub fn shutdown_consumers(&mut self, core: &mut ShardCore, now: Instant) {
+        for st in self.streams.values_mut() {
+            let acc = st.account;
+            for slot in st.consumers.values_mut() {
+                let mut env = Env {
+                    core,
+                    store: st.store.as_mut(),
+                    acc,
+                    now,
+                };
+                slot.c.server_shutdown(&mut env);
+            }
+        }
+    }
+
     /// Stop a consumer, unsubscribe it and with `delete` remove its directory. Pending
     /// pull requests get `status` (`409 Consumer Deleted`).
     pub fn remove_consumer(

@@ -706,6 +706,7 @@ impl Server {
     pub fn shutdown(mut self) {
         if let Some(r) = &self.running {
             crate::system::announce_stop(&r.controls, &self.system, "SHUTDOWN");
+            crate::jetstream::service::shutdown(&r.controls);
         }
         tracing::info!("Initiating Shutdown...");
         if let Some(r) = self.running.take() {

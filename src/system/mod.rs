@@ -125,7 +125,7 @@ impl System {
 }
 
 /// Run `job` on every shard and wait until each has run it (or 10 s passed).
-fn on_every_shard(post: &dyn Post, job: impl Fn(&mut ShardCore, Instant) + Send + Sync + 'static) -> bool {
+pub(crate) fn on_every_shard(post: &dyn Post, job: impl Fn(&mut ShardCore, Instant) + Send + Sync + 'static) -> bool {
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let job = Arc::new(job);
     let n = post.shards();

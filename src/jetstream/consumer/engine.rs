@@ -550,6 +550,15 @@ impl Consumer {
         self.ptmr = None;
     }
 
+    /// The server shuts down: each pending pull request hears `409 Server Shutdown` with
+    /// what it still waited for (the consumer itself stays as it is on disk).
+    pub fn server_shutdown(&mut self, env: &mut dyn ConsumerEnv) {
+        for wr in std::mem::take(&mut self.waiting) {
+            let hdr = super::wire::status_pending(409, "Server Shutdown", wr.n, wr.b);
+            env.publish(&wr.reply, "", Some(&hdr), b"");
+        }
+    }
+
     /// Unpin the pinned client of `group` (`$JS.API.CONSUMER.UNPIN`).
     pub fn unpin(&mut self, group: &str, env: &mut dyn ConsumerEnv) -> Result<(), ApiError> {
         if !self.cfg.priority_groups.iter().any(|g| g == group) {

@@ -202,6 +202,19 @@ fn limit_reached(core: &mut ShardCore, js: &JetStream, kind: queue::QueueKind, d
     super::advisory::api_limit_reached(core, js, sys, dropped, now);
 }
 
+/// Before the shards close their clients: every shard tells the pull requests waiting on
+/// its consumers that the server shuts down, then every shard applies what the others sent
+/// it (the requesters may be anywhere), so the statuses leave before the connections close.
+pub fn shutdown(post: &dyn crate::core::post::Post) {
+    crate::system::on_every_shard(post, |core: &mut ShardCore, now: Instant| {
+        with_js(core, |sjs, core| sjs.shutdown_consumers(core, now));
+        core.flush_mesh(now);
+    });
+    crate::system::on_every_shard(post, |core: &mut ShardCore, now: Instant| {
+        core.poll_mesh(now);
+    });
+}
+
 /// Subscribe `$JS.API.>` in every account of the table on this shard (shard 0) not in
 /// `seen` yet (accounts appear later with reloads and resolvers).
 pub fn subscribe_accounts(
