@@ -440,9 +440,20 @@ impl ShardJs {
                     continue;
                 }
             };
-            let state = std::fs::read(cdir.join("o.dat"))
+            let mut state = std::fs::read(cdir.join("o.dat"))
                 .ok()
                 .and_then(|b| storage::consumer_state::decode(&b).ok());
+            // A consumer may have delivered messages the stream had not made durable when
+            // the server died: the stream then ends below what the consumer delivered, and
+            // the sequences after its end will be taken by new messages. The consumer goes
+            // back to the stream's end so that it delivers those.
+            let last = self
+                .streams
+                .get(&(acc, stream.to_string()))
+                .map_or(0, |s| s.store.fast_state().last_seq);
+            if let Some(st) = state.as_mut() {
+                clamp_to_stream(st, last);
+            }
             if let Err(err) = self.add_consumer(core, acc, stream, &name, cfg, created, state, now) {
                 tracing::warn!("JetStream: could not recover consumer '{stream} > {name}': {err}");
             } else if let Some(en) = self.js.registry().get_mut(acc, stream) {
@@ -520,4 +531,56 @@ fn subscribe_consumer(
         }
     }
     subs
+}
+
+/// Bring a recovered consumer state back to a stream that ends at `last`: nothing after it
+/// counts as delivered, pending or acknowledged.
+fn clamp_to_stream(st: &mut storage::consumer_state::ConsumerState, last: u64) {
+    if st.delivered.stream <= last && st.ack_floor.stream <= last {
+        return;
+    }
+    st.pending.retain(|seq, _| *seq <= last);
+    st.redelivered.retain(|seq, _| *seq <= last);
+    st.delivered.stream = st.delivered.stream.min(last);
+    st.ack_floor.stream = st.ack_floor.stream.min(last);
+}
+
+#[cfg(test)]
+mod clamp_tests {
+    use super::clamp_to_stream;
+    use storage::consumer_state::{ConsumerState, Pending, SeqPair};
+
+    #[test]
+    fn a_consumer_ahead_of_its_stream_goes_back_to_its_end() {
+        let mut st = ConsumerState {
+            delivered: SeqPair {
+                consumer: 12,
+                stream: 120,
+            },
+            ack_floor: SeqPair {
+                consumer: 9,
+                stream: 110,
+            },
+            ..Default::default()
+        };
+        for seq in [111, 116, 119] {
+            st.pending.insert(
+                seq,
+                Pending {
+                    sequence: seq,
+                    timestamp: 0,
+                },
+            );
+        }
+        st.redelivered.insert(119, 1);
+        clamp_to_stream(&mut st, 115);
+        assert_eq!(st.delivered.stream, 115);
+        assert_eq!(st.ack_floor.stream, 110);
+        assert_eq!(st.pending.keys().copied().collect::<Vec<_>>(), vec![111]);
+        assert!(st.redelivered.is_empty());
+        // A consumer within its stream is left alone.
+        let before = st.clone();
+        clamp_to_stream(&mut st, 200);
+        assert_eq!(st, before);
+    }
 }
