@@ -10,6 +10,8 @@
 pub mod account_purge;
 pub mod consumers;
 pub mod queue;
+pub mod restore;
+pub mod snapshot;
 pub mod streams;
 
 use super::api::{errors_table, ApiError};
