@@ -388,7 +388,9 @@ fn finish(ctx: Arc<Ctx>, flushed: Option<std::io::Result<()>>, reply: Vec<u8>) {
     if let Err(err) = unpack(&ctx.spool, &ctx.unpacked, ctx.limit, &ctx.cfg, &ctx.account) {
         return fail_with(err);
     }
-    let _ = std::fs::remove_file(&ctx.spool);
+    if ctx.cfg.storage == StorageType::File {
+        let _ = std::fs::remove_file(&ctx.spool);
+    }
     let created = match std::fs::read(ctx.unpacked.join("meta.inf")) {
         Err(err) => return fail_with(e::JS_STREAM_RESTORE_ERR_F.err_with(err)),
         Ok(b) => match serde_json::from_slice::<Value>(&b) {
@@ -472,9 +474,17 @@ fn open(sjs: &mut ShardJs, core: &mut ShardCore, ctx: &Ctx, created: Option<GoTi
         if let Err(err) = sjs.open_stream(core, acc, ctx.cfg.clone(), created, now) {
             return failed(err);
         }
+        // A memory stream replays the archive into its store.
         if let Some(st) = sjs.streams.get_mut(&(acc, name.clone())) {
-            crate::jetstream::stream::import::import(&ctx.unpacked, &ctx.account, None, st.store.as_mut());
+            let mut report = |line: String| tracing::warn!("JetStream restore: {line}");
+            let replayed = std::fs::File::open(&ctx.spool).map_err(storage::StoreError::from).and_then(|f| {
+                storage::reference::snapshot::restore(&mut std::io::BufReader::new(f), st.store.as_mut(), &mut report)
+            });
             st.sync_usage();
+            if let Err(err) = replayed {
+                sjs.close_stream(core, acc, &name, true);
+                return failed(e::JS_STREAM_RESTORE_ERR_F.err_with(err));
+            }
         }
         ctx.cleanup();
     }

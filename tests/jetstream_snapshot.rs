@@ -1,0 +1,311 @@
+//! `$JS.API.STREAM.SNAPSHOT` and `$JS.API.STREAM.RESTORE` with a real client over the raw
+//! API (async-nats has no snapshot API): a round trip through rnats with a durable
+//! consumer, snapshots moving between rnats and the reference nats-server in both
+//! directions, the request validation answers next to the reference's, and an abandoned
+//! restore that must leave nothing behind. Both reactors, one shard and several.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use async_nats::jetstream::{self, consumer, stream};
+use common::{rt, Server};
+use futures::StreamExt;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn start(r: common::Reactor, shards: &str, dir: &std::path::Path) -> Server {
+    Server::start(r, &["--shards", shards, "-js", "-sd", dir.to_str().unwrap()])
+}
+
+fn reference(dir: &std::path::Path) -> Server {
+    let bin = common::reference_server();
+    Server::start_cmd(&bin, &["-a", "127.0.0.1", "-p", "-1", "-js", "-sd", dir.to_str().unwrap()])
+}
+
+fn store_dir(name: &str) -> std::path::PathBuf {
+    let d = common::scratch_dir().join(format!("snap-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+async fn api(c: &async_nats::Client, subject: &str, body: &str) -> Value {
+    let m = tokio::time::timeout(WAIT, c.request(subject.to_string(), body.to_string().into()))
+        .await
+        .unwrap()
+        .unwrap();
+    serde_json::from_slice(&m.payload).unwrap()
+}
+
+/// Take a snapshot: the response and the archive's bytes, and the end-of-stream header.
+async fn snapshot(c: &async_nats::Client, stream: &str, extra: Value) -> (Value, Vec<u8>, Option<String>) {
+    let inbox = c.new_inbox();
+    let mut sub = c.subscribe(inbox.clone()).await.unwrap();
+    let mut req = json!({ "deliver_subject": inbox, "chunk_size": 1024 });
+    if let (Value::Object(r), Value::Object(x)) = (&mut req, extra) {
+        r.extend(x);
+    }
+    let resp = api(c, &format!("$JS.API.STREAM.SNAPSHOT.{stream}"), &req.to_string()).await;
+    if resp.get("error").is_some() {
+        return (resp, Vec::new(), None);
+    }
+    let mut data = Vec::new();
+    loop {
+        let m = tokio::time::timeout(WAIT, sub.next()).await.unwrap().unwrap();
+        if m.payload.is_empty() {
+            let status = m.status.map(|s| s.as_u16().to_string());
+            return (resp, data, status);
+        }
+        data.extend_from_slice(&m.payload);
+        if let Some(reply) = m.reply {
+            c.publish(reply, "".into()).await.unwrap();
+        }
+    }
+}
+
+/// Restore `data` as `stream` with `config`: the last reply (the stream's info or the error).
+async fn restore(c: &async_nats::Client, stream: &str, config: &Value, data: &[u8]) -> Value {
+    let resp = api(
+        c,
+        &format!("$JS.API.STREAM.RESTORE.{stream}"),
+        &json!({"config": config, "state": {}}).to_string(),
+    )
+    .await;
+    let Some(deliver) = resp["deliver_subject"].as_str() else {
+        return resp;
+    };
+    for chunk in data.chunks(2048) {
+        let m = tokio::time::timeout(WAIT, c.request(deliver.to_string(), chunk.to_vec().into()))
+            .await
+            .unwrap()
+            .unwrap();
+        if !m.payload.is_empty() {
+            return serde_json::from_slice(&m.payload).unwrap();
+        }
+    }
+    let m = tokio::time::timeout(WAIT, c.request(deliver.to_string(), "".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    serde_json::from_slice(&m.payload).unwrap()
+}
+
+/// A stream with 60 messages (one deleted) and a durable that acked the first 3.
+async fn populate(c: &async_nats::Client, name: &str, storage: stream::StorageType) {
+    let js = jetstream::new(c.clone());
+    let st = js
+        .create_stream(stream::Config {
+            name: name.into(),
+            subjects: vec![format!("{name}.>")],
+            storage,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for i in 0..60u32 {
+        // Varied payloads so the archive spans several chunks.
+        let body: String = (0..150).map(|k| char::from(b'a' + ((i * 7 + k * 13) % 26) as u8)).collect();
+        js.publish(format!("{name}.{}", i % 5), body.into()).await.unwrap().await.unwrap();
+    }
+    st.delete_message(5).await.unwrap();
+    let cons: consumer::PullConsumer = st
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("D".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut b = cons.fetch().max_messages(3).messages().await.unwrap();
+    while let Some(m) = b.next().await {
+        m.unwrap().double_ack().await.unwrap();
+    }
+}
+
+/// The restored stream holds what the snapshot had and the consumer's place.
+async fn check_restored(c: &async_nats::Client, name: &str, info: &Value) {
+    assert!(info.get("error").is_none(), "{info}");
+    assert_eq!(info["type"], "io.nats.jetstream.api.v1.stream_create_response", "{info}");
+    assert_eq!(info["config"]["name"], name);
+    assert_eq!(info["state"]["messages"], 59, "{info}");
+    assert_eq!(info["state"]["last_seq"], 60, "{info}");
+    let got = api(c, &format!("$JS.API.STREAM.MSG.GET.{name}"), r#"{"seq":5}"#).await;
+    assert_eq!(got["error"]["err_code"], 10037, "{got}");
+    let got = api(c, &format!("$JS.API.STREAM.MSG.GET.{name}"), r#"{"seq":6}"#).await;
+    assert_eq!(got["message"]["subject"], format!("{name}.0"), "{got}");
+    let ci = api(c, &format!("$JS.API.CONSUMER.INFO.{name}.D"), "").await;
+    assert_eq!(ci["ack_floor"]["stream_seq"], 3, "{ci}");
+    assert_eq!(ci["num_pending"], 56, "{ci}");
+}
+
+fn round_trip(r: common::Reactor, shards: &str) {
+    let dir = store_dir(&format!("rt-{shards}-{}", r.flag()));
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let c = async_nats::connect(s.url()).await.unwrap();
+        for (name, storage) in [("F", stream::StorageType::File), ("M", stream::StorageType::Memory)] {
+            populate(&c, name, storage).await;
+            let (resp, data, eof) = snapshot(&c, name, json!({})).await;
+            assert_eq!(resp["type"], "io.nats.jetstream.api.v1.stream_snapshot_response");
+            assert_eq!(resp["config"]["name"], name, "{resp}");
+            assert_eq!(resp["state"]["messages"], 59, "{resp}");
+            assert!(data.len() > 2048, "{}", data.len());
+            assert_eq!(eof.as_deref(), Some("204"));
+            // A stream that exists is not restored over.
+            let again = api(
+                &c,
+                &format!("$JS.API.STREAM.RESTORE.{name}"),
+                &json!({"config": resp["config"]}).to_string(),
+            )
+            .await;
+            assert_eq!(again["error"]["err_code"], 10130, "{again}");
+            let del = api(&c, &format!("$JS.API.STREAM.DELETE.{name}"), "").await;
+            assert_eq!(del["success"], true);
+            let info = restore(&c, name, &resp["config"], &data).await;
+            if storage == stream::StorageType::File {
+                check_restored(&c, name, &info).await;
+            } else {
+                // Memory streams keep their messages; consumers of memory streams are not
+                // part of rnats's snapshots.
+                assert_eq!(info["state"]["messages"], 59, "{info}");
+                assert_eq!(info["state"]["last_seq"], 60, "{info}");
+            }
+        }
+        // Without consumers; and a small snapshot ends with an empty message, no header.
+        let (_, data, _) = snapshot(&c, "F", json!({"no_consumers": true})).await;
+        let _ = api(&c, "$JS.API.STREAM.DELETE.F", "").await;
+        let cfg = json!({"name": "F", "subjects": ["F.>"]});
+        let info = restore(&c, "F", &cfg, &data).await;
+        assert_eq!(info["state"]["consumer_count"], 0, "{info}");
+        let js = jetstream::new(c.clone());
+        js.create_stream(stream::Config {
+            name: "TINY".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let (_, data, eof) = snapshot(&c, "TINY", json!({})).await;
+        assert!(!data.is_empty() && data.len() < 1024);
+        assert_eq!(eof, None);
+        // Nothing left in the spool directory.
+        let snaps = dir.join("jetstream/$G/__snapshots__");
+        let left: Vec<_> = std::fs::read_dir(&snaps).map(|d| d.flatten().collect()).unwrap_or_default();
+        assert!(left.is_empty(), "{left:?}");
+    });
+}
+
+/// Snapshots move between rnats and the reference in both directions.
+fn with_reference(r: common::Reactor, shards: &str) {
+    let dir = store_dir(&format!("xr-{shards}-{}", r.flag()));
+    let s = start(r, shards, &dir.join("rnats"));
+    let g = reference(&dir.join("ref"));
+    rt().block_on(async {
+        let ours = async_nats::connect(s.url()).await.unwrap();
+        let theirs = async_nats::connect(g.url()).await.unwrap();
+        // rnats → reference.
+        populate(&ours, "A", stream::StorageType::File).await;
+        let (resp, data, _) = snapshot(&ours, "A", json!({})).await;
+        let info = restore(&theirs, "A", &resp["config"], &data).await;
+        check_restored(&theirs, "A", &info).await;
+        // reference → rnats.
+        populate(&theirs, "B", stream::StorageType::File).await;
+        let (resp, data, eof) = snapshot(&theirs, "B", json!({})).await;
+        assert_eq!(eof.as_deref(), Some("204"));
+        let info = restore(&ours, "B", &resp["config"], &data).await;
+        check_restored(&ours, "B", &info).await;
+    });
+}
+
+/// The answers to bad snapshot and restore requests, error objects only.
+async fn validation(c: &async_nats::Client) -> Vec<Value> {
+    let js = jetstream::new(c.clone());
+    js.create_stream(stream::Config {
+        name: "V".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let cases: &[(&str, &str)] = &[
+        ("$JS.API.STREAM.SNAPSHOT.V", ""),
+        ("$JS.API.STREAM.SNAPSHOT.V", "{}"),
+        ("$JS.API.STREAM.SNAPSHOT.NOPE", r#"{"deliver_subject":"x"}"#),
+        ("$JS.API.STREAM.SNAPSHOT.V", r#"{"deliver_subject":"x""#),
+        ("$JS.API.STREAM.SNAPSHOT.V", r#"{"deliver_subject":5}"#),
+        ("$JS.API.STREAM.SNAPSHOT.V", r#"{"deliver_subject":"x","bogus":1}"#),
+        ("$JS.API.STREAM.SNAPSHOT.V", r#"{"deliver_subject":""}"#),
+        ("$JS.API.STREAM.SNAPSHOT.V", r#"{"deliver_subject":"a..b"}"#),
+        ("$JS.API.STREAM.RESTORE.V", ""),
+        ("$JS.API.STREAM.RESTORE.V", "nope"),
+        ("$JS.API.STREAM.RESTORE.V", r#"{"config":{"name":"V"}}"#),
+        ("$JS.API.STREAM.RESTORE.W", r#"{"config":{"name":"V"}}"#),
+        ("$JS.API.STREAM.RESTORE.W", r#"{"config":{"name":"W","max_msgs":"x"}}"#),
+        ("$JS.API.STREAM.RESTORE.W", r#"{"config":{"name":"W","retention":"bogus"}}"#),
+        ("$JS.API.STREAM.RESTORE.W", r#"{"config":{"name":"W","storage":"file","replicas":-1,"max_age":-5}}"#),
+    ];
+    let mut out = Vec::new();
+    for (subject, body) in cases {
+        let v = api(c, subject, body).await;
+        out.push(json!({"case": format!("{subject} {body}"), "type": v["type"], "error": v["error"]}));
+    }
+    out
+}
+
+fn errors_match_reference(r: common::Reactor, shards: &str) {
+    let dir = store_dir(&format!("val-{shards}-{}", r.flag()));
+    let s = start(r, shards, &dir.join("rnats"));
+    let g = reference(&dir.join("ref"));
+    rt().block_on(async {
+        let ours = validation(&async_nats::connect(s.url()).await.unwrap()).await;
+        let theirs = validation(&async_nats::connect(g.url()).await.unwrap()).await;
+        for (a, b) in ours.iter().zip(&theirs) {
+            assert_eq!(a, b);
+        }
+        assert_eq!(ours[0]["error"]["err_code"], 10003);
+        assert_eq!(ours[2]["error"]["err_code"], 10059);
+        assert_eq!(ours[10]["error"]["err_code"], 10130);
+    });
+}
+
+/// Garbage in place of an archive fails the restore; an abandoned one cleans up.
+fn bad_uploads(r: common::Reactor, shards: &str) {
+    let dir = store_dir(&format!("bad-{shards}-{}", r.flag()));
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let c = async_nats::connect(s.url()).await.unwrap();
+        let cfg = json!({"name": "G"});
+        let info = restore(&c, "G", &cfg, &[7u8; 5000]).await;
+        assert_eq!(info["type"], "io.nats.jetstream.api.v1.stream_create_response", "{info}");
+        assert_eq!(info["error"]["err_code"], 10062, "{info}");
+        let gone = api(&c, "$JS.API.STREAM.INFO.G", "").await;
+        assert_eq!(gone["error"]["err_code"], 10059, "{gone}");
+        // Abandoned after one chunk: after the stall timeout, nothing remains and the
+        // deliver subject no longer answers.
+        let resp = api(&c, "$JS.API.STREAM.RESTORE.H", r#"{"config":{"name":"H"}}"#).await;
+        let deliver = resp["deliver_subject"].as_str().unwrap().to_string();
+        assert!(deliver.starts_with("$JS.SNAPSHOT.RESTORE.H."), "{deliver}");
+        let ack = c.request(deliver.clone(), vec![1u8; 100].into()).await.unwrap();
+        assert!(ack.payload.is_empty());
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        let after = c.request(deliver, vec![1u8; 100].into()).await;
+        assert!(after.is_err(), "the abandoned restore still answers");
+        let snaps = dir.join("jetstream/$G/__snapshots__");
+        let left: Vec<_> = std::fs::read_dir(&snaps).map(|d| d.flatten().collect()).unwrap_or_default();
+        assert!(left.is_empty(), "{left:?}");
+        let gone = api(&c, "$JS.API.STREAM.INFO.H", "").await;
+        assert_eq!(gone["error"]["err_code"], 10059, "{gone}");
+    });
+}
+
+macro_rules! snap_tests {
+    ($($name:ident),*) => {
+        $(
+            mod $name {
+                use super::*;
+                both_reactors!(one_shard, |r| super::super::$name(r, "1"));
+                both_reactors!(three_shards, |r| super::super::$name(r, "3"));
+            }
+        )*
+    };
+}
+
+snap_tests!(round_trip, with_reference, errors_match_reference, bad_uploads);
