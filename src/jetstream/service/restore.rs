@@ -292,8 +292,11 @@ fn chunk_handler(ctx: Arc<Ctx>, upload: Arc<Mutex<Upload>>) -> Handler {
             return;
         }
         u.last = Instant::now();
+        let first = u.total == 0;
         u.total = u.total.saturating_add(m.payload.len() as u64);
-        let failed = if u.total > ctx.limit {
+        let failed = if first && !s2_start(&m.payload) {
+            Some(e::JS_STREAM_RESTORE_ERR_F.err_with("s2: corrupt input"))
+        } else if u.total > ctx.limit {
             Some(resources_exceeded(&ctx.cfg))
         } else {
             match u.file.as_mut().map(|f| f.write_all(&m.payload)) {
@@ -309,6 +312,7 @@ fn chunk_handler(ctx: Arc<Ctx>, upload: Arc<Mutex<Upload>>) -> Handler {
             ctx.cleanup();
             tracing::warn!("Restore failed for stream '{}': {}", ctx.label(), err.description);
             let body = error_envelope(DONE_SUFFIX, &err, json!({}));
+            drop(u);
             core.publish_jetstream(ctx.acc, &m.reply, b"", None, &body, now);
             return;
         }
@@ -334,9 +338,32 @@ fn watchdog(ctx: &Ctx, upload: &Mutex<Upload>) {
     }
 }
 
+/// The text the reference's s2 reader gives for a damaged stream.
+fn go_text(ours: &str) -> String {
+    if ours.contains("s2: truncated") {
+        "unexpected EOF".into()
+    } else if ours.contains("s2: unknown reserved chunk") {
+        "s2: unsupported input".into()
+    } else if ours.contains("s2: ") {
+        "s2: corrupt input".into()
+    } else {
+        ours.to_string()
+    }
+}
+
+/// Does the start of an upload look like an s2 (or snappy) stream? The reference's reader
+/// refuses anything else at the first chunk.
+fn s2_start(chunk: &[u8]) -> bool {
+    const IDS: [&[u8]; 2] = [b"\xff\x06\x00\x00S2sTwO", b"\xff\x06\x00\x00sNaPpY"];
+    IDS.iter().any(|id| {
+        let n = chunk.len().min(id.len());
+        chunk.get(..n) == id.get(..n)
+    })
+}
+
 /// Unpack the spooled archive into `to`, counting its entries against `limit`.
 fn unpack(spool: &Path, to: &Path, limit: u64, cfg: &StreamConfig, account: &str) -> Result<(), ApiError> {
-    let restore_err = |err: &dyn std::fmt::Display| e::JS_STREAM_RESTORE_ERR_F.err_with(err);
+    let restore_err = |err: &dyn std::fmt::Display| e::JS_STREAM_RESTORE_ERR_F.err_with(go_text(&err.to_string()));
     let unexpected = || {
         let err = format!("unexpected content (account={account})");
         tracing::error!("Stream restore failed due to {err}");
