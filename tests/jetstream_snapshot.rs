@@ -127,6 +127,8 @@ async fn check_restored(c: &async_nats::Client, name: &str, info: &Value) {
     assert!(info.get("error").is_none(), "{info}");
     assert_eq!(info["type"], "io.nats.jetstream.api.v1.stream_create_response", "{info}");
     assert_eq!(info["config"]["name"], name);
+    // The metadata as given, plus the server's dynamic fields.
+    assert_eq!(info["config"]["metadata"]["_nats.ver"], "2.14.0", "{info}");
     assert_eq!(info["state"]["messages"], 59, "{info}");
     assert_eq!(info["state"]["last_seq"], 60, "{info}");
     let got = api(c, &format!("$JS.API.STREAM.MSG.GET.{name}"), r#"{"seq":5}"#).await;
@@ -143,39 +145,38 @@ fn round_trip(r: common::Reactor, shards: &str) {
     let s = start(r, shards, &dir);
     rt().block_on(async {
         let c = async_nats::connect(s.url()).await.unwrap();
-        for (name, storage) in [("F", stream::StorageType::File), ("M", stream::StorageType::Memory)] {
-            populate(&c, name, storage).await;
-            let (resp, data, eof) = snapshot(&c, name, json!({})).await;
-            assert_eq!(resp["type"], "io.nats.jetstream.api.v1.stream_snapshot_response");
-            assert_eq!(resp["config"]["name"], name, "{resp}");
-            assert_eq!(resp["state"]["messages"], 59, "{resp}");
-            assert!(data.len() > 2048, "{}", data.len());
-            assert_eq!(eof.as_deref(), Some("204"));
-            // A stream that exists is not restored over.
-            let again = api(
-                &c,
-                &format!("$JS.API.STREAM.RESTORE.{name}"),
-                &json!({"config": resp["config"]}).to_string(),
-            )
-            .await;
-            assert_eq!(again["error"]["err_code"], 10130, "{again}");
-            let del = api(&c, &format!("$JS.API.STREAM.DELETE.{name}"), "").await;
-            assert_eq!(del["success"], true);
-            let info = restore(&c, name, &resp["config"], &data).await;
-            if storage == stream::StorageType::File {
-                check_restored(&c, name, &info).await;
-            } else {
-                // Memory streams keep their messages; consumers of memory streams are not
-                // part of rnats's snapshots.
-                assert_eq!(info["state"]["messages"], 59, "{info}");
-                assert_eq!(info["state"]["last_seq"], 60, "{info}");
-            }
-        }
-        // Without consumers; and a small snapshot ends with an empty message, no header.
-        let (_, data, _) = snapshot(&c, "F", json!({"no_consumers": true})).await;
+        populate(&c, "F", stream::StorageType::File).await;
+        let (resp, data, eof) = snapshot(&c, "F", json!({})).await;
+        assert_eq!(resp["type"], "io.nats.jetstream.api.v1.stream_snapshot_response");
+        assert_eq!(resp["config"]["name"], "F", "{resp}");
+        assert_eq!(resp["state"]["messages"], 59, "{resp}");
+        assert_eq!(resp["state"]["consumer_count"], 1, "{resp}");
+        assert!(data.len() > 2048, "{}", data.len());
+        assert_eq!(eof.as_deref(), Some("204"));
+        // A stream that exists is not restored over.
+        let again = api(&c, "$JS.API.STREAM.RESTORE.F", &json!({"config": resp["config"]}).to_string()).await;
+        assert_eq!(again["error"]["err_code"], 10130, "{again}");
+        let del = api(&c, "$JS.API.STREAM.DELETE.F", "").await;
+        assert_eq!(del["success"], true);
+        let info = restore(&c, "F", &resp["config"], &data).await;
+        check_restored(&c, "F", &info).await;
+        let (_, bare, _) = snapshot(&c, "F", json!({"no_consumers": true})).await;
+        // Memory streams have no snapshots, as in the reference.
+        populate(&c, "M", stream::StorageType::Memory).await;
+        let (resp, _, _) = snapshot(&c, "M", json!({})).await;
+        assert_eq!(resp["error"]["description"], "snapshot failed: no impl", "{resp}");
+        // A file stream's snapshot restored as a memory stream keeps its messages (the
+        // reference's comes back empty).
         let _ = api(&c, "$JS.API.STREAM.DELETE.F", "").await;
-        let cfg = json!({"name": "F", "subjects": ["F.>"]});
+        let cfg = json!({"name": "F", "subjects": ["F.>"], "storage": "memory"});
         let info = restore(&c, "F", &cfg, &data).await;
+        assert_eq!(info["config"]["storage"], "memory", "{info}");
+        assert_eq!(info["state"]["last_seq"], 60, "{info}");
+        let _ = api(&c, "$JS.API.STREAM.DELETE.F", "").await;
+        // Without consumers; and a small snapshot ends with an empty message, no header.
+        let cfg = json!({"name": "F", "subjects": ["F.>"]});
+        let info = restore(&c, "F", &cfg, &bare).await;
+        assert_eq!(info["state"]["messages"], 59, "{info}");
         assert_eq!(info["state"]["consumer_count"], 0, "{info}");
         let js = jetstream::new(c.clone());
         js.create_stream(stream::Config {
@@ -213,6 +214,17 @@ fn with_reference(r: common::Reactor, shards: &str) {
         assert_eq!(eof.as_deref(), Some("204"));
         let info = restore(&ours, "B", &resp["config"], &data).await;
         check_restored(&ours, "B", &info).await;
+        // The same archive and config restored by both: the same config and state.
+        for cfg in [resp["config"].clone(), json!({"name": "B", "subjects": ["B.>"]})] {
+            let mut infos = Vec::new();
+            for c in [&ours, &theirs] {
+                let _ = api(c, "$JS.API.STREAM.DELETE.B", "").await;
+                infos.push(restore(c, "B", &cfg, &data).await);
+            }
+            assert_eq!(infos[0]["config"], infos[1]["config"]);
+            assert_eq!(infos[0]["state"], infos[1]["state"]);
+            assert_eq!(infos[0]["created"], infos[1]["created"]);
+        }
     });
 }
 

@@ -114,9 +114,13 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
         .map(|(n, en)| (n.clone(), en.cfg.clone()))
         .collect();
     let lookup = |n: &str| others.get(n).cloned();
+    // Checked as a new stream's config, but its metadata is kept as given (the reference
+    // sets no static metadata on a restore).
+    let metadata = cfg.metadata.clone();
     if let Err(err) = crate::jetstream::api::prepare::stream_create(&mut cfg, js, false, &limits, &lookup) {
         return fail(core, &req, SUFFIX, &err, now);
     }
+    cfg.metadata = metadata;
     {
         let reg = js.registry();
         if limits.max_streams >= 0 && reg.count(acc) as i64 >= limits.max_streams {

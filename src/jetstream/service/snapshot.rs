@@ -2,7 +2,8 @@
 //! snapshot (an s2-framed tar, see `storage::reference::snapshot`), streamed in chunks to
 //! the requester's `deliver_subject` under the reference's flow control.
 //!
-//! The snapshot is written once on the stream's shard into a spool file (unlinked as soon
+//! Memory streams have no snapshot (`snapshot failed: no impl`, as the reference's memory
+//! store answers). The snapshot is written once on the stream's shard into a spool file (unlinked as soon
 //! as it is open again for reading); a sender thread then publishes it chunk by chunk
 //! through jobs on that shard. Each chunk's reply subject is
 //! `$JS.SNAPSHOT.ACK.<stream>.<id>.<len>.<index>`; a window of `window_size / chunk_size`
@@ -175,6 +176,11 @@ fn start(
     let Some(st) = sjs.streams.get_mut(key) else {
         return fail(core, &req, SUFFIX, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
     };
+    if st.cfg.storage == crate::jetstream::api::config::StorageType::Memory {
+        // The reference's memory store has no snapshots.
+        tracing::warn!("Snapshot of stream '{account} > {}' failed: no impl", key.1);
+        return fail(core, &req, SUFFIX, &e::JS_STREAM_SNAPSHOT_ERR_F.err_with("no impl"), now);
+    }
     tracing::info!("Starting snapshot for stream '{account} > {}'", key.1);
     let file = match spool(js, &account, st, !sreq.no_consumers) {
         Ok(f) => f,
