@@ -142,19 +142,90 @@ fn consumer_files(st: &crate::jetstream::stream::Stream) -> Vec<(String, Vec<u8>
     out
 }
 
+/// Messages read from the stream's shard in batches of about this many bytes: the shard
+/// is held for one batch at a time while the snapshot is written.
+const BATCH_BYTES: usize = 1024 * 1024;
+/// How long the writer waits for a batch.
+const BATCH_WAIT: Duration = Duration::from_secs(30);
+
+/// The stream's messages up to `last`, pulled from its shard batch by batch.
+struct Pull {
+    post: Arc<dyn Post>,
+    shard: usize,
+    key: StreamKey,
+    next: u64,
+    last: u64,
+    buf: std::collections::VecDeque<storage::StoredMsg>,
+    failed: Option<String>,
+}
+
+/// One batch from `next` on (the stream's shard): messages, and whether the stream ended.
+fn batch(sjs: &mut ShardJs, key: &StreamKey, next: u64, last: u64) -> Result<(Vec<storage::StoredMsg>, bool), String> {
+    let st = sjs.streams.get_mut(key).ok_or("stream closed")?;
+    let all = storage::Filter::all();
+    let (mut out, mut size, mut seq) = (Vec::new(), 0usize, next);
+    while size < BATCH_BYTES && seq <= last {
+        match st.store.load_next_msg(&all, seq) {
+            Ok(m) if m.seq <= last => {
+                seq = m.seq + 1;
+                size += m.payload.len() + m.headers.len() + m.subject.len();
+                out.push(m);
+            }
+            Ok(_) | Err(storage::StoreError::Eof | storage::StoreError::MsgNotFound) => return Ok((out, true)),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok((out, seq > last))
+}
+
+impl Iterator for Pull {
+    type Item = storage::StoredMsg;
+
+    fn next(&mut self) -> Option<storage::StoredMsg> {
+        if self.buf.is_empty() && self.failed.is_none() && self.next <= self.last {
+            let (tx, rx) = mpsc::channel();
+            let (key, next, last) = (self.key.clone(), self.next, self.last);
+            let job: Job = Box::new(move |core: &mut ShardCore, _now: Instant| {
+                let r = crate::jetstream::shard::with_js(core, |sjs, _| batch(sjs, &key, next, last))
+                    .unwrap_or_else(|| Err("stream closed".into()));
+                let _ = tx.send(r);
+            });
+            self.post.post(self.shard, job);
+            match rx.recv_timeout(BATCH_WAIT) {
+                Ok(Ok((msgs, end))) => {
+                    self.next = msgs.last().map_or(self.next, |m| m.seq + 1);
+                    if end || msgs.is_empty() {
+                        self.next = self.last + 1;
+                    }
+                    self.buf.extend(msgs);
+                }
+                Ok(Err(e)) => self.failed = Some(e),
+                Err(_) => self.failed = Some("stream not responding".into()),
+            }
+        }
+        self.buf.pop_front()
+    }
+}
+
 /// Write the snapshot into an (already unlinked) spool file under the account's
-/// `__snapshots__` directory.
-fn spool(js: &JetStream, account: &str, st: &mut crate::jetstream::stream::Stream, consumers: bool) -> std::io::Result<std::fs::File> {
-    let dir = js.settings.root.join(account).join("__snapshots__");
+/// `__snapshots__` directory, pulling the messages from the stream's shard.
+fn spool(
+    root: &std::path::Path,
+    account: &str,
+    meta: &storage::SnapshotMeta,
+    state: &storage::StreamState,
+    mut msgs: Pull,
+) -> std::io::Result<std::fs::File> {
+    let dir = root.join(account).join("__snapshots__");
     std::fs::create_dir_all(&dir)?;
     let path = dir.join(format!("snap-{}.s2", crate::system::nuid::Nuid::new().next_id()));
-    let meta = storage::SnapshotMeta {
-        meta_inf: meta_inf(st),
-        extra: if consumers { consumer_files(st) } else { Vec::new() },
-    };
+    let name = msgs.key.1.clone();
     let written = (|| -> std::io::Result<std::fs::File> {
         let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
-        st.store.snapshot(&meta, &mut out).map_err(std::io::Error::other)?;
+        storage::reference::snapshot::write(&name, meta, state, &mut msgs, &mut out).map_err(std::io::Error::other)?;
+        if let Some(e) = msgs.failed.take() {
+            return Err(std::io::Error::other(e));
+        }
         out.into_inner().map_err(|e| e.into_error())?.sync_data()?;
         std::fs::File::open(&path)
     })();
@@ -182,13 +253,11 @@ fn start(
         return fail(core, &req, SUFFIX, &e::JS_STREAM_SNAPSHOT_ERR_F.err_with("no impl"), now);
     }
     tracing::info!("Starting snapshot for stream '{account} > {}'", key.1);
-    let file = match spool(js, &account, st, !sreq.no_consumers) {
-        Ok(f) => f,
-        Err(err) => {
-            tracing::warn!("Snapshot of stream '{account} > {}' failed: {err}", key.1);
-            return fail(core, &req, SUFFIX, &e::JS_STREAM_SNAPSHOT_ERR_F.err_with(err), now);
-        }
+    let meta = storage::SnapshotMeta {
+        meta_inf: meta_inf(st),
+        extra: if sreq.no_consumers { Vec::new() } else { consumer_files(st) },
     };
+    let store_state = st.store.fast_state();
     let state = super::streams::state_json(st, true, "", consumers);
     let config = serde_json::to_value(&st.cfg).unwrap_or_default();
     respond(core, &req, &envelope(SUFFIX, json!({"config": config, "state": state})), now);
@@ -211,11 +280,27 @@ fn start(
     };
     let (chunk, inflight) = flow(&sreq);
     let label = format!("{account} > {}", key.1);
+    let (key2, root) = (key.clone(), js.settings.root.clone());
     let spawned = std::thread::Builder::new()
         .name("js-snapshot".into())
         .spawn(move || {
             let t0 = Instant::now();
-            sender.run(file, chunk, inflight, &ack_subject, &rx);
+            let pull = Pull {
+                post: sender.post.clone(),
+                shard: sender.shard,
+                key: key2,
+                next: store_state.first_seq.max(1),
+                last: store_state.last_seq,
+                buf: Default::default(),
+                failed: None,
+            };
+            match spool(&root, &account, &meta, &store_state, pull) {
+                Ok(file) => sender.run(file, chunk, inflight, &ack_subject, &rx),
+                Err(err) => {
+                    tracing::warn!("Snapshot of stream '{label}' failed: {err}");
+                    sender.end(Some(format!("NATS/1.0 500 {err}\r\n\r\n")));
+                }
+            }
             sender.job(move |core, _now| core.unsubscribe_internal(sub));
             tracing::info!("Completed snapshot for stream '{label}' in {:?}", t0.elapsed());
         });
@@ -324,6 +409,11 @@ impl Sender {
             slots -= 1;
             index += 1;
         }
+        self.end(end);
+    }
+
+    /// The last message: empty, with `end` as its header.
+    fn end(&self, end: Option<String>) {
         let (acc, to) = (self.account, self.deliver.clone());
         self.job(move |core, now| {
             let hdr = end.as_deref().map(str::as_bytes);
