@@ -21,7 +21,10 @@ fn start(r: common::Reactor, shards: &str, dir: &std::path::Path) -> Server {
 
 fn reference(dir: &std::path::Path) -> Server {
     let bin = common::reference_server();
-    Server::start_cmd(&bin, &["-a", "127.0.0.1", "-p", "-1", "-js", "-sd", dir.to_str().unwrap()])
+    Server::start_cmd(
+        &bin,
+        &["-a", "127.0.0.1", "-p", "-1", "-js", "-sd", dir.to_str().unwrap()],
+    )
 }
 
 fn store_dir(name: &str) -> std::path::PathBuf {
@@ -105,8 +108,14 @@ async fn populate(c: &async_nats::Client, name: &str, storage: stream::StorageTy
         .unwrap();
     for i in 0..60u32 {
         // Varied payloads so the archive spans several chunks.
-        let body: String = (0..150).map(|k| char::from(b'a' + ((i * 7 + k * 13) % 26) as u8)).collect();
-        js.publish(format!("{name}.{}", i % 5), body.into()).await.unwrap().await.unwrap();
+        let body: String = (0..150)
+            .map(|k| char::from(b'a' + ((i * 7 + k * 13) % 26) as u8))
+            .collect();
+        js.publish(format!("{name}.{}", i % 5), body.into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
     }
     st.delete_message(5).await.unwrap();
     let cons: consumer::PullConsumer = st
@@ -125,7 +134,10 @@ async fn populate(c: &async_nats::Client, name: &str, storage: stream::StorageTy
 /// The restored stream holds what the snapshot had and the consumer's place.
 async fn check_restored(c: &async_nats::Client, name: &str, info: &Value) {
     assert!(info.get("error").is_none(), "{info}");
-    assert_eq!(info["type"], "io.nats.jetstream.api.v1.stream_create_response", "{info}");
+    assert_eq!(
+        info["type"], "io.nats.jetstream.api.v1.stream_create_response",
+        "{info}"
+    );
     assert_eq!(info["config"]["name"], name);
     // The metadata as given, plus the server's dynamic fields.
     assert_eq!(info["config"]["metadata"]["_nats.ver"], "2.14.0", "{info}");
@@ -154,7 +166,12 @@ fn round_trip(r: common::Reactor, shards: &str) {
         assert!(data.len() > 2048, "{}", data.len());
         assert_eq!(eof.as_deref(), Some("204"));
         // A stream that exists is not restored over.
-        let again = api(&c, "$JS.API.STREAM.RESTORE.F", &json!({"config": resp["config"]}).to_string()).await;
+        let again = api(
+            &c,
+            "$JS.API.STREAM.RESTORE.F",
+            &json!({"config": resp["config"]}).to_string(),
+        )
+        .await;
         assert_eq!(again["error"]["err_code"], 10130, "{again}");
         let del = api(&c, "$JS.API.STREAM.DELETE.F", "").await;
         assert_eq!(del["success"], true);
@@ -190,7 +207,9 @@ fn round_trip(r: common::Reactor, shards: &str) {
         assert_eq!(eof, None);
         // Nothing left in the spool directory.
         let snaps = dir.join("jetstream/$G/__snapshots__");
-        let left: Vec<_> = std::fs::read_dir(&snaps).map(|d| d.flatten().collect()).unwrap_or_default();
+        let left: Vec<_> = std::fs::read_dir(&snaps)
+            .map(|d| d.flatten().collect())
+            .unwrap_or_default();
         assert!(left.is_empty(), "{left:?}");
     });
 }
@@ -251,8 +270,14 @@ async fn validation(c: &async_nats::Client) -> Vec<Value> {
         ("$JS.API.STREAM.RESTORE.V", r#"{"config":{"name":"V"}}"#),
         ("$JS.API.STREAM.RESTORE.W", r#"{"config":{"name":"V"}}"#),
         ("$JS.API.STREAM.RESTORE.W", r#"{"config":{"name":"W","max_msgs":"x"}}"#),
-        ("$JS.API.STREAM.RESTORE.W", r#"{"config":{"name":"W","retention":"bogus"}}"#),
-        ("$JS.API.STREAM.RESTORE.W", r#"{"config":{"name":"W","storage":"file","replicas":-1,"max_age":-5}}"#),
+        (
+            "$JS.API.STREAM.RESTORE.W",
+            r#"{"config":{"name":"W","retention":"bogus"}}"#,
+        ),
+        (
+            "$JS.API.STREAM.RESTORE.W",
+            r#"{"config":{"name":"W","storage":"file","replicas":-1,"max_age":-5}}"#,
+        ),
     ];
     let mut out = Vec::new();
     for (subject, body) in cases {
@@ -286,9 +311,15 @@ fn bad_uploads(r: common::Reactor, shards: &str) {
         let c = async_nats::connect(s.url()).await.unwrap();
         let cfg = json!({"name": "G"});
         let info = restore(&c, "G", &cfg, &[7u8; 5000]).await;
-        assert_eq!(info["type"], "io.nats.jetstream.api.v1.stream_create_response", "{info}");
+        assert_eq!(
+            info["type"], "io.nats.jetstream.api.v1.stream_create_response",
+            "{info}"
+        );
         assert_eq!(info["error"]["err_code"], 10062, "{info}");
-        assert_eq!(info["error"]["description"], "restore failed: s2: corrupt input", "{info}");
+        assert_eq!(
+            info["error"]["description"], "restore failed: s2: corrupt input",
+            "{info}"
+        );
         let gone = api(&c, "$JS.API.STREAM.INFO.G", "").await;
         assert_eq!(gone["error"]["err_code"], 10059, "{gone}");
         // Abandoned after one chunk: after the stall timeout, nothing remains and the
@@ -304,7 +335,9 @@ fn bad_uploads(r: common::Reactor, shards: &str) {
         let after = c.request(deliver, vec![1u8; 100].into()).await;
         assert!(after.is_err(), "the abandoned restore still answers");
         let snaps = dir.join("jetstream/$G/__snapshots__");
-        let left: Vec<_> = std::fs::read_dir(&snaps).map(|d| d.flatten().collect()).unwrap_or_default();
+        let left: Vec<_> = std::fs::read_dir(&snaps)
+            .map(|d| d.flatten().collect())
+            .unwrap_or_default();
         assert!(left.is_empty(), "{left:?}");
         let gone = api(&c, "$JS.API.STREAM.INFO.H", "").await;
         assert_eq!(gone["error"]["err_code"], 10059, "{gone}");

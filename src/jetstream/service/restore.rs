@@ -16,8 +16,8 @@
 
 use super::{envelope, error_envelope, fail, on_stream_shard, respond, Request};
 use crate::core::accounts::AccountId;
-use crate::core::post::{Job, Post};
 use crate::core::client::SubId;
+use crate::core::post::{Job, Post};
 use crate::core::shard::internal::{Handler, InternalMsg};
 use crate::core::shard::ShardCore;
 use crate::jetstream::api::config::{StorageType, StreamConfig};
@@ -45,7 +45,10 @@ const fn f(json: &'static str, kind: Kind) -> Field {
 static LOST: Schema = Schema {
     name: "LostStreamData",
     go_type: "server.LostStreamData",
-    fields: &[f("msgs", Kind::Slice("[]uint64", &Kind::Int(&UINT64))), f("bytes", Kind::Int(&UINT64))],
+    fields: &[
+        f("msgs", Kind::Slice("[]uint64", &Kind::Int(&UINT64))),
+        f("bytes", Kind::Int(&UINT64)),
+    ],
     embedded: &[],
 };
 
@@ -74,7 +77,10 @@ pub static RESTORE_REQUEST: Schema = Schema {
     name: "JSApiStreamRestoreRequest",
     go_type: "server.JSApiStreamRestoreRequest",
     fields: &[
-        f("config", Kind::Struct(&crate::jetstream::api::stream_schema::STREAM_CONFIG)),
+        f(
+            "config",
+            Kind::Struct(&crate::jetstream::api::stream_schema::STREAM_CONFIG),
+        ),
         f("state", Kind::Struct(&STREAM_STATE)),
     ],
     embedded: &[],
@@ -103,7 +109,13 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
         return fail(core, &req, SUFFIX, &e::JS_STREAM_MISMATCH_ERR.err(), now);
     }
     if name.contains(['/', '\\']) {
-        return fail(core, &req, SUFFIX, &e::JS_STREAM_NAME_CONTAINS_PATH_SEPARATORS_ERR.err(), now);
+        return fail(
+            core,
+            &req,
+            SUFFIX,
+            &e::JS_STREAM_NAME_CONTAINS_PATH_SEPARATORS_ERR.err(),
+            now,
+        );
     }
     let acc = req.account;
     let account = core.account_table().name(acc).to_string();
@@ -129,7 +141,13 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
         }
         if reg.get(acc, name).is_some() {
             drop(reg);
-            return fail(core, &req, SUFFIX, &e::JS_STREAM_NAME_EXIST_RESTORE_FAILED_ERR.err(), now);
+            return fail(
+                core,
+                &req,
+                SUFFIX,
+                &e::JS_STREAM_NAME_EXIST_RESTORE_FAILED_ERR.err(),
+                now,
+            );
         }
     }
     let memory = cfg.storage == StorageType::Memory;
@@ -186,7 +204,12 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
     };
     lock(&upload).sub = Some(sub);
     core.flush_mesh(now);
-    respond(core, &req, &envelope(SUFFIX, json!({ "deliver_subject": subject })), now);
+    respond(
+        core,
+        &req,
+        &envelope(SUFFIX, json!({ "deliver_subject": subject })),
+        now,
+    );
     let watch = std::thread::Builder::new()
         .name("js-restore-watch".into())
         .spawn(move || watchdog(&ctx, &upload));
@@ -277,7 +300,10 @@ fn chunk_handler(ctx: Arc<Ctx>, upload: Arc<Mutex<Upload>>) -> Handler {
             u.file = None;
             ctx.unsubscribe(u.sub.take());
             ctx.cleanup();
-            tracing::warn!("restore for stream '{}' requires reply subject for each chunk", ctx.label());
+            tracing::warn!(
+                "restore for stream '{}' requires reply subject for each chunk",
+                ctx.label()
+            );
             return;
         }
         if m.payload.is_empty() {
@@ -508,9 +534,15 @@ fn open(sjs: &mut ShardJs, core: &mut ShardCore, ctx: &Ctx, created: Option<GoTi
         // A memory stream replays the archive into its store.
         if let Some(st) = sjs.streams.get_mut(&(acc, name.clone())) {
             let mut report = |line: String| tracing::warn!("JetStream restore: {line}");
-            let replayed = std::fs::File::open(&ctx.spool).map_err(storage::StoreError::from).and_then(|f| {
-                storage::reference::snapshot::restore(&mut std::io::BufReader::new(f), st.store.as_mut(), &mut report)
-            });
+            let replayed = std::fs::File::open(&ctx.spool)
+                .map_err(storage::StoreError::from)
+                .and_then(|f| {
+                    storage::reference::snapshot::restore(
+                        &mut std::io::BufReader::new(f),
+                        st.store.as_mut(),
+                        &mut report,
+                    )
+                });
             st.sync_usage();
             if let Err(err) = replayed {
                 sjs.close_stream(core, acc, &name, true);

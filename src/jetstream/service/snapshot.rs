@@ -73,8 +73,16 @@ pub fn is_empty_request(body: &[u8]) -> bool {
 
 /// Chunk size and the number of chunks in flight, clamped as the reference clamps them.
 pub fn flow(req: &SnapshotRequest) -> (usize, usize) {
-    let chunk = if req.chunk_size == 0 { DEFAULT_CHUNK } else { req.chunk_size };
-    let window = if req.window_size == 0 { DEFAULT_WINDOW } else { req.window_size };
+    let chunk = if req.chunk_size == 0 {
+        DEFAULT_CHUNK
+    } else {
+        req.chunk_size
+    };
+    let window = if req.window_size == 0 {
+        DEFAULT_WINDOW
+    } else {
+        req.window_size
+    };
     let chunk = chunk.clamp(1024, 1024 * 1024);
     let window = window.clamp(1024, 32 * 1024 * 1024).max(chunk);
     let chunk = usize::try_from(chunk).unwrap_or(1024);
@@ -95,7 +103,13 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
         Err(err) => return fail(core, &req, SUFFIX, &err, now),
     };
     if !crate::core::subject::is_valid_subject(sreq.deliver_subject.as_bytes()) {
-        return fail(core, &req, SUFFIX, &e::JS_SNAPSHOT_DELIVER_SUBJECT_INVALID_ERR.err(), now);
+        return fail(
+            core,
+            &req,
+            SUFFIX,
+            &e::JS_SNAPSHOT_DELIVER_SUBJECT_INVALID_ERR.err(),
+            now,
+        );
     }
     let js2 = js.clone();
     on_stream(
@@ -250,20 +264,39 @@ fn start(
     if st.cfg.storage == crate::jetstream::api::config::StorageType::Memory {
         // The reference's memory store has no snapshots.
         tracing::warn!("Snapshot of stream '{account} > {}' failed: no impl", key.1);
-        return fail(core, &req, SUFFIX, &e::JS_STREAM_SNAPSHOT_ERR_F.err_with("no impl"), now);
+        return fail(
+            core,
+            &req,
+            SUFFIX,
+            &e::JS_STREAM_SNAPSHOT_ERR_F.err_with("no impl"),
+            now,
+        );
     }
     tracing::info!("Starting snapshot for stream '{account} > {}'", key.1);
     let meta = storage::SnapshotMeta {
         meta_inf: meta_inf(st),
-        extra: if sreq.no_consumers { Vec::new() } else { consumer_files(st) },
+        extra: if sreq.no_consumers {
+            Vec::new()
+        } else {
+            consumer_files(st)
+        },
     };
     let store_state = st.store.fast_state();
     let state = super::streams::state_json(st, true, "", consumers);
     let config = serde_json::to_value(&st.cfg).unwrap_or_default();
-    respond(core, &req, &envelope(SUFFIX, json!({"config": config, "state": state})), now);
+    respond(
+        core,
+        &req,
+        &envelope(SUFFIX, json!({"config": config, "state": state})),
+        now,
+    );
     let Some(post) = core.post().cloned() else { return };
     let (tx, rx) = mpsc::channel::<Event>();
-    let ack_subject = format!("$JS.SNAPSHOT.ACK.{}.{}", key.1, crate::system::nuid::Nuid::new().next_id());
+    let ack_subject = format!(
+        "$JS.SNAPSHOT.ACK.{}.{}",
+        key.1,
+        crate::system::nuid::Nuid::new().next_id()
+    );
     let acks = tx.clone();
     let h: Handler = Box::new(move |_core: &mut ShardCore, _m: InternalMsg, _now: Instant| {
         let _ = acks.send(Event::Ack);
@@ -281,29 +314,27 @@ fn start(
     let (chunk, inflight) = flow(&sreq);
     let label = format!("{account} > {}", key.1);
     let (key2, root) = (key.clone(), js.settings.root.clone());
-    let spawned = std::thread::Builder::new()
-        .name("js-snapshot".into())
-        .spawn(move || {
-            let t0 = Instant::now();
-            let pull = Pull {
-                post: sender.post.clone(),
-                shard: sender.shard,
-                key: key2,
-                next: store_state.first_seq.max(1),
-                last: store_state.last_seq,
-                buf: Default::default(),
-                failed: None,
-            };
-            match spool(&root, &account, &meta, &store_state, pull) {
-                Ok(file) => sender.run(file, chunk, inflight, &ack_subject, &rx),
-                Err(err) => {
-                    tracing::warn!("Snapshot of stream '{label}' failed: {err}");
-                    sender.end(Some(format!("NATS/1.0 500 {err}\r\n\r\n")));
-                }
+    let spawned = std::thread::Builder::new().name("js-snapshot".into()).spawn(move || {
+        let t0 = Instant::now();
+        let pull = Pull {
+            post: sender.post.clone(),
+            shard: sender.shard,
+            key: key2,
+            next: store_state.first_seq.max(1),
+            last: store_state.last_seq,
+            buf: Default::default(),
+            failed: None,
+        };
+        match spool(&root, &account, &meta, &store_state, pull) {
+            Ok(file) => sender.run(file, chunk, inflight, &ack_subject, &rx),
+            Err(err) => {
+                tracing::warn!("Snapshot of stream '{label}' failed: {err}");
+                sender.end(Some(format!("NATS/1.0 500 {err}\r\n\r\n")));
             }
-            sender.job(move |core, _now| core.unsubscribe_internal(sub));
-            tracing::info!("Completed snapshot for stream '{label}' in {:?}", t0.elapsed());
-        });
+        }
+        sender.job(move |core, _now| core.unsubscribe_internal(sub));
+        tracing::info!("Completed snapshot for stream '{label}' in {:?}", t0.elapsed());
+    });
     if spawned.is_err() {
         core.unsubscribe_internal(sub);
     }
@@ -349,7 +380,14 @@ impl Sender {
         });
     }
 
-    fn run(&self, mut file: std::fs::File, chunk: usize, inflight: usize, ack_subject: &str, rx: &mpsc::Receiver<Event>) {
+    fn run(
+        &self,
+        mut file: std::fs::File,
+        chunk: usize,
+        inflight: usize,
+        ack_subject: &str,
+        rx: &mpsc::Receiver<Event>,
+    ) {
         // Interest may follow the response by a moment.
         let until = Instant::now() + INTEREST_WAIT;
         loop {
@@ -462,16 +500,25 @@ mod tests {
 
     #[test]
     fn empty_requests() {
-        for (b, want) in [("", true), ("{}", true), (" { } ", true), ("[]", false), ("{\"a\":1}", false), ("x", false)] {
+        for (b, want) in [
+            ("", true),
+            ("{}", true),
+            (" { } ", true),
+            ("[]", false),
+            ("{\"a\":1}", false),
+            ("x", false),
+        ] {
             assert_eq!(is_empty_request(b.as_bytes()), want, "{b:?}");
         }
     }
 
     #[test]
     fn request_decoding() {
-        let r: SnapshotRequest =
-            decode::decode_as(br#"{"deliver_subject":"x.y","chunk_size":2048,"jsck":true}"#, &SNAPSHOT_REQUEST)
-                .unwrap();
+        let r: SnapshotRequest = decode::decode_as(
+            br#"{"deliver_subject":"x.y","chunk_size":2048,"jsck":true}"#,
+            &SNAPSHOT_REQUEST,
+        )
+        .unwrap();
         assert_eq!((r.deliver_subject.as_str(), r.chunk_size, r.jsck), ("x.y", 2048, true));
         let err = decode::decode_as::<SnapshotRequest>(br#"{"deliver_subject":1}"#, &SNAPSHOT_REQUEST).unwrap_err();
         assert_eq!(err.err_code, 10025);
