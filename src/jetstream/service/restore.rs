@@ -559,7 +559,13 @@ fn open(sjs: &mut ShardJs, core: &mut ShardCore, ctx: &Ctx, created: Option<GoTi
     let Some(st) = sjs.streams.get_mut(&(acc, name.clone())) else {
         return;
     };
-    let info = super::streams::stream_info_as(&ctx.js, st, consumers, false, "", super::streams::InfoKind::Change);
+    // What the reference answers: config (with the dynamic metadata), created, state, ts.
+    let info = json!({
+        "config": crate::jetstream::api::stream_check::with_dynamic_metadata(&st.cfg),
+        "created": st.created,
+        "state": super::streams::state_json(st, false, "", consumers),
+        "ts": GoTime::now(),
+    });
     tracing::info!("Completed restore for stream '{}'", ctx.label());
     ctx.answer(reply, envelope(DONE_SUFFIX, info));
 }

@@ -282,7 +282,7 @@ fn start(
         },
     };
     let store_state = st.store.fast_state();
-    let state = super::streams::state_json(st, true, "", consumers);
+    let state = super::streams::state_json(st, false, "", consumers);
     let config = serde_json::to_value(&st.cfg).unwrap_or_default();
     respond(
         core,
