@@ -158,6 +158,8 @@ fn round_trip(r: common::Reactor, shards: &str) {
     rt().block_on(async {
         let c = async_nats::connect(s.url()).await.unwrap();
         populate(&c, "F", stream::StorageType::File).await;
+        let mut advisories = c.subscribe("$JS.EVENT.ADVISORY.STREAM.*.F").await.unwrap();
+        c.flush().await.unwrap();
         let (resp, data, eof) = snapshot(&c, "F", json!({})).await;
         assert_eq!(resp["type"], "io.nats.jetstream.api.v1.stream_snapshot_response");
         assert_eq!(resp["config"]["name"], "F", "{resp}");
@@ -177,6 +179,31 @@ fn round_trip(r: common::Reactor, shards: &str) {
         assert_eq!(del["success"], true);
         let info = restore(&c, "F", &resp["config"], &data).await;
         check_restored(&c, "F", &info).await;
+        // The snapshot's and the restore's advisories, naming the client.
+        let mut kinds = Vec::new();
+        while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(500), advisories.next()).await {
+            let v: Value = serde_json::from_slice(&m.payload).unwrap();
+            let kind = v["type"].as_str().unwrap().rsplit('.').next().unwrap().to_string();
+            if kind != "stream_action" {
+                let want = format!("$JS.EVENT.ADVISORY.STREAM.{}.F", kind.to_uppercase());
+                assert_eq!(m.subject.as_str(), want);
+                assert_eq!(v["client"]["acc"], "$G", "{v}");
+            }
+            kinds.push(m.subject.to_string());
+        }
+        let want = [
+            "SNAPSHOT_CREATE",
+            "SNAPSHOT_COMPLETE",
+            "DELETED",
+            "RESTORE_CREATE",
+            "CREATED",
+            "RESTORE_COMPLETE",
+        ];
+        for k in want {
+            assert!(kinds.iter().any(|x| x.contains(&format!(".{k}."))), "{kinds:?}");
+        }
+        assert_eq!(kinds.len(), want.len(), "{kinds:?}");
+        drop(advisories);
         let (_, bare, _) = snapshot(&c, "F", json!({"no_consumers": true})).await;
         // Memory streams have no snapshots, as in the reference.
         populate(&c, "M", stream::StorageType::Memory).await;

@@ -177,6 +177,16 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
         }
     };
     tracing::info!("Starting restore for stream '{account} > {name}'");
+    super::snapshot::advisory(
+        core,
+        js,
+        acc,
+        "RESTORE_CREATE",
+        name,
+        json!({}),
+        req.client.as_deref(),
+        now,
+    );
     let Some(post) = core.post().cloned() else { return };
     let upload = Arc::new(Mutex::new(Upload {
         file: Some(std::io::BufWriter::new(file)),
@@ -195,6 +205,9 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
         spool,
         unpacked: work.join(format!("snap-{id}")),
         limit,
+        client: req.client.clone(),
+        started: GoTime::now(),
+        bytes: std::sync::atomic::AtomicU64::new(0),
     });
     let h = chunk_handler(ctx.clone(), upload.clone());
     let Some(sub) = core.subscribe_internal(acc, &subject, None, false, h, now) else {
@@ -230,6 +243,11 @@ struct Ctx {
     spool: PathBuf,
     unpacked: PathBuf,
     limit: u64,
+    /// The requester (JSON) and the start, for the advisories.
+    client: Option<String>,
+    started: GoTime,
+    /// Bytes received.
+    bytes: std::sync::atomic::AtomicU64,
 }
 
 impl Ctx {
@@ -253,14 +271,30 @@ impl Ctx {
         }
     }
 
-    /// Answer the end of the upload (from the chunk subscription's shard).
+    /// Answer the end of the upload (from the chunk subscription's shard), after the
+    /// completion advisory.
     fn answer(&self, reply: Vec<u8>, body: Vec<u8>) {
-        if reply.is_empty() {
-            return;
-        }
         let acc = self.acc;
+        let (js, stream, client) = (self.js.clone(), self.cfg.name.clone(), self.client.clone());
+        let fields = json!({
+            "start": self.started,
+            "end": GoTime::now(),
+            "bytes": self.bytes.load(std::sync::atomic::Ordering::Relaxed),
+        });
         self.job(self.shard, move |core, now| {
-            core.publish_jetstream(acc, &reply, b"", None, &body, now);
+            super::snapshot::advisory(
+                core,
+                &js,
+                acc,
+                "RESTORE_COMPLETE",
+                &stream,
+                fields,
+                client.as_deref(),
+                now,
+            );
+            if !reply.is_empty() {
+                core.publish_jetstream(acc, &reply, b"", None, &body, now);
+            }
         });
     }
 
@@ -324,6 +358,7 @@ fn chunk_handler(ctx: Arc<Ctx>, upload: Arc<Mutex<Upload>>) -> Handler {
         u.last = Instant::now();
         let first = u.total == 0;
         u.total = u.total.saturating_add(m.payload.len() as u64);
+        ctx.bytes.store(u.total, std::sync::atomic::Ordering::Relaxed);
         let failed = if first && !s2_start(&m.payload) {
             Some(e::JS_STREAM_RESTORE_ERR_F.err_with("s2: corrupt input"))
         } else if u.total > ctx.limit {
@@ -567,5 +602,6 @@ fn open(sjs: &mut ShardJs, core: &mut ShardCore, ctx: &Ctx, created: Option<GoTi
         "ts": GoTime::now(),
     });
     tracing::info!("Completed restore for stream '{}'", ctx.label());
+    crate::jetstream::advisory::stream_action(core, &ctx.js, acc, &name, "create", now);
     ctx.answer(reply, envelope(DONE_SUFFIX, info));
 }

@@ -287,9 +287,21 @@ fn start(
     respond(
         core,
         &req,
-        &envelope(SUFFIX, json!({"config": config, "state": state})),
+        &envelope(SUFFIX, json!({"config": config, "state": state.clone()})),
         now,
     );
+    let client = req.client.clone();
+    advisory(
+        core,
+        js,
+        key.0,
+        "SNAPSHOT_CREATE",
+        &key.1,
+        json!({ "state": state }),
+        client.as_deref(),
+        now,
+    );
+    let started = crate::jetstream::api::GoTime::now();
     let Some(post) = core.post().cloned() else { return };
     let (tx, rx) = mpsc::channel::<Event>();
     let ack_subject = format!(
@@ -314,6 +326,7 @@ fn start(
     let (chunk, inflight) = flow(&sreq);
     let label = format!("{account} > {}", key.1);
     let (key2, root) = (key.clone(), js.settings.root.clone());
+    let (js2, key3) = (js.clone(), key.1.clone());
     let spawned = std::thread::Builder::new().name("js-snapshot".into()).spawn(move || {
         let t0 = Instant::now();
         let pull = Pull {
@@ -332,7 +345,21 @@ fn start(
                 sender.end(Some(format!("NATS/1.0 500 {err}\r\n\r\n")));
             }
         }
-        sender.job(move |core, _now| core.unsubscribe_internal(sub));
+        let (js, acc, stream) = (js2, sender.account, key3);
+        sender.job(move |core, now| {
+            core.unsubscribe_internal(sub);
+            let times = json!({"start": started, "end": crate::jetstream::api::GoTime::now()});
+            advisory(
+                core,
+                &js,
+                acc,
+                "SNAPSHOT_COMPLETE",
+                &stream,
+                times,
+                client.as_deref(),
+                now,
+            );
+        });
         tracing::info!("Completed snapshot for stream '{label}' in {:?}", t0.elapsed());
     });
     if spawned.is_err() {
@@ -473,6 +500,44 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// `$JS.EVENT.ADVISORY.STREAM.<kind>.<stream>` (`SNAPSHOT_CREATE`, `SNAPSHOT_COMPLETE`,
+/// `RESTORE_CREATE`, `RESTORE_COMPLETE`) with `fields` after the stream's name, then the
+/// requester (`client`, JSON) and the domain.
+#[allow(clippy::too_many_arguments)]
+pub fn advisory(
+    core: &mut ShardCore,
+    js: &JetStream,
+    acc: AccountId,
+    kind: &str,
+    stream: &str,
+    fields: Value,
+    client: Option<&str>,
+    now: Instant,
+) {
+    let subject = format!("$JS.EVENT.ADVISORY.STREAM.{kind}.{stream}");
+    if !core.has_interest(acc, subject.as_bytes()) {
+        return;
+    }
+    let mut m = serde_json::Map::new();
+    m.insert(
+        "type".into(),
+        json!(format!("io.nats.jetstream.advisory.v1.{}", kind.to_ascii_lowercase())),
+    );
+    m.insert("id".into(), json!(crate::system::nuid::Nuid::new().next_id()));
+    m.insert("timestamp".into(), json!(crate::jetstream::api::GoTime::now()));
+    m.insert("stream".into(), json!(stream));
+    if let Value::Object(o) = fields {
+        m.extend(o);
+    }
+    let client = client.and_then(|c| serde_json::from_str::<Value>(c).ok());
+    m.insert("client".into(), client.unwrap_or(Value::Null));
+    if !js.settings.domain.is_empty() {
+        m.insert("domain".into(), json!(js.settings.domain));
+    }
+    let body = crate::proto::gojson::to_vec(&Value::Object(m));
+    core.publish_jetstream(acc, subject.as_bytes(), b"", None, &body, now);
 }
 
 #[cfg(test)]
