@@ -241,6 +241,40 @@ fn round_trip(r: common::Reactor, shards: &str) {
     });
 }
 
+/// A window of one chunk: each chunk waits for the ack of the one before; a receiver that
+/// stops acknowledging gets `408 No Flow Response`.
+fn flow_control(r: common::Reactor, shards: &str) {
+    let dir = store_dir(&format!("flow-{shards}-{}", r.flag()));
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let c = async_nats::connect(s.url()).await.unwrap();
+        populate(&c, "W", stream::StorageType::File).await;
+        let (resp, data, eof) = snapshot(&c, "W", json!({"window_size": 1024})).await;
+        assert!(resp.get("error").is_none(), "{resp}");
+        assert!(data.len() > 2048, "{}", data.len());
+        assert_eq!(eof.as_deref(), Some("204"));
+        // No acks: one chunk, then the end with 408.
+        let inbox = c.new_inbox();
+        let mut sub = c.subscribe(inbox.clone()).await.unwrap();
+        let req = json!({"deliver_subject": inbox, "chunk_size": 1024, "window_size": 1024});
+        let resp = api(&c, "$JS.API.STREAM.SNAPSHOT.W", &req.to_string()).await;
+        assert!(resp.get("error").is_none(), "{resp}");
+        let first = tokio::time::timeout(WAIT, sub.next()).await.unwrap().unwrap();
+        assert_eq!(first.payload.len(), 1024);
+        let reply = first.reply.unwrap();
+        assert!(reply.as_str().starts_with("$JS.SNAPSHOT.ACK.W."), "{reply}");
+        assert!(reply.as_str().ends_with(".1024.1"), "{reply}");
+        let last = tokio::time::timeout(WAIT, sub.next()).await.unwrap().unwrap();
+        assert!(last.payload.is_empty());
+        assert_eq!(last.status.map(|s| s.as_u16()), Some(408));
+        assert_eq!(last.description.as_deref(), Some("No Flow Response"));
+        // What came through the narrow window restores.
+        let _ = api(&c, "$JS.API.STREAM.DELETE.W", "").await;
+        let info = restore(&c, "W", &resp["config"], &data).await;
+        assert_eq!(info["state"]["messages"], 59, "{info}");
+    });
+}
+
 /// Snapshots move between rnats and the reference in both directions.
 fn with_reference(r: common::Reactor, shards: &str) {
     let dir = store_dir(&format!("xr-{shards}-{}", r.flag()));
@@ -393,4 +427,4 @@ macro_rules! snap_tests {
     };
 }
 
-snap_tests!(round_trip, with_reference, errors_match_reference, bad_uploads);
+snap_tests!(round_trip, flow_control, with_reference, errors_match_reference, bad_uploads);

@@ -139,6 +139,10 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
             drop(reg);
             return fail(core, &req, SUFFIX, &e::JS_MAXIMUM_STREAMS_LIMIT_ERR.err(), now);
         }
+        if let Err(err) = super::streams::check_reservation(js, &reg, acc, &cfg, &limits) {
+            drop(reg);
+            return fail(core, &req, SUFFIX, &err, now);
+        }
         if reg.get(acc, name).is_some() {
             drop(reg);
             return fail(

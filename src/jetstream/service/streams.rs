@@ -175,7 +175,7 @@ pub fn stream_info_as(
 /// A stream's `max_bytes` is reserved from its account's and the server's limits for its
 /// storage: refuse it when the reservations would exceed them (the reference's
 /// `checkBytesLimits`).
-fn check_reservation(
+pub(super) fn check_reservation(
     js: &JetStream,
     reg: &crate::jetstream::registry::Registry,
     acc: AccountId,
