@@ -275,6 +275,75 @@ fn flow_control(r: common::Reactor, shards: &str) {
     });
 }
 
+/// A stream larger than one batch of the writer and many default chunks: restored whole.
+fn large(r: common::Reactor, shards: &str) {
+    let dir = store_dir(&format!("large-{shards}-{}", r.flag()));
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let c = async_nats::connect(s.url()).await.unwrap();
+        let js = jetstream::new(c.clone());
+        js.create_stream(stream::Config {
+            name: "L".into(),
+            subjects: vec!["L.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let mut acks = Vec::new();
+        for i in 0..4000u32 {
+            // Pseudo-random: it does not compress.
+            let mut x = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let body: Vec<u8> = (0..1000)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            acks.push(js.publish(format!("L.{}", i % 10), body.into()).await.unwrap());
+        }
+        for a in acks {
+            a.await.unwrap();
+        }
+        let before = api(&c, "$JS.API.STREAM.INFO.L", "").await;
+        let inbox = c.new_inbox();
+        let mut sub = c.subscribe(inbox.clone()).await.unwrap();
+        let req = json!({ "deliver_subject": inbox });
+        let resp = api(&c, "$JS.API.STREAM.SNAPSHOT.L", &req.to_string()).await;
+        let mut data = Vec::new();
+        let mut chunks = 0;
+        loop {
+            let m = tokio::time::timeout(WAIT, sub.next()).await.unwrap().unwrap();
+            if m.payload.is_empty() {
+                assert_eq!(m.status.map(|s| s.as_u16()), Some(204));
+                break;
+            }
+            chunks += 1;
+            data.extend_from_slice(&m.payload);
+            if let Some(reply) = m.reply {
+                c.publish(reply, "".into()).await.unwrap();
+            }
+        }
+        assert!(chunks > 8, "{chunks} chunks");
+        let _ = api(&c, "$JS.API.STREAM.DELETE.L", "").await;
+        let info = restore(&c, "L", &resp["config"], &data).await;
+        for k in [
+            "messages",
+            "bytes",
+            "first_seq",
+            "last_seq",
+            "first_ts",
+            "last_ts",
+            "num_subjects",
+        ] {
+            assert_eq!(info["state"][k], before["state"][k], "{k}: {info}");
+        }
+        let got = api(&c, "$JS.API.STREAM.MSG.GET.L", r#"{"seq":2345}"#).await;
+        assert_eq!(got["message"]["subject"], "L.4", "{got}");
+    });
+}
+
 /// Snapshots move between rnats and the reference in both directions.
 fn with_reference(r: common::Reactor, shards: &str) {
     let dir = store_dir(&format!("xr-{shards}-{}", r.flag()));
@@ -427,4 +496,11 @@ macro_rules! snap_tests {
     };
 }
 
-snap_tests!(round_trip, flow_control, with_reference, errors_match_reference, bad_uploads);
+snap_tests!(
+    round_trip,
+    flow_control,
+    large,
+    with_reference,
+    errors_match_reference,
+    bad_uploads
+);
