@@ -179,6 +179,11 @@ fn round_trip(r: common::Reactor, shards: &str) {
         assert_eq!(del["success"], true);
         let info = restore(&c, "F", &resp["config"], &data).await;
         check_restored(&c, "F", &info).await;
+        // The restored stream's directory holds rnats's store only.
+        let sdir = dir.join("jetstream/$G/streams/F");
+        assert!(sdir.join("meta.inf").exists());
+        assert!(!sdir.join(".nats-server").exists());
+        assert!(!sdir.join("msgs/1.blk").exists());
         // The snapshot's and the restore's advisories, naming the client.
         let mut kinds = Vec::new();
         while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(500), advisories.next()).await {
@@ -344,6 +349,30 @@ fn large(r: common::Reactor, shards: &str) {
     });
 }
 
+/// A restored stream and its consumer are recovered after a restart.
+fn survives_restart(r: common::Reactor, shards: &str) {
+    let dir = store_dir(&format!("restart-{shards}-{}", r.flag()));
+    let s = start(r, shards, &dir);
+    let runtime = rt();
+    runtime.block_on(async {
+        let c = async_nats::connect(s.url()).await.unwrap();
+        populate(&c, "R", stream::StorageType::File).await;
+        let (resp, data, _) = snapshot(&c, "R", json!({})).await;
+        let _ = api(&c, "$JS.API.STREAM.DELETE.R", "").await;
+        let info = restore(&c, "R", &resp["config"], &data).await;
+        check_restored(&c, "R", &info).await;
+    });
+    drop(s);
+    let s = start(r, shards, &dir);
+    runtime.block_on(async {
+        let c = async_nats::connect(s.url()).await.unwrap();
+        let mut info = api(&c, "$JS.API.STREAM.INFO.R", "").await;
+        // The info's envelope as the restore's, to check it the same way.
+        info["type"] = json!("io.nats.jetstream.api.v1.stream_create_response");
+        check_restored(&c, "R", &info).await;
+    });
+}
+
 /// Snapshots move between rnats and the reference in both directions.
 fn with_reference(r: common::Reactor, shards: &str) {
     let dir = store_dir(&format!("xr-{shards}-{}", r.flag()));
@@ -500,6 +529,7 @@ snap_tests!(
     round_trip,
     flow_control,
     large,
+    survives_restart,
     with_reference,
     errors_match_reference,
     bad_uploads

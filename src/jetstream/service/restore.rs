@@ -566,6 +566,8 @@ fn open(sjs: &mut ShardJs, core: &mut ShardCore, ctx: &Ctx, created: Option<GoTi
             let _ = std::fs::remove_dir_all(&dest);
             return failed(err);
         }
+        // The imported blocks need no copy kept aside: the snapshot was the original.
+        let _ = std::fs::remove_dir_all(dest.join(".nats-server"));
     } else {
         if let Err(err) = sjs.open_stream(core, acc, ctx.cfg.clone(), created, now) {
             return failed(err);
