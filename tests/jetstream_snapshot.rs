@@ -491,6 +491,28 @@ fn bad_uploads(r: common::Reactor, shards: &str) {
         );
         let gone = api(&c, "$JS.API.STREAM.INFO.G", "").await;
         assert_eq!(gone["error"]["err_code"], 10059, "{gone}");
+        // Another stream's archive.
+        let js = jetstream::new(c.clone());
+        js.create_stream(stream::Config {
+            name: "OTHER".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        js.publish("OTHER", "x".into()).await.unwrap().await.unwrap();
+        let (_, other, _) = snapshot(&c, "OTHER", json!({})).await;
+        let info = restore(&c, "G", &cfg, &other).await;
+        assert_eq!(
+            info["error"]["description"], "restore failed: stream names do not match",
+            "{info}"
+        );
+        // A good start that then is no archive.
+        let mut bogus = b"\xff\x06\x00\x00S2sTwO".to_vec();
+        bogus.extend_from_slice(&[0x01, 0x05, 0x00, 0x00, 1, 2, 3, 4, 5]);
+        let info = restore(&c, "G", &cfg, &bogus).await;
+        assert_eq!(info["error"]["err_code"], 10062, "{info}");
+        let want = "restore failed: s2: corrupt input, crc mismatch";
+        assert_eq!(info["error"]["description"], want, "{info}");
         // Abandoned after one chunk: after the stall timeout, nothing remains and the
         // deliver subject no longer answers.
         let resp = api(&c, "$JS.API.STREAM.RESTORE.H", r#"{"config":{"name":"H"}}"#).await;

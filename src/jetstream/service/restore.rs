@@ -411,6 +411,8 @@ fn watchdog(ctx: &Ctx, upload: &Mutex<Upload>) {
 fn go_text(ours: &str) -> String {
     if ours.contains("s2: truncated") {
         "unexpected EOF".into()
+    } else if ours.contains("s2: CRC mismatch") {
+        "s2: corrupt input, crc mismatch".into()
     } else if ours.contains("s2: unknown reserved chunk") {
         "s2: unsupported input".into()
     } else if ours.contains("s2: ") {
