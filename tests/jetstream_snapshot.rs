@@ -506,6 +506,19 @@ fn bad_uploads(r: common::Reactor, shards: &str) {
             info["error"]["description"], "restore failed: stream names do not match",
             "{info}"
         );
+        // Subjects another stream has: refused when the stream would be created.
+        let _ = api(&c, "$JS.API.STREAM.DELETE.OTHER", "").await;
+        js.create_stream(stream::Config {
+            name: "TAKEN".into(),
+            subjects: vec!["OTHER".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let info = restore(&c, "OTHER", &json!({"name": "OTHER"}), &other).await;
+        assert_eq!(info["error"]["err_code"], 10065, "{info}");
+        let gone = api(&c, "$JS.API.STREAM.INFO.OTHER", "").await;
+        assert_eq!(gone["error"]["err_code"], 10059, "{gone}");
         // A good start that then is no archive.
         let mut bogus = b"\xff\x06\x00\x00S2sTwO".to_vec();
         bogus.extend_from_slice(&[0x01, 0x05, 0x00, 0x00, 1, 2, 3, 4, 5]);

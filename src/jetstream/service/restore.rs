@@ -519,6 +519,11 @@ fn install(core: &mut ShardCore, ctx: Arc<Ctx>, created: Option<GoTime>, reply: 
             ctx.cleanup();
             return ctx.answer_error(reply, &e::JS_STREAM_NAME_EXIST_RESTORE_FAILED_ERR.err());
         }
+        if reg.overlapping(acc, &ctx.cfg.name, &ctx.cfg.subjects).is_some() {
+            drop(reg);
+            ctx.cleanup();
+            return ctx.answer_error(reply, &e::JS_STREAM_SUBJECT_OVERLAP_ERR.err());
+        }
         let shard = reg.pick_shard() % core.shards().max(1);
         reg.insert(
             acc,
@@ -612,4 +617,56 @@ fn open(sjs: &mut ShardJs, core: &mut ShardCore, ctx: &Ctx, created: Option<GoTi
     tracing::info!("Completed restore for stream '{}'", ctx.label());
     crate::jetstream::advisory::stream_action(core, &ctx.js, acc, &name, "create", now);
     ctx.answer(reply, envelope(DONE_SUFFIX, info));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_decoding() {
+        let cfg = decode_request(
+            br#"{"config":{"name":"S","subjects":["a"]},"state":{"messages":3,"first_ts":"2024-01-01T00:00:00Z"}}"#,
+        )
+        .unwrap();
+        assert_eq!((cfg.name.as_str(), cfg.subjects.len()), ("S", 1));
+        assert_eq!(decode_request(br#"{"state":{}}"#).unwrap().name, "");
+        for bad in [
+            r#"{"config":{"name":5}}"#,
+            r#"{"config":{},"bogus":1}"#,
+            r#"{"state":{"messages":-1}}"#,
+            "[",
+            "x",
+        ] {
+            let err = decode_request(bad.as_bytes()).unwrap_err();
+            assert_eq!(err.err_code, 10025, "{bad}: {err:?}");
+        }
+    }
+
+    #[test]
+    fn s2_errors_read_as_the_reference() {
+        let cases = [
+            ("s2: truncated chunk", "unexpected EOF"),
+            ("s2: CRC mismatch", "s2: corrupt input, crc mismatch"),
+            ("s2: unknown reserved chunk", "s2: unsupported input"),
+            ("s2: missing stream identifier", "s2: corrupt input"),
+            ("numeric field was not a number", "numeric field was not a number"),
+        ];
+        for (ours, want) in cases {
+            assert_eq!(go_text(ours), want);
+        }
+    }
+
+    #[test]
+    fn stream_starts() {
+        for (b, want) in [
+            (&b"\xff\x06\x00\x00S2sTwO\x01"[..], true),
+            (b"\xff\x06\x00\x00sNaPpY", true),
+            (b"\xff\x06", true),
+            (b"\xff\x06\x00\x00XXXXXX", false),
+            (b"hello", false),
+        ] {
+            assert_eq!(s2_start(b), want, "{b:?}");
+        }
+    }
 }
