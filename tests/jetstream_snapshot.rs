@@ -519,6 +519,16 @@ fn bad_uploads(r: common::Reactor, shards: &str) {
         assert_eq!(info["error"]["err_code"], 10065, "{info}");
         let gone = api(&c, "$JS.API.STREAM.INFO.OTHER", "").await;
         assert_eq!(gone["error"]["err_code"], 10059, "{gone}");
+        // A chunk without a reply subject ends the restore.
+        let resp = api(&c, "$JS.API.STREAM.RESTORE.NR", r#"{"config":{"name":"NR"}}"#).await;
+        let deliver = resp["deliver_subject"].as_str().unwrap().to_string();
+        c.publish(deliver.clone(), b"\xff\x06\x00\x00S2sTwO".to_vec().into())
+            .await
+            .unwrap();
+        c.flush().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let after = c.request(deliver, "".into()).await;
+        assert!(after.is_err(), "the restore still answers");
         // A good start that then is no archive.
         let mut bogus = b"\xff\x06\x00\x00S2sTwO".to_vec();
         bogus.extend_from_slice(&[0x01, 0x05, 0x00, 0x00, 1, 2, 3, 4, 5]);
