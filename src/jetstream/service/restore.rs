@@ -380,9 +380,8 @@ fn chunk_handler(ctx: Arc<Ctx>, upload: Arc<Mutex<Upload>>) -> Handler {
             ctx.unsubscribe(u.sub.take());
             ctx.cleanup();
             tracing::warn!("Restore failed for stream '{}': {}", ctx.label(), err.description);
-            let body = error_envelope(DONE_SUFFIX, &err, json!({}));
             drop(u);
-            core.publish_jetstream(ctx.acc, &m.reply, b"", None, &body, now);
+            ctx.answer(m.reply, error_envelope(DONE_SUFFIX, &err, json!({})));
             return;
         }
         core.publish_jetstream(ctx.acc, &m.reply, b"", None, b"", now);
