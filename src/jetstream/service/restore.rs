@@ -543,6 +543,36 @@ fn install(core: &mut ShardCore, ctx: Arc<Ctx>, created: Option<GoTime>, reply: 
     );
 }
 
+/// The consumers of the archive (under `obs/` of the unpacked directory) added to a
+/// memory stream, with their state.
+fn memory_consumers(sjs: &mut ShardJs, core: &mut ShardCore, ctx: &Ctx, now: Instant) {
+    let Ok(entries) = std::fs::read_dir(ctx.unpacked.join("obs")) else {
+        return;
+    };
+    for ent in entries.flatten() {
+        let cdir = ent.path();
+        let (cname, cfg, created) = match crate::jetstream::stream::persist::read_consumer_meta(&cdir) {
+            Ok(m) => m,
+            Err(err) => {
+                tracing::warn!("JetStream restore: skipping consumer {}: {err}", cdir.display());
+                continue;
+            }
+        };
+        let state = std::fs::read(cdir.join("o.dat"))
+            .ok()
+            .and_then(|b| storage::consumer_state::decode(&b).ok());
+        let stream = ctx.cfg.name.as_str();
+        match sjs.add_consumer(core, ctx.acc, stream, &cname, cfg, created, state, now) {
+            Ok(()) => {
+                if let Some(en) = ctx.js.registry().get_mut(ctx.acc, stream) {
+                    en.consumers.insert(cname);
+                }
+            }
+            Err(err) => tracing::warn!("JetStream restore: consumer '{stream} > {cname}': {err}"),
+        }
+    }
+}
+
 fn open(sjs: &mut ShardJs, core: &mut ShardCore, ctx: &Ctx, created: Option<GoTime>, reply: Vec<u8>, now: Instant) {
     let (acc, name) = (ctx.acc, ctx.cfg.name.clone());
     let created = created.unwrap_or_else(GoTime::now);
@@ -596,6 +626,7 @@ fn open(sjs: &mut ShardJs, core: &mut ShardCore, ctx: &Ctx, created: Option<GoTi
                 return failed(e::JS_STREAM_RESTORE_ERR_F.err_with(err));
             }
         }
+        memory_consumers(sjs, core, ctx, now);
         ctx.cleanup();
     }
     if let Some(st) = sjs.streams.get_mut(&(acc, name.clone())) {
