@@ -10,6 +10,8 @@
 pub mod account_purge;
 pub mod consumers;
 pub mod queue;
+pub mod restore;
+pub mod snapshot;
 pub mod streams;
 
 use super::api::{errors_table, ApiError};
@@ -286,7 +288,9 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
         }
         return;
     }
-    let client = if core.has_interest(m.account, super::advisory::API_AUDIT.as_bytes()) {
+    // Snapshots and restores name their client in their advisories.
+    let advised = api.starts_with("STREAM.SNAPSHOT.") || api.starts_with("STREAM.RESTORE.");
+    let client = if advised || core.has_interest(m.account, super::advisory::API_AUDIT.as_bytes()) {
         m.sender.and_then(|k| core.client_info(k, true)).map(|ci| ci.to_json())
     } else {
         None

@@ -68,6 +68,8 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Inst
         ["STREAM", "PURGE", name] => purge(core, js, req, name, now),
         ["STREAM", "MSG", "GET", name] => msg_get(core, js, req, name, now),
         ["STREAM", "MSG", "DELETE", name] => msg_delete(core, js, req, name, now),
+        ["STREAM", "SNAPSHOT", name] => super::snapshot::handle(core, js, req, name, now),
+        ["STREAM", "RESTORE", name] => super::restore::handle(core, js, req, name, now),
         ["STREAM", "LEADER", "STEPDOWN", _] | ["STREAM", "PEER", "REMOVE", _] => {
             fail(core, &req, suffix, &e::JS_CLUSTER_REQUIRED_ERR.err(), now)
         }
@@ -173,7 +175,7 @@ pub fn stream_info_as(
 /// A stream's `max_bytes` is reserved from its account's and the server's limits for its
 /// storage: refuse it when the reservations would exceed them (the reference's
 /// `checkBytesLimits`).
-fn check_reservation(
+pub(super) fn check_reservation(
     js: &JetStream,
     reg: &crate::jetstream::registry::Registry,
     acc: AccountId,
