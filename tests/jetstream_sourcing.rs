@@ -3,7 +3,8 @@
 //! and follow, gaps kept, restart without duplicates, sources with filters and
 //! transforms and the `Nats-Stream-Source` header, a source in another account through
 //! `external`, promotion of a mirror by update, sources added and removed by update,
-//! `opt_start_time`, and the `mirror`/`sources` of stream info. The cases follow the
+//! `opt_start_time`, the `mirror`/`sources` of stream info, and a kill -9 in the middle of
+//! catch-up. The cases follow the
 //! official clients' tests (nats.rs `mirrors`, `mirrors_remove`, `sources`; nats.py
 //! `test_stream_mirror_removal`, `test_stream_source_opt_start_time`).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -745,6 +746,113 @@ fn work_queue_with_limit(r: common::Reactor, shards: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// [`wait_info`] for up to a minute (a debug build catching up on a large origin).
+async fn wait_long(js: &jetstream::Context, name: &str, ok: impl Fn(&stream::Info) -> bool) -> stream::Info {
+    for _ in 0..1200 {
+        let mut st = js.get_stream(name).await.unwrap();
+        let info = st.info().await.unwrap().clone();
+        if ok(&info) {
+            return info;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_info(js, name, ok).await
+}
+
+/// Every payload of a stream, read through an ephemeral consumer.
+async fn payloads(js: &jetstream::Context, stream: &str, want: usize) -> Vec<String> {
+    let st = js.get_stream(stream).await.unwrap();
+    let c = st
+        .create_consumer(consumer::pull::Config {
+            ack_policy: consumer::AckPolicy::None,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while out.len() < want && std::time::Instant::now() < deadline {
+        let mut batch = c.fetch().max_messages(1000).messages().await.unwrap();
+        while let Some(Ok(m)) = batch.next().await {
+            out.push(String::from_utf8_lossy(&m.payload).to_string());
+        }
+    }
+    out
+}
+
+/// The server is killed (SIGKILL) while a mirror and a source are catching up on a large
+/// origin; after the restart both converge to exactly the origin's messages, none
+/// missing or duplicated.
+fn killed_during_catch_up(r: common::Reactor, shards: &str) {
+    const N: usize = 20_000;
+    let dir = store_dir("catchup");
+    let mut s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        js.create_stream(stream::Config {
+            name: "ORIGIN".into(),
+            subjects: vec!["o.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let mut acks = Vec::new();
+        for i in 0..N {
+            acks.push(
+                js.publish(format!("o.{}", i % 50), format!("m{i}").into())
+                    .await
+                    .unwrap(),
+            );
+            if acks.len() == 1000 {
+                for a in acks.drain(..) {
+                    a.await.unwrap();
+                }
+            }
+        }
+        for a in acks.drain(..) {
+            a.await.unwrap();
+        }
+        for (name, mirror) in [("M", true), ("S", false)] {
+            let src = stream::Source {
+                name: "ORIGIN".into(),
+                ..Default::default()
+            };
+            js.create_stream(stream::Config {
+                name: name.into(),
+                mirror: mirror.then(|| src.clone()),
+                sources: (!mirror).then(|| vec![src]),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        }
+        // Kill once both have started and neither is done (or as soon as one is done, if
+        // the machine is fast: the restart still has to resume the other).
+        wait_info(&js, "S", |i| i.state.messages > 0).await;
+    });
+    s.stop_with(libc::SIGKILL);
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let m = wait_long(&js, "M", |i| i.state.messages as usize >= N).await;
+        assert_eq!((m.state.messages as usize, m.state.last_sequence as usize), (N, N));
+        wait_long(&js, "S", |i| i.state.messages as usize >= N).await;
+        // Give a duplicate the time to show up.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut st = js.get_stream("S").await.unwrap();
+        assert_eq!(st.info().await.unwrap().state.messages as usize, N);
+        let want: std::collections::BTreeSet<String> = (0..N).map(|i| format!("m{i}")).collect();
+        for name in ["M", "S"] {
+            let got = payloads(&js, name, N).await;
+            assert_eq!(got.len(), N, "{name}");
+            let set: std::collections::BTreeSet<String> = got.into_iter().collect();
+            assert!(set == want, "{name}: {} distinct of {N}", set.len());
+        }
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 macro_rules! js_tests {
     ($($name:ident),*) => {
         $(
@@ -766,5 +874,6 @@ js_tests!(
     origin_recreated,
     cross_account,
     durable_consumer_source,
-    work_queue_with_limit
+    work_queue_with_limit,
+    killed_during_catch_up
 );
