@@ -64,6 +64,12 @@ pub enum Cmd {
     KvPut(RunArgs),
     /// JetStream KV: direct gets (`$JS.API.DIRECT.GET.KV_b.$KV.b.<key>`) per second.
     KvGet(RunArgs),
+    /// JetStream: a file stream filled with --msgs, then a mirror of it; catch-up msgs/s until
+    /// the mirror holds them all.
+    JsMirror(RunArgs),
+    /// JetStream: counter increments (`Nats-Incr: 1`) over --keys subjects of an
+    /// `allow_msg_counter` stream, --inflight acks outstanding; acked increments/s.
+    JsCounter(RunArgs),
     /// Every scenario (or --scenarios) one after the other against one target.
     All(AllArgs),
     /// Start two servers (A = rnats, B = nats-server by default) and compare them scenario by

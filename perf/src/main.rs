@@ -85,7 +85,9 @@ fn run(cmd: Cmd) -> Result<bool> {
         | Cmd::JsPull(a)
         | Cmd::JsPush(a)
         | Cmd::KvPut(a)
-        | Cmd::KvGet(a) => a.params.transport,
+        | Cmd::KvGet(a)
+        | Cmd::JsMirror(a)
+        | Cmd::JsCounter(a) => a.params.transport,
         Cmd::All(a) => a.params.transport,
         Cmd::Compare(c) => c.sides.params.transport,
         Cmd::CompareAuth(c) => c.sides.params.transport,
@@ -113,6 +115,8 @@ fn run(cmd: Cmd) -> Result<bool> {
         Cmd::JsPush(a) => single(Scenario::JsPush, a),
         Cmd::KvPut(a) => single(Scenario::KvPut, a),
         Cmd::KvGet(a) => single(Scenario::KvGet, a),
+        Cmd::JsMirror(a) => single(Scenario::JsMirror, a),
+        Cmd::JsCounter(a) => single(Scenario::JsCounter, a),
         Cmd::AuthConfig(a) => {
             match &a.file {
                 Some(path) => authlab::write_to(path)?,

@@ -205,6 +205,23 @@ pub fn encode_pub(out: &mut Vec<u8>, subject: &[u8], reply: Option<&[u8]>, paylo
     out.extend_from_slice(b"\r\n");
 }
 
+/// Appends `HPUB <subject> [reply] <hdr len> <total len>\r\n<header><payload>\r\n` to `out`;
+/// `header` is the whole header block (`NATS/1.0\r\n...\r\n\r\n`).
+pub fn encode_hpub(out: &mut Vec<u8>, subject: &[u8], reply: Option<&[u8]>, header: &[u8], payload: &[u8]) {
+    out.extend_from_slice(b"HPUB ");
+    out.extend_from_slice(subject);
+    out.push(b' ');
+    if let Some(r) = reply {
+        out.extend_from_slice(r);
+        out.push(b' ');
+    }
+    let _ = write!(out, "{} {}", header.len(), header.len() + payload.len());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(header);
+    out.extend_from_slice(payload);
+    out.extend_from_slice(b"\r\n");
+}
+
 /// Appends `SUB <subject> [queue] <sid>\r\n` to `out`.
 pub fn encode_sub(out: &mut Vec<u8>, subject: &str, queue: Option<&str>, sid: u64) {
     out.extend_from_slice(b"SUB ");
@@ -348,6 +365,13 @@ mod tests {
         assert_eq!(
             out,
             b"PUB a.b 3\r\nxyz\r\nPUB a r.1 0\r\n\r\nSUB a.* 1\r\nSUB a.> q 22\r\n"
+        );
+        out.clear();
+        encode_hpub(&mut out, b"c.0", Some(b"r"), b"NATS/1.0\r\nNats-Incr: 1\r\n\r\n", b"");
+        encode_hpub(&mut out, b"c", None, b"NATS/1.0\r\n\r\n", b"ab");
+        assert_eq!(
+            out,
+            b"HPUB c.0 r 26 26\r\nNATS/1.0\r\nNats-Incr: 1\r\n\r\n\r\nHPUB c 12 14\r\nNATS/1.0\r\n\r\nab\r\n"
         );
     }
 }

@@ -15,7 +15,7 @@
 //! | `import` | [`import`] | request/reply through a service import, against the same account |
 //! | `handshakes` | [`handshakes`] | connections opened and closed per second (full TLS handshakes with `--transport tls`) |
 //! | `sysevents` | [`sysevents`] | `pubsub` under 1,000 connects/s, with and without a `$SYS.>` listener |
-//! | `js-pub-async`, `js-pub-sync`, `js-pull`, `js-push`, `kv-put`, `kv-get` | [`js`] | JetStream: acked publishes, publish latency, consumers, KV puts and direct gets |
+//! | `js-pub-async`, `js-pub-sync`, `js-pull`, `js-push`, `kv-put`, `kv-get`, `js-mirror`, `js-counter` | [`js`] | JetStream: acked publishes, publish latency, consumers, KV puts and direct gets, mirror catch-up, counter increments |
 //!
 //! Every scenario runs over the transport chosen with `--transport` (TCP, TLS, WebSocket,
 //! WebSocket over TLS; see `crate::transport`).
@@ -81,6 +81,10 @@ pub enum Scenario {
     KvPut,
     #[serde(rename = "kv-get")]
     KvGet,
+    #[serde(rename = "js-mirror")]
+    JsMirror,
+    #[serde(rename = "js-counter")]
+    JsCounter,
 }
 
 impl Scenario {
@@ -118,6 +122,8 @@ impl Scenario {
             Scenario::JsPush => "js-push",
             Scenario::KvPut => "kv-put",
             Scenario::KvGet => "kv-get",
+            Scenario::JsMirror => "js-mirror",
+            Scenario::JsCounter => "js-counter",
         }
     }
 
@@ -137,6 +143,8 @@ impl Scenario {
                 | Scenario::JsPush
                 | Scenario::KvPut
                 | Scenario::KvGet
+                | Scenario::JsMirror
+                | Scenario::JsCounter
         )
     }
 
@@ -171,6 +179,17 @@ impl Scenario {
             Scenario::JsPubSync => (16, 20_000, 1, 0),
             Scenario::JsPull | Scenario::JsPush => (16, 500_000, 1, 0),
             Scenario::KvPut | Scenario::KvGet => (16, 500_000, 1, 0),
+            Scenario::JsMirror => (16, 200_000, 1, 0),
+            // Increments carry no body.
+            Scenario::JsCounter => (0, 200_000, 1, 0),
+        }
+    }
+
+    /// The default of `--keys`.
+    fn default_keys(self) -> usize {
+        match self {
+            Scenario::JsCounter => 100,
+            _ => 10_000,
         }
     }
 }
@@ -225,9 +244,9 @@ pub struct ParamArgs {
     /// `js-pull`: messages per pull request (two requests are kept outstanding).
     #[arg(long, default_value_t = 500)]
     pub fetch: usize,
-    /// `kv-put`, `kv-get`: distinct keys.
-    #[arg(long, default_value_t = 10_000)]
-    pub keys: usize,
+    /// `kv-put`, `kv-get` (default 10,000), `js-counter` (default 100): distinct keys.
+    #[arg(long)]
+    pub keys: Option<usize>,
     /// JetStream: idle connections opened before any other, to shift where a server that
     /// places connections round-robin over shards (rnats) puts the scenario's connections
     /// relative to its streams (see the README).
@@ -289,7 +308,7 @@ impl Params {
             streams: args.streams,
             inflight: args.inflight,
             fetch: args.fetch,
-            keys: args.keys,
+            keys: args.keys.unwrap_or(scenario.default_keys()),
             pad_conns: args.pad_conns,
         };
         let bad = |s: &str| Err(PerfError::Param(format!("{}: {s}", scenario.name())));
@@ -398,7 +417,9 @@ pub fn run(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<RunResu
         | Scenario::JsPull
         | Scenario::JsPush
         | Scenario::KvPut
-        | Scenario::KvGet => js::run(scenario, params, ctx),
+        | Scenario::KvGet
+        | Scenario::JsMirror
+        | Scenario::JsCounter => js::run(scenario, params, ctx),
     }
 }
 
@@ -531,6 +552,12 @@ mod tests {
         assert_eq!(p.pubs, 6);
         assert!(Scenario::KvGet.jetstream() && !Scenario::Pub.jetstream());
         assert!(Params::resolve(Scenario::JsPull, &ParamArgs { fetch: 0, ..args() }).is_err());
+        let no_keys = ParamArgs { keys: None, ..args() };
+        let p = Params::resolve(Scenario::JsCounter, &no_keys).unwrap();
+        assert_eq!((p.keys, p.msgs, p.size), (100, 200_000, 0));
+        assert_eq!(Params::resolve(Scenario::KvPut, &no_keys).unwrap().keys, 10_000);
+        assert_eq!(Params::resolve(Scenario::JsMirror, &no_keys).unwrap().size, 16);
+        assert!(Scenario::JsMirror.jetstream() && Scenario::JsCounter.jetstream());
     }
 
     fn args() -> ParamArgs {
@@ -538,7 +565,7 @@ mod tests {
             streams: 1,
             inflight: 100,
             fetch: 10,
-            keys: 10,
+            keys: Some(10),
             subjects: 100,
             conns: 10,
             duration: 1.0,

@@ -10,12 +10,16 @@
 //! | `js-push` | [`consume`] | msgs/s through a durable push consumer, every message acked |
 //! | `kv-put` | [`kv`] | acked puts/s into a KV bucket's stream |
 //! | `kv-get` | [`kv`] | direct gets/s from a KV bucket's stream |
+//! | `js-mirror` | [`mirror`] | catch-up msgs/s of a new mirror of a filled file stream |
+//! | `js-counter` | [`counter`] | acked counter increments/s (`Nats-Incr`) over `--keys` subjects |
 //!
 //! Requests with pipelined answers share the engine in [`window`].
 
 pub mod api;
 pub mod consume;
+pub mod counter;
 pub mod kv;
+pub mod mirror;
 pub mod publish;
 pub mod window;
 
@@ -33,6 +37,8 @@ pub fn run(scenario: Scenario, p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
         Scenario::JsPush => consume::run(p, ctx, false),
         Scenario::KvPut => kv::run(p, ctx, true),
         Scenario::KvGet => kv::run(p, ctx, false),
+        Scenario::JsMirror => mirror::run(p, ctx),
+        Scenario::JsCounter => counter::run(p, ctx),
         other => Err(PerfError::Param(format!(
             "{} is not a JetStream scenario",
             other.name()

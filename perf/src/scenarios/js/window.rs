@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::Conn;
 use crate::error::Result;
-use crate::proto::{encode_pub, Frame, Msg};
+use crate::proto::{encode_hpub, encode_pub, Frame, Msg};
 
 /// Answers that stop coming for this long end the run (as incomplete).
 pub const STALL: Duration = Duration::from_secs(5);
@@ -20,6 +20,8 @@ pub struct WindowSpec<'a> {
     /// The reply subject of every request (the connection is subscribed to it).
     pub reply: &'a [u8],
     pub payload: &'a [u8],
+    /// A header block for every request (`HPUB`); empty: plain `PUB`.
+    pub header: &'a [u8],
     pub count: u64,
     /// Unanswered requests allowed.
     pub inflight: u64,
@@ -85,7 +87,11 @@ pub fn run(conn: &mut Conn, spec: &WindowSpec<'_>, progress: &AtomicU64) -> Resu
             while out.sent < spec.count && out.sent - out.answered() < inflight && frames.len() < spec.batch_bytes {
                 let i = usize::try_from(out.sent % subjects).unwrap_or(0);
                 let subject = spec.subjects.get(i).map_or(&b"x"[..], Vec::as_slice);
-                encode_pub(&mut frames, subject, Some(spec.reply), spec.payload);
+                if spec.header.is_empty() {
+                    encode_pub(&mut frames, subject, Some(spec.reply), spec.payload);
+                } else {
+                    encode_hpub(&mut frames, subject, Some(spec.reply), spec.header, spec.payload);
+                }
                 out.sent += 1;
             }
             if !frames.is_empty() {
