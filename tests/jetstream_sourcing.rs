@@ -853,6 +853,65 @@ fn killed_during_catch_up(r: common::Reactor, shards: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A stream with `republish` republishes what its source brings, as what is published to it.
+fn sourced_messages_are_republished(r: common::Reactor, shards: &str) {
+    let dir = store_dir("srcrepub");
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (c, js) = js(&s).await;
+        let mut sub = c.subscribe("copy.>").await.unwrap();
+        c.flush().await.unwrap();
+        js.create_stream(stream::Config {
+            name: "ORIGIN".into(),
+            subjects: vec!["o.>".into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        js.create_stream(stream::Config {
+            name: "S".into(),
+            sources: Some(vec![stream::Source {
+                name: "ORIGIN".into(),
+                ..Default::default()
+            }]),
+            republish: Some(stream::Republish {
+                source: ">".into(),
+                destination: "copy.>".into(),
+                headers_only: false,
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        // Interest on every shard before the first message.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for i in 0..3 {
+            publish(&js, &format!("o.{i}"), &format!("m{i}")).await;
+        }
+        for i in 0..3 {
+            let m = tokio::time::timeout(Duration::from_secs(10), sub.next())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(m.subject.as_str(), format!("copy.o.{i}"));
+            assert_eq!(m.payload.as_ref(), format!("m{i}").as_bytes());
+            let h = m.headers.unwrap();
+            assert_eq!(
+                h.get("Nats-Stream".parse::<async_nats::HeaderName>().unwrap())
+                    .map(|v| v.as_str()),
+                Some("S")
+            );
+            assert_eq!(
+                h.get("Nats-Sequence".parse::<async_nats::HeaderName>().unwrap())
+                    .map(|v| v.as_str()),
+                Some(format!("{}", i + 1).as_str())
+            );
+        }
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 macro_rules! js_tests {
     ($($name:ident),*) => {
         $(
@@ -875,5 +934,6 @@ js_tests!(
     cross_account,
     durable_consumer_source,
     work_queue_with_limit,
-    killed_during_catch_up
+    killed_during_catch_up,
+    sourced_messages_are_republished
 );

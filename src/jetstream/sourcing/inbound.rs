@@ -370,6 +370,11 @@ fn on_source_msg(
                 }
             }
             notify_stored(st, seq, &subject);
+            // A sourced message is republished like a published one (after this step: the
+            // target may be a stream of this shard).
+            let acc = st.account;
+            let out = std::mem::take(&mut st.outbox);
+            crate::jetstream::stream::republish::send_later(core, acc, out);
             let expiring = st.store.next_expiry().is_some();
             sjs.touch();
             if expiring {
