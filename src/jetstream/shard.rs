@@ -292,7 +292,7 @@ impl ShardJs {
         );
         match outcome {
             Ingested::Stored { seq, purged } => {
-                self.notify_stored(key, &[(seq, subject.to_string())], purged, None, now);
+                self.notify_stored(key, &[(seq, subject)], purged, None, now);
             }
             Ingested::Reply(body) => {
                 core.publish_jetstream(acc, &m.reply, b"", None, &body, now);
@@ -304,10 +304,10 @@ impl ShardJs {
     /// Messages were stored in a stream: its consumers learn of them, and a first
     /// message under max age, with a TTL or a schedule (or `also_due`, Unix ns) starts
     /// the expiry timer.
-    fn notify_stored(
+    pub(crate) fn notify_stored<S: AsRef<str>>(
         &mut self,
         key: &StreamKey,
-        stored: &[(u64, String)],
+        stored: &[(u64, S)],
         purged: bool,
         also_due: Option<i64>,
         now: Instant,
@@ -321,7 +321,7 @@ impl ShardJs {
                 slot.c.on_removed(first);
             }
             for (seq, subject) in stored {
-                slot.c.on_stored(*seq, subject);
+                slot.c.on_stored(*seq, subject.as_ref());
             }
         }
         let due = [st.store.next_expiry(), st.schedules.next_at(), also_due];

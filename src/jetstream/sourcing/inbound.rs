@@ -247,14 +247,9 @@ fn on_mirror_msg(
     match stored {
         Ok(()) => {
             st.dirty = true;
-            notify_stored(st, sseq, &subject);
-            let expiring = st.store.next_expiry().is_some();
-            sjs.touch();
+            sjs.notify_stored(key, &[(sseq, subject.as_str())], false, None, now);
             if caught_up {
                 super::report::mirror_direct(sjs, core, key, now);
-            }
-            if expiring {
-                sjs.schedule_expiry(now);
             }
         }
         Err(e) => {
@@ -267,13 +262,6 @@ fn on_mirror_msg(
             }
             super::reschedule(sjs, now);
         }
-    }
-}
-
-/// Consumers of the stream learn of a message stored outside the publish path.
-fn notify_stored(st: &mut Stream, seq: u64, subject: &str) {
-    for slot in st.consumers.values_mut() {
-        slot.c.on_stored(seq, subject);
     }
 }
 
@@ -363,23 +351,12 @@ fn on_source_msg(
     };
     match outcome {
         Ingested::Stored { seq, purged } => {
-            if purged {
-                let first = st.store.fast_state().first_seq;
-                for slot in st.consumers.values_mut() {
-                    slot.c.on_removed(first);
-                }
-            }
-            notify_stored(st, seq, &subject);
             // A sourced message is republished like a published one (after this step: the
             // target may be a stream of this shard).
             let acc = st.account;
             let out = std::mem::take(&mut st.outbox);
+            sjs.notify_stored(key, &[(seq, subject.as_str())], purged, None, now);
             crate::jetstream::stream::republish::send_later(core, acc, out);
-            let expiring = st.store.next_expiry().is_some();
-            sjs.touch();
-            if expiring {
-                sjs.schedule_expiry(now);
-            }
         }
         Ingested::Reply(_) | Ingested::Quiet => {
             tracing::debug!("JetStream source message for '{}' not stored", key.1);
