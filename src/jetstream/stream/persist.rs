@@ -15,14 +15,6 @@ pub fn streams_dir(root: &Path, account: &str) -> PathBuf {
     root.join(account).join("streams")
 }
 
-/// Write `bytes` to `path` atomically.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
-        return Err(std::io::Error::other("no file name"));
-    };
-    write_files_atomic(dir, &[(name, bytes)], false)
-}
-
 /// Replace the files `files` (name, contents) of `dir` atomically, each on its own: every
 /// temporary file is written and synced (the syncs run side by side), then renamed over its
 /// file, then the directory is synced once; with `new_dir` also the parent directory (the
