@@ -677,6 +677,27 @@ fn durable_consumer_source(r: common::Reactor, shards: &str) {
             m.headers.get("Nats-Stream-Source").unwrap().to_string(),
             "ORIGIN:C=y3r60E6r 1 > > origin.0"
         );
+        // With `ack_policy: flow_control` the sourcing stream's flow-control replies
+        // (sent at the latest with the 1 s idle heartbeat) acknowledge what it stored:
+        // the origin's consumer's ack floor reaches the last message.
+        // (async-nats 0.42 cannot decode `ack_policy: flow_control`: the raw request.)
+        let floor = async {
+            loop {
+                let resp = c
+                    .request("$JS.API.CONSUMER.INFO.ORIGIN.agg-consumer", "".into())
+                    .await
+                    .unwrap();
+                let ci: serde_json::Value = serde_json::from_slice(&resp.payload).unwrap();
+                if ci["ack_floor"]["stream_seq"] == 4 && ci["num_ack_pending"] == 0 {
+                    return ci;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        let ci = tokio::time::timeout(Duration::from_secs(10), floor)
+            .await
+            .expect("the origin consumer's ack floor never reached 4");
+        assert_eq!(ci["ack_floor"]["consumer_seq"], 4);
     });
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
@@ -912,6 +933,77 @@ fn sourced_messages_are_republished(r: common::Reactor, shards: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Memory storage: a mirror and a sourced stream of a memory origin, the source with its
+/// own transform and the sourcing stream with an input `subject_transform`, which the
+/// reference applies to sourced messages too (after the source's transform).
+fn memory_streams_and_input_transform(r: common::Reactor, shards: &str) {
+    let dir = store_dir("memflows");
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        js.create_stream(stream::Config {
+            name: "ORIGIN".into(),
+            subjects: vec!["o.>".into()],
+            storage: stream::StorageType::Memory,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        js.create_stream(stream::Config {
+            name: "M".into(),
+            storage: stream::StorageType::Memory,
+            mirror: Some(stream::Source {
+                name: "ORIGIN".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        js.create_stream(stream::Config {
+            name: "S".into(),
+            storage: stream::StorageType::Memory,
+            sources: Some(vec![stream::Source {
+                name: "ORIGIN".into(),
+                subject_transforms: vec![stream::SubjectTransform {
+                    source: "o.>".into(),
+                    destination: "src.>".into(),
+                }],
+                ..Default::default()
+            }]),
+            subject_transform: Some(stream::SubjectTransform {
+                source: "src.*".into(),
+                destination: "in.{{wildcard(1)}}".into(),
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        for i in 0..5 {
+            publish(&js, &format!("o.{i}"), &format!("p{i}")).await;
+        }
+        publish(&js, "o.deep.x", "deep").await;
+        wait_info(&js, "M", |i| i.state.messages == 6).await;
+        wait_info(&js, "S", |i| i.state.messages == 6).await;
+        for seq in 1..=5u64 {
+            let want = format!("p{}", seq - 1);
+            assert_eq!(
+                payload_at(&js, "M", seq).await,
+                Some((format!("o.{}", seq - 1), want.clone()))
+            );
+            // `o.N` -> `src.N` (source) -> `in.N` (the stream's input transform).
+            assert_eq!(payload_at(&js, "S", seq).await, Some((format!("in.{}", seq - 1), want)));
+        }
+        // `src.deep.x` does not match `src.*`: it keeps the source's subject.
+        assert_eq!(
+            payload_at(&js, "S", 6).await,
+            Some(("src.deep.x".to_string(), "deep".to_string()))
+        );
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 macro_rules! js_tests {
     ($($name:ident),*) => {
         $(
@@ -935,5 +1027,6 @@ js_tests!(
     durable_consumer_source,
     work_queue_with_limit,
     killed_during_catch_up,
-    sourced_messages_are_republished
+    sourced_messages_are_republished,
+    memory_streams_and_input_transform
 );

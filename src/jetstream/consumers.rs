@@ -511,10 +511,7 @@ fn subscribe_consumer(
                         c.on_pull(env, &reply, m.header.as_deref(), &m.payload, now);
                         Vec::new()
                     }
-                    Kind::Fc => {
-                        c.on_flow_control(env, &subject, now);
-                        Vec::new()
-                    }
+                    Kind::Fc => c.on_flow_control_reply(env, &subject, m.header.as_deref(), now),
                 })
                 .filter(|acked| !acked.is_empty())
                 .and_then(|acked| sjs.streams.get_mut(&key).map(|st| st.acked.extend(acked)));

@@ -310,6 +310,8 @@ fn on_source_msg(
         &source_header(&l.iname, reply, &origin_subject),
     );
     let subject = l.transform(&origin_subject).unwrap_or(origin_subject);
+    // Then the stream's own input transform, as for a client's publish.
+    let subject = st.flows.input(&subject).unwrap_or(subject);
     let now_ns = wall_ns();
     // A duplicate `Nats-Msg-Id` is skipped, not retried.
     let msg_id = headers::get(&hdr, "Nats-Msg-Id")
