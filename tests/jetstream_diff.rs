@@ -115,6 +115,43 @@ fn scenarios() -> Vec<(&'static str, Vec<Req>)> {
             ],
         ),
         (
+            // What each store answers for a message that is not there: the file store by
+            // where the sequence falls, the memory store always "not found".
+            "deletes of missing messages",
+            vec![
+                r("$JS.API.STREAM.CREATE.DF", r#"{"name":"DF","subjects":["df"]}"#),
+                r(
+                    "$JS.API.STREAM.CREATE.DM",
+                    r#"{"name":"DM","subjects":["dm"],"storage":"memory"}"#,
+                ),
+                r("$JS.API.STREAM.MSG.DELETE.DF", r#"{"seq":1}"#),
+                r("$JS.API.STREAM.MSG.DELETE.DM", r#"{"seq":1}"#),
+                r("df", "1"),
+                r("df", "2"),
+                r("df", "3"),
+                r("df", "4"),
+                r("dm", "1"),
+                r("dm", "2"),
+                r("dm", "3"),
+                r("dm", "4"),
+                r("$JS.API.STREAM.MSG.DELETE.DF", r#"{"seq":2}"#),
+                r("$JS.API.STREAM.MSG.DELETE.DF", r#"{"seq":2}"#),
+                r("$JS.API.STREAM.MSG.DELETE.DF", r#"{"seq":2,"no_erase":true}"#),
+                r("$JS.API.STREAM.MSG.DELETE.DF", r#"{"seq":9}"#),
+                r("$JS.API.STREAM.MSG.DELETE.DF", r#"{"seq":1}"#),
+                r("$JS.API.STREAM.MSG.DELETE.DF", r#"{"seq":1}"#),
+                r("$JS.API.STREAM.MSG.DELETE.DF", r#"{"seq":0}"#),
+                r("$JS.API.STREAM.MSG.DELETE.DM", r#"{"seq":2}"#),
+                r("$JS.API.STREAM.MSG.DELETE.DM", r#"{"seq":2}"#),
+                r("$JS.API.STREAM.MSG.DELETE.DM", r#"{"seq":9}"#),
+                r("$JS.API.STREAM.MSG.DELETE.DM", r#"{"seq":1}"#),
+                r("$JS.API.STREAM.MSG.DELETE.DM", r#"{"seq":1}"#),
+                r("$JS.API.STREAM.PURGE.DF", ""),
+                r("$JS.API.STREAM.MSG.DELETE.DF", r#"{"seq":3}"#),
+                r("$JS.API.STREAM.MSG.DELETE.DF", r#"{"seq":5}"#),
+            ],
+        ),
+        (
             "consumers",
             vec![
                 r("$JS.API.STREAM.CREATE.C", r#"{"name":"C","subjects":["c.*"]}"#),

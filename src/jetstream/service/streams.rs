@@ -4,7 +4,7 @@
 use super::{envelope, error_envelope, fail, on_stream, on_stream_shard, respond, respond_error, Request};
 use crate::core::accounts::AccountId;
 use crate::core::shard::ShardCore;
-use crate::jetstream::api::config::StreamConfig;
+use crate::jetstream::api::config::{StorageType, StreamConfig};
 use crate::jetstream::api::errors_table as e;
 use crate::jetstream::api::{ApiError, GoTime};
 use crate::jetstream::registry::Entry;
@@ -669,6 +669,25 @@ fn msg_get(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, 
     );
 }
 
+/// The reference's answer to deleting a message that is not there, which its stores
+/// decide: a memory store says only "not removed" (10043); a file store says the same
+/// for a sequence inside its blocks' range, "no message found" below it (or for 0) and
+/// "stream store EOF" past the last sequence (10057).
+fn missing_msg_error(st: &Stream, seq: u64) -> ApiError {
+    let not_found = || e::JS_SEQUENCE_NOT_FOUND_ERR_F.with(&[("seq", &seq.to_string())]);
+    if st.cfg.storage == StorageType::Memory {
+        return not_found();
+    }
+    let s = st.store.fast_state();
+    if seq > s.last_seq {
+        e::JS_STREAM_MSG_DELETE_FAILED_F.err_with("stream store EOF")
+    } else if seq == 0 || s.msgs == 0 || seq < s.first_seq {
+        e::JS_STREAM_MSG_DELETE_FAILED_F.err_with("no message found")
+    } else {
+        not_found()
+    }
+}
+
 fn msg_delete(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &str, now: Instant) {
     let suffix = "stream_msg_delete_response";
     let d = match crate::jetstream::api::prepare::msg_delete_opts(&req.body) {
@@ -709,13 +728,10 @@ fn msg_delete(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
                     sjs.after_removal(core, acc, &name, now);
                     respond(core, &req, &envelope(suffix, json!({"success": true})), now);
                 }
-                Ok(false) | Err(storage::StoreError::MsgNotFound) => fail(
-                    core,
-                    &req,
-                    suffix,
-                    &e::JS_STREAM_MSG_DELETE_FAILED_F.err_with("no message found"),
-                    now,
-                ),
+                Ok(false) | Err(storage::StoreError::MsgNotFound) => {
+                    let err = missing_msg_error(st, d.seq);
+                    fail(core, &req, suffix, &err, now)
+                }
                 Err(err) => fail(core, &req, suffix, &e::JS_STREAM_MSG_DELETE_FAILED_F.err_with(err), now),
             }
         },
