@@ -166,7 +166,6 @@ func base(name string) []nats.Option {
 	return []nats.Option{
 		nats.Name("matrix-go-" + name),
 		nats.Timeout(3 * time.Second),
-		nats.NoCallbacksAfterClientClose(),
 	}
 }
 
@@ -558,7 +557,7 @@ func jsPushConsumer() interface{} {
 		check("publish", err)
 	}
 	sub, err := js.SubscribeSync("mxpush.event", nats.BindStream("MXPUSH"), nats.Durable("push"),
-		nats.DeliverSubject("mxpush.deliver.go"), nats.ManualAck(), nats.AckExplicit(),
+		nats.DeliverSubject("deliver.mxpush.go"), nats.ManualAck(), nats.AckExplicit(),
 		nats.AckWait(10*time.Second), nats.DeliverAll())
 	check("subscribe", err)
 	var got []*nats.Msg
