@@ -222,7 +222,9 @@ func connectUser() interface{} {
 		bad.Close()
 	}
 	expect(err != nil, "wrong password was accepted")
-	return map[string]string{"roundtrip": string(got), "wrong_password": errKind(err)}
+	return map[string]interface{}{"roundtrip": string(got), "wrong_password": errKind(err),
+		"info": map[string]interface{}{"auth_required": nc.AuthRequired(), "tls_required": nc.TLSRequired(),
+			"headers": nc.HeadersSupported(), "max_payload": nc.MaxPayload()}}
 }
 
 func connectToken() interface{} {
@@ -486,7 +488,13 @@ func jsPublishDedupe() interface{} {
 	}
 	si, err := js.StreamInfo("MX")
 	check("stream info", err)
-	return map[string]interface{}{"acks": acks, "msgs": si.State.Msgs, "last_seq": si.State.LastSeq}
+	return map[string]interface{}{"acks": acks, "state": stateObs(si.State), "config": si.Config}
+}
+
+// stateObs is a stream's state without its times.
+func stateObs(st nats.StreamState) map[string]interface{} {
+	return map[string]interface{}{"msgs": st.Msgs, "bytes": st.Bytes, "first_seq": st.FirstSeq,
+		"last_seq": st.LastSeq, "consumers": st.Consumers, "num_deleted": st.NumDeleted}
 }
 
 func msgObs(m *nats.Msg) map[string]interface{} {
@@ -533,6 +541,7 @@ func jsPullConsumer() interface{} {
 	mid, err := js.ConsumerInfo("MXPULL", "pull")
 	check("consumer info", err)
 	midAckPending := mid.NumAckPending
+	config := mid.Config
 	for i := 0; i < 2; i++ {
 		ms, err := sub.Fetch(1, nats.MaxWait(4*time.Second))
 		check("fetch redelivery", err)
@@ -542,7 +551,8 @@ func jsPullConsumer() interface{} {
 	}
 	ci, err := js.ConsumerInfo("MXPULL", "pull")
 	check("consumer info", err)
-	return map[string]interface{}{"deliveries": deliveries, "ack_pending_after_nak": midAckPending, "final": consumerObs(ci)}
+	return map[string]interface{}{"deliveries": deliveries, "ack_pending_after_nak": midAckPending, "final": consumerObs(ci),
+		"config": config}
 }
 
 func jsPushConsumer() interface{} {
@@ -634,11 +644,19 @@ func kvFeature() interface{} {
 	check("delete", kv.Delete("color"))
 	_, err = kv.Get("color")
 	res["get_deleted"] = errKind(err)
+	old, err := kv.GetRevision("color", 1)
+	check("get revision 1", err)
+	res["get_revision_1"] = entryObs(old)
 	_, err = kv.Put("shape", []byte("round"))
 	check("put shape", err)
 	check("purge", kv.Purge("shape"))
 	_, err = kv.Get("shape")
 	res["get_purged"] = errKind(err)
+	// Create succeeds on a key whose last operation is a purge (the client retries with
+	// the purge marker's revision after the server refuses the first attempt)
+	rc, err := kv.Create("shape", []byte("square"))
+	check("create after purge", err)
+	res["create_after_purge"] = rc
 	res["revisions"] = []uint64{r1, r2, r3}
 	keys, err := kv.Keys()
 	check("keys", err)
@@ -652,20 +670,21 @@ func kvFeature() interface{} {
 	}
 	res["history"] = h
 	var watched [][]interface{}
-	for len(watched) < 6 {
+	for len(watched) < 7 {
 		select {
 		case e := <-w.Updates():
 			if e != nil {
 				watched = append(watched, entryObs(e))
 			}
 		case <-time.After(3 * time.Second):
-			panic(failure{fmt.Sprintf("watcher saw %d of 6 updates: %v", len(watched), watched)})
+			panic(failure{fmt.Sprintf("watcher saw %d of 7 updates: %v", len(watched), watched)})
 		}
 	}
 	res["watch"] = watched
 	st, err := kv.Status()
 	check("status", err)
-	res["status"] = map[string]interface{}{"values": st.Values(), "history": st.History(), "bucket": st.Bucket()}
+	res["status"] = map[string]interface{}{"values": st.Values(), "history": st.History(), "bucket": st.Bucket(),
+		"bytes": st.Bytes(), "backing": st.BackingStore()}
 	return res
 }
 
