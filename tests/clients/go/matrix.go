@@ -627,6 +627,19 @@ func kvFeature() interface{} {
 	case <-time.After(3 * time.Second):
 		panic(failure{"no initial nil from watcher"})
 	}
+	var watched [][]interface{}
+	watchUntil := func(n int) {
+		for len(watched) < n {
+			select {
+			case e := <-w.Updates():
+				if e != nil {
+					watched = append(watched, entryObs(e))
+				}
+			case <-time.After(3 * time.Second):
+				panic(failure{fmt.Sprintf("watcher saw %d of %d updates: %v", len(watched), n, watched)})
+			}
+		}
+	}
 	res := map[string]interface{}{}
 	r1, err := kv.Put("color", []byte("red"))
 	check("put", err)
@@ -649,6 +662,8 @@ func kvFeature() interface{} {
 	res["get_revision_1"] = entryObs(old)
 	_, err = kv.Put("shape", []byte("round"))
 	check("put shape", err)
+	// the purge removes "round" from the stream: let the watcher see it first
+	watchUntil(5)
 	check("purge", kv.Purge("shape"))
 	_, err = kv.Get("shape")
 	res["get_purged"] = errKind(err)
@@ -669,17 +684,7 @@ func kvFeature() interface{} {
 		h = append(h, entryObs(e))
 	}
 	res["history"] = h
-	var watched [][]interface{}
-	for len(watched) < 7 {
-		select {
-		case e := <-w.Updates():
-			if e != nil {
-				watched = append(watched, entryObs(e))
-			}
-		case <-time.After(3 * time.Second):
-			panic(failure{fmt.Sprintf("watcher saw %d of 7 updates: %v", len(watched), watched)})
-		}
-	}
+	watchUntil(7)
 	res["watch"] = watched
 	st, err := kv.Status()
 	check("status", err)
