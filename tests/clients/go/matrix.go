@@ -769,8 +769,17 @@ func websocketFeature() interface{} {
 	check("tcp flush", tcp.Flush())
 	m2, err := wsub.NextMsg(3 * time.Second)
 	check("ws receive", err)
+	// a client that offers permessage-deflate (the server's websocket block does not enable
+	// compression, so the server may decline; the connection must work either way)
+	wz, err := nats.Connect(env("MATRIX_WS_URL"), append(base("ws-deflate"), nats.Compression(true),
+		nats.UserInfo(env("MATRIX_USER"), env("MATRIX_PASSWORD")))...)
+	check("connect ws with compression", err)
+	defer wz.Close()
+	big := bytes.Repeat([]byte("compressible "), 10000)
+	gotz := roundTrip(wz, "core.ws.deflate", big)
 	return map[string]interface{}{
-		"roundtrip": string(got), "ws_to_tcp": string(m1.Data),
+		"deflate_roundtrip": map[string]interface{}{"size": len(gotz), "same": bytes.Equal(gotz, big)},
+		"roundtrip":         string(got), "ws_to_tcp": string(m1.Data),
 		"tcp_to_ws": map[string]interface{}{"size": len(m2.Data), "x_via": m2.Header.Get("X-Via")},
 	}
 }
