@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -101,9 +102,24 @@ func emit(line string) {
 	os.Stdout.Sync()
 }
 
+// The whole program stays under the contract's 120 s: a feature's timeout is cut to
+// what is left of this budget, and once it is spent the remaining features fail at once.
+var (
+	programStart = time.Now()
+	budget       = 110 * time.Second
+)
+
 // feature runs fn with its own timeout and always prints exactly one RESULT line.
 // fn returns the observation; a panic(failure) or an error makes it "fail".
 func feature(name string, timeout time.Duration, fn func() interface{}) {
+	left := budget - time.Since(programStart)
+	if left < time.Second {
+		emit(fmt.Sprintf("RESULT %s fail %s", name, obs(map[string]string{"error": "program time budget spent"})))
+		return
+	}
+	if timeout > left {
+		timeout = left
+	}
 	type outcome struct {
 		status, observation string
 	}
@@ -155,7 +171,7 @@ func control(action string) {
 	case line, ok := <-stdinLines:
 		expect(ok, "stdin closed waiting for %s", action)
 		expect(line == "done", "control %s answered %q", action, line)
-	case <-time.After(40 * time.Second):
+	case <-time.After(20 * time.Second):
 		panic(failure{"no answer to CONTROL " + action})
 	}
 }
@@ -444,8 +460,8 @@ func reconnect(action string) interface{} {
 	control(action)
 	select {
 	case <-reconnected:
-	case <-time.After(15 * time.Second):
-		panic(failure{"no reconnect within 15s"})
+	case <-time.After(4 * time.Second):
+		panic(failure{"no reconnect within 4s of done"})
 	}
 	// a second connection, made after the restart, publishes to the old subscription
 	pub := mustMain("reconnect-pub-" + action)
@@ -732,6 +748,9 @@ func objectStore() interface{} {
 	}
 	sort.Strings(left)
 	expect(bytes.Equal(back, data), "object came back different (%d bytes)", len(back))
+	sum := sha256.Sum256(data)
+	want := "SHA-256=" + base64.URLEncoding.EncodeToString(sum[:])
+	expect(info.Digest == want && gi.Digest == want, "digest %s / %s, want %s", info.Digest, gi.Digest, want)
 	return map[string]interface{}{
 		"put":          map[string]interface{}{"size": info.Size, "chunks": info.Chunks, "digest": info.Digest},
 		"info":         map[string]interface{}{"size": gi.Size, "chunks": gi.Chunks, "digest": gi.Digest, "deleted": gi.Deleted},
@@ -788,24 +807,23 @@ func websocketFeature() interface{} {
 
 func main() {
 	go readStdin()
-	start := time.Now()
-	feature("connect_user", 10*time.Second, connectUser)
-	feature("connect_token", 10*time.Second, connectToken)
-	feature("connect_nkey", 10*time.Second, connectNkey)
-	feature("connect_creds", 10*time.Second, connectCreds)
-	feature("tls", 10*time.Second, tlsFeature)
-	feature("pubsub_wildcard", 10*time.Second, pubsubWildcard)
-	feature("queue_group", 10*time.Second, queueGroup)
-	feature("request_reply_headers", 10*time.Second, requestReplyHeaders)
-	feature("no_responders", 10*time.Second, noResponders)
-	feature("drain", 10*time.Second, drainFeature)
-	feature("websocket", 10*time.Second, websocketFeature)
-	feature("js_publish_dedupe", 10*time.Second, jsPublishDedupe)
-	feature("js_pull_consumer", 15*time.Second, jsPullConsumer)
-	feature("js_push_consumer", 10*time.Second, jsPushConsumer)
-	feature("kv", 10*time.Second, kvFeature)
-	feature("object_store", 20*time.Second, objectStore)
-	feature("reconnect_restart", 50*time.Second, func() interface{} { return reconnect("restart") })
-	feature("reconnect_lameduck", 50*time.Second, func() interface{} { return reconnect("lameduck") })
-	logf("all features in %v", time.Since(start).Round(time.Millisecond))
+	feature("connect_user", 5*time.Second, connectUser)
+	feature("connect_token", 5*time.Second, connectToken)
+	feature("connect_nkey", 5*time.Second, connectNkey)
+	feature("connect_creds", 5*time.Second, connectCreds)
+	feature("tls", 5*time.Second, tlsFeature)
+	feature("pubsub_wildcard", 5*time.Second, pubsubWildcard)
+	feature("queue_group", 5*time.Second, queueGroup)
+	feature("request_reply_headers", 5*time.Second, requestReplyHeaders)
+	feature("no_responders", 5*time.Second, noResponders)
+	feature("drain", 5*time.Second, drainFeature)
+	feature("websocket", 5*time.Second, websocketFeature)
+	feature("js_publish_dedupe", 5*time.Second, jsPublishDedupe)
+	feature("js_pull_consumer", 10*time.Second, jsPullConsumer)
+	feature("js_push_consumer", 8*time.Second, jsPushConsumer)
+	feature("kv", 8*time.Second, kvFeature)
+	feature("object_store", 10*time.Second, objectStore)
+	feature("reconnect_restart", 25*time.Second, func() interface{} { return reconnect("restart") })
+	feature("reconnect_lameduck", 25*time.Second, func() interface{} { return reconnect("lameduck") })
+	logf("all features in %v", time.Since(programStart).Round(time.Millisecond))
 }
