@@ -30,8 +30,8 @@ RUN cargo build --release --locked --bin rnats \
 
 # ---- base of both runtime flavours ----
 FROM ${RUNTIME_IMAGE} AS runtime-base
-RUN groupadd --system --gid 10001 rnats \
- && useradd --system --uid 10001 --gid rnats --home-dir /data --no-create-home \
+RUN groupadd --gid 10001 rnats \
+ && useradd --uid 10001 --gid rnats --home-dir /data --no-create-home --no-log-init \
         --shell /usr/sbin/nologin rnats \
  && install -d -o rnats -g rnats -m 0750 /data \
  && install -d -m 0755 /etc/rnats
