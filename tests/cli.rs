@@ -35,6 +35,44 @@ fn version_and_help() {
     }
 }
 
+/// The flag names a usage text lists (`-x`, `--name`, `-ms,--https_port`, ...).
+fn listed_flags(text: &str) -> std::collections::BTreeSet<String> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+        .filter(|t| t.starts_with('-') && t.len() > 1)
+        .map(|t| t.trim_start_matches('-').to_string())
+        .collect()
+}
+
+#[test]
+fn help_lists_the_reference_flags_and_the_rnats_only_ones() {
+    let (_, ours, _) = run(&["--help"]);
+    let reference = Command::new(common::reference_server()).arg("--help").output().unwrap();
+    let theirs = listed_flags(&String::from_utf8_lossy(&reference.stdout));
+    assert!(theirs.contains("store_dir"), "{theirs:?}");
+    let ours_all = listed_flags(&ours);
+    let missing: Vec<_> = theirs.difference(&ours_all).collect();
+    assert!(missing.is_empty(), "nats-server lists, rnats does not: {missing:?}");
+    // What rnats lists beyond nats-server is exactly its own section...
+    let start = ours.find("rnats Options").expect("an rnats section");
+    let end = ours.find("Common Options").unwrap();
+    let section = listed_flags(&ours[start..end]);
+    let extra: std::collections::BTreeSet<String> = ours_all.difference(&theirs).cloned().collect();
+    assert_eq!(extra, section);
+    assert!(section.contains("shards") && section.contains("reactor"), "{section:?}");
+    // ...and those are flags rnats takes and nats-server does not.
+    for flag in &section {
+        let arg = format!("--{flag}");
+        let out = Command::new(common::reference_server()).arg(&arg).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("flag provided but not defined"),
+            "nats-server {arg}: {err}"
+        );
+        let (_, _, err) = run(&[&arg]);
+        assert!(!err.contains("not defined"), "rnats {arg}: {err}");
+    }
+}
+
 #[test]
 fn unknown_flags_and_bad_values_like_go_flag() {
     // nats-server prints the flag error on stderr, the usage on stdout, and exits 0.

@@ -697,7 +697,8 @@ From the command line: --tls --tlscert <file> --tlskey <file> [--tlscacert <file
 [--tlsverify].
 ";
 
-/// The usage text (same layout as nats-server's; lists what rnats implements).
+/// The usage text: nats-server's sections and wording, then what rnats does differently
+/// and the flags only rnats has (`RNATS_ONLY_FLAGS`, each listed under "rnats Options").
 pub const USAGE: &str = "
 Usage: nats-server [options]
 
@@ -708,6 +709,7 @@ Server Options:
         --server_name <server_name>  Server name (default: auto)
     -P, --pid <file>                 File to store PID
     -m, --http_port <port>           Use port for http monitoring
+    -ms,--https_port <port>          Use port for https monitoring
     -c, --config <file>              Configuration file
     -t                               Test configuration and exit
     -sl,--signal <signal>[=<pid>]    Send signal to nats-server process (ldm, stop, quit, term, reopen, reload)
@@ -737,21 +739,42 @@ Authorization Options:
         --pass <password>            Password required for connections
         --auth <token>               Authorization token required for connections
 
-Accepted, not supported by rnats yet (refused at startup):
-        --tls, --tlscert, --tlskey, --tlsverify, --tlscacert, --help_tls
-        --routes, --cluster, --cluster_listen (--cluster_name, --cluster_advertise,
-        --no_advertise, --connect_retries have no effect without a cluster)
-    -ms, --https_port <port>, --profile <port>
+TLS Options:
+        --tls                        Enable TLS, do not verify clients (default: false)
+        --tlscert <file>             Server certificate file
+        --tlskey <file>              Private key for server certificate
+        --tlsverify                  Enable TLS, verify client certificates
+        --tlscacert <file>           Client certificate CA for verification
 
-rnats Options:
-        --shards <n>                 Number of shards (default: one per usable CPU)
-        --reactor <uring|mio>        Reactor (default: uring when io_uring works, else mio)
-        --spin_us <us>               Busy-poll before an idle shard sleeps (default: 0)
+Cluster Options (accepted; rnats has no clustering yet, so --routes and --cluster
+(--cluster_listen) are refused at startup, the others have no effect):
+        --routes <rurl-1, rurl-2>    Routes to solicit and connect
+        --cluster <cluster-url>      Cluster URL for solicited routes
+        --cluster_name <string>      Cluster Name, if not set one will be dynamically generated
+        --no_advertise <bool>        Do not advertise known cluster information to clients
+        --cluster_advertise <string> Cluster URL to advertise to other servers
+        --connect_retries <number>   For implicit routes, number of connect retries
+        --cluster_listen <url>       Cluster url from which members can solicit routes
+
+Profiling Options (accepted; refused at startup, rnats has no Go profiler):
+        --profile <port>             Profiling HTTP port
+
+rnats Options (not nats-server flags):
+        --shards <n>                 Number of shards, threads that each own their connections
+                                     (default: 0, one per usable CPU; at most 256)
+        --reactor <auto|uring|mio>   Event loop: io_uring, or the portable mio reactor (default: auto,
+                                     io_uring when it can be set up, else mio with a log line why)
+        --spin_us <us>               Microseconds an idle shard busy-polls before sleeping (default: 0)
 
 Common Options:
     -h, --help                       Show this message
     -v, --version                    Show version
+        --help_tls                   TLS help
 ";
+
+/// The flags rnats has and nats-server does not: `USAGE` lists each of them (a test
+/// checks it, and that every other flag is nats-server's).
+pub const RNATS_ONLY_FLAGS: &[&str] = &["shards", "reactor", "spin_us"];
 
 #[cfg(test)]
 mod tests {
@@ -971,6 +994,35 @@ mod tests {
         );
         // --tls=false turns TLS off whatever else is given.
         assert!(opts(&["--tls=false", "--tlscert", "/nonexistent/c.pem"]).tls.is_none());
+    }
+
+    /// The flag names a usage text lists (`-x`, `--name`, `-ms,--https_port`, ...).
+    fn listed_flags(text: &str) -> std::collections::BTreeSet<&str> {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .filter(|t| t.starts_with('-') && t.len() > 1)
+            .map(|t| t.trim_start_matches('-'))
+            .collect()
+    }
+
+    #[test]
+    fn usage_lists_every_flag() {
+        let listed = listed_flags(USAGE);
+        for flag in FLAGS {
+            for name in flag.names {
+                // nats-server accepts `--logtime_utc` without listing it; so does rnats.
+                if *name != "logtime_utc" {
+                    assert!(listed.contains(name), "--help does not list -{name}");
+                }
+            }
+        }
+        let start = USAGE.find("rnats Options").unwrap_or(0);
+        let end = USAGE.find("Common Options").unwrap_or(0);
+        let section = listed_flags(USAGE.get(start..end).unwrap_or(""));
+        for name in RNATS_ONLY_FLAGS {
+            assert!(lookup(name).is_some(), "{name} is not a flag");
+            assert!(section.contains(name), "--{name} is not under \"rnats Options\"");
+        }
+        assert_eq!(section.len(), RNATS_ONLY_FLAGS.len(), "{section:?}");
     }
 
     #[test]
