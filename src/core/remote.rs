@@ -72,6 +72,12 @@ impl RemoteInterest {
         self.sublist.matches_once(subject)
     }
 
+    /// Does any other shard hold interest in exactly `subject` (in group `queue`, or
+    /// plain), not through a wildcard?
+    pub fn has_exact(&self, subject: &[u8], queue: Option<&[u8]>) -> bool {
+        !self.sublist.exact(subject, queue).is_empty()
+    }
+
     /// The entry behind a handle from [`RemoteInterest::matches`].
     pub fn entry(&self, rk: RKey) -> Option<&REntry> {
         self.entries.get(rk as usize)

@@ -105,6 +105,11 @@ impl ConsumerEnv for Env<'_> {
         self.core.has_interest(self.acc, subject.as_bytes())
     }
 
+    fn has_delivery_interest(&mut self, subject: &str, group: &str) -> bool {
+        let queue = (!group.is_empty()).then_some(group.as_bytes());
+        self.core.has_exact_interest(self.acc, subject.as_bytes(), queue)
+    }
+
     fn publish(&mut self, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]) {
         self.core.publish_jetstream(
             self.acc,
@@ -148,6 +153,10 @@ impl ConsumerEnv for HoldConfirm<'_, '_> {
 
     fn has_interest(&mut self, subject: &str) -> bool {
         self.env.has_interest(subject)
+    }
+
+    fn has_delivery_interest(&mut self, subject: &str, group: &str) -> bool {
+        self.env.has_delivery_interest(subject, group)
     }
 
     fn publish(&mut self, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]) {

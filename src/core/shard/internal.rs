@@ -295,6 +295,25 @@ impl ShardCore {
         st.has_stream_links() && !st.stream_out.matches(subject).psubs.is_empty()
     }
 
+    /// Is there a subscription on exactly `subject` in `acc` on any shard, plain
+    /// (`queue: None`) or in group `queue`: a push consumer's interest in its deliver
+    /// subject. As with the reference's interest notifications, a wildcard subscription
+    /// that matches the subject, or a member of another queue group, does not count; nor
+    /// do the server's local-only internal subscriptions.
+    pub fn has_exact_interest(&mut self, acc: AccountId, subject: &[u8], queue: Option<&[u8]>) -> bool {
+        let multi = self.nshards > 1;
+        let i = acc as usize;
+        let Some(st) = self.accts.get(i) else {
+            return false;
+        };
+        let local = &self.internals.local;
+        st.sublist
+            .exact(subject, queue)
+            .iter()
+            .any(|id| !local.contains_key(id))
+            || (multi && st.remote.has_exact(subject, queue))
+    }
+
     /// Publish what [`Self::publish_later`] queued.
     pub(super) fn publish_deferred(&mut self, now: Instant) {
         let list = std::mem::take(&mut self.internals.deferred);

@@ -61,9 +61,14 @@ impl Consumer {
         true
     }
 
+    /// Push: is someone subscribed on exactly the deliver subject (in the deliver group)?
+    pub(super) fn bound(&self, env: &mut dyn ConsumerEnv) -> bool {
+        env.has_delivery_interest(&self.cfg.deliver_subject, &self.cfg.deliver_group)
+    }
+
     /// Push: read the deliver subject's interest.
     pub(super) fn refresh_interest(&mut self, env: &mut dyn ConsumerEnv, now: Instant) {
-        let active = env.has_interest(&self.cfg.deliver_subject);
+        let active = self.bound(env);
         if active {
             self.last_interest = now;
         }

@@ -222,7 +222,7 @@ impl Consumer {
             }
         }
         if c.cfg.is_push() {
-            c.active = env.has_interest(&c.cfg.deliver_subject);
+            c.active = c.bound(env);
             if c.cfg.idle_heartbeat > 0 {
                 c.hb_next = Some(now + dur_ns(c.cfg.idle_heartbeat));
             }
@@ -408,7 +408,7 @@ impl Consumer {
             self.rate = rate;
         }
         if old.deliver_subject != self.cfg.deliver_subject && self.cfg.is_push() {
-            self.active = env.has_interest(&self.cfg.deliver_subject);
+            self.active = self.bound(env);
             self.wake = true;
         }
         if old.idle_heartbeat != self.cfg.idle_heartbeat {

@@ -64,6 +64,9 @@ pub trait ConsumerEnv {
     fn now_ns(&self) -> i64;
     /// Would a publish on `subject` reach anyone (push deliver subject, pull reply subjects)?
     fn has_interest(&mut self, subject: &str) -> bool;
+    /// Is a push consumer's deliver subject bound: a subscription on exactly `subject`,
+    /// plain when `group` is empty, else in queue group `group`.
+    fn has_delivery_interest(&mut self, subject: &str, group: &str) -> bool;
     /// Publish into the consumer's account (deliveries, status messages, advisories).
     fn publish(&mut self, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]);
     /// Deliver a stream message: routed on `to` (the deliver subject, or a pull request's

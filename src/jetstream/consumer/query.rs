@@ -103,6 +103,13 @@ impl Consumer {
         let now = self.last_now;
         if !self.cfg.is_push() {
             self.process_waiting(false, env, now);
+        } else {
+            // The subscriber may have come or left since the consumer last looked.
+            let was_active = self.active;
+            self.active = self.bound(env);
+            if self.active && !was_active {
+                self.wake = true;
+            }
         }
         let wall = env.now_ns();
         let (paused, pause_remaining) = match self.cfg.pause_until {
@@ -153,7 +160,7 @@ impl Consumer {
             return false;
         }
         if self.cfg.is_push() {
-            if env.has_interest(&self.cfg.deliver_subject) {
+            if self.bound(env) {
                 return false;
             }
             return now.saturating_duration_since(self.last_interest) >= th;

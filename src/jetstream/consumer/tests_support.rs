@@ -57,6 +57,9 @@ impl ConsumerEnv for TestEnv {
     fn has_interest(&mut self, subject: &str) -> bool {
         self.interest.contains(subject)
     }
+    fn has_delivery_interest(&mut self, subject: &str, _group: &str) -> bool {
+        self.interest.contains(subject)
+    }
     fn publish(&mut self, subject: &str, reply: &str, header: Option<&[u8]>, payload: &[u8]) {
         self.out.push(Out {
             to: subject.to_string(),
