@@ -1,0 +1,664 @@
+#!/usr/bin/env python3
+"""The client matrix's nats-py program (see ../README.md for the contract).
+
+Prints one `RESULT <feature> <ok|fail|skip> <observation>` line per feature; the
+observation is compact JSON with nothing volatile in it. Logs go to stderr.
+For debugging, MATRIX_ONLY=feature,feature runs only those features.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import os
+import ssl
+import sys
+import traceback
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.js import api
+
+ENV = os.environ
+URL = ENV["MATRIX_URL"]
+USER = ENV["MATRIX_USER"]
+PASSWORD = ENV["MATRIX_PASSWORD"]
+NKEY_SEED_FILE = ENV["MATRIX_NKEY_SEED_FILE"]
+WS_URL = ENV["MATRIX_WS_URL"]
+TOKEN_URL = ENV["MATRIX_TOKEN_URL"]
+TOKEN = ENV["MATRIX_TOKEN"]
+TLS_URL = ENV["MATRIX_TLS_URL"]
+TLS_CA = ENV["MATRIX_TLS_CA"]
+CREDS_URL = ENV["MATRIX_CREDS_URL"]
+CREDS_FILE = ENV["MATRIX_CREDS_FILE"]
+
+
+def log(*args) -> None:
+    print(*args, file=sys.stderr, flush=True)
+
+
+class Mismatch(Exception):
+    """The program's own expectation was not met; the message is deterministic."""
+
+
+def expect(cond: bool, what: str) -> None:
+    if not cond:
+        raise Mismatch(what)
+
+
+def err_kind(e: BaseException) -> dict:
+    """A deterministic description of an error: its class, and for JetStream API errors
+    the server's codes and description."""
+    d: dict = {"error": type(e).__name__}
+    if isinstance(e, nats.js.errors.APIError):
+        d.update({"code": e.code, "err_code": e.err_code, "description": e.description})
+    elif isinstance(e, Mismatch):
+        d["what"] = str(e)
+    return d
+
+
+async def quiet_error_cb(e: Exception) -> None:
+    log(f"  (error_cb) {type(e).__name__}: {e}")
+
+
+async def connect(url: str = URL, **kw) -> nats.NATS:
+    if url in (URL, WS_URL) and not any(k in kw for k in ("user", "nkeys_seed", "token")):
+        kw.setdefault("user", USER)
+        kw.setdefault("password", PASSWORD)
+    kw.setdefault("error_cb", quiet_error_cb)
+    kw.setdefault("connect_timeout", 3)
+    return await nats.connect(url, **kw)
+
+
+async def refused(url: str, **kw) -> dict:
+    """Connects with bad credentials, expecting a refusal; returns the error's kind."""
+    try:
+        nc = await nats.connect(
+            url, allow_reconnect=False, max_reconnect_attempts=0, connect_timeout=3, error_cb=quiet_error_cb, **kw
+        )
+    except Exception as e:  # noqa: BLE001 - the kind of error is the observation
+        return {"error": type(e).__name__, "message": str(e)}
+    await nc.close()
+    raise Mismatch("connection with bad credentials was accepted")
+
+
+async def round_trip(nc: nats.NATS, subject: str, payload: bytes) -> bytes:
+    sub = await nc.subscribe(subject)
+    await nc.publish(subject, payload)
+    msg = await sub.next_msg(timeout=3)
+    await sub.unsubscribe()
+    return msg.data
+
+
+async def wait_for(cond, timeout: float = 3.0, step: float = 0.02) -> bool:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while loop.time() < end:
+        if cond():
+            return True
+        await asyncio.sleep(step)
+    return cond()
+
+
+async def control(action: str) -> str:
+    """Asks the runner to act on the main server and waits for its `done`."""
+    print(f"CONTROL {action}", flush=True)
+    line = await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    return line.strip()
+
+
+# ---------------------------------------------------------------------------------------
+# Features
+
+
+async def connect_user():
+    nc = await connect()
+    try:
+        got = await round_trip(nc, "cu.echo", b"hello user")
+    finally:
+        await nc.close()
+    expect(got == b"hello user", "round trip payload")
+    bad = await refused(URL, user=USER, password="wrong")
+    return {"got": got.decode(), "wrong_password": bad}
+
+
+async def connect_token():
+    nc = await connect(TOKEN_URL, token=TOKEN)
+    try:
+        got = await round_trip(nc, "ct.echo", b"hello token")
+    finally:
+        await nc.close()
+    expect(got == b"hello token", "round trip payload")
+    bad = await refused(TOKEN_URL, token="wrong" + TOKEN)
+    return {"got": got.decode(), "wrong_token": bad}
+
+
+async def connect_nkey():
+    nc = await connect(URL, nkeys_seed=NKEY_SEED_FILE)
+    try:
+        got = await round_trip(nc, "cn.echo", b"hello nkey")
+    finally:
+        await nc.close()
+    expect(got == b"hello nkey", "round trip payload")
+    return {"got": got.decode()}
+
+
+async def connect_creds():
+    nc = await connect(CREDS_URL, user_credentials=CREDS_FILE)
+    try:
+        got = await round_trip(nc, "cc.echo", b"hello creds")
+    finally:
+        await nc.close()
+    expect(got == b"hello creds", "round trip payload")
+    return {"got": got.decode()}
+
+
+def pattern(n: int, seed: bytes) -> bytes:
+    """n deterministic, incompressible-looking bytes."""
+    out = bytearray()
+    block = seed
+    while len(out) < n:
+        block = hashlib.sha256(block).digest()
+        out += block
+    return bytes(out[:n])
+
+
+async def tls():
+    ctx = ssl.create_default_context(cafile=TLS_CA)
+    nc = await connect(TLS_URL, tls=ctx)
+    seen = []
+    try:
+        for size in (1, 10_000, 500_000):
+            data = pattern(size, b"tls%d" % size)
+            got = await round_trip(nc, f"tls.{size}", data)
+            seen.append({"size": size, "got": len(got), "same": got == data})
+        max_payload = nc.max_payload
+    finally:
+        await nc.close()
+    expect(all(s["same"] for s in seen), "a payload came back different")
+    return {"round_trips": seen, "max_payload": max_payload}
+
+
+async def pubsub_wildcard():
+    nc = await connect()
+    got: dict[str, list[str]] = {"m.*.x": [], "m.>": [], "m.a.x": []}
+    try:
+        for pat in got:
+            async def cb(msg, pat=pat):
+                got[pat].append(f"{msg.subject}:{msg.data.decode()}")
+
+            await nc.subscribe(pat, cb=cb)
+        subjects = ["m.a.x", "m.b.x", "m.a.y", "m.a.x.y", "n.a.x", "m.c.x", "m.a.x"]
+        for i, s in enumerate(subjects):
+            await nc.publish(s, str(i).encode())
+        await nc.flush()
+        expected = {
+            "m.*.x": ["m.a.x:0", "m.b.x:1", "m.c.x:5", "m.a.x:6"],
+            "m.>": ["m.a.x:0", "m.b.x:1", "m.a.y:2", "m.a.x.y:3", "m.c.x:5", "m.a.x:6"],
+            "m.a.x": ["m.a.x:0", "m.a.x:6"],
+        }
+        await wait_for(lambda: all(len(got[p]) >= len(expected[p]) for p in expected))
+        await asyncio.sleep(0.1)  # anything extra would show up now
+    finally:
+        await nc.close()
+    expect(got == expected, "wrong deliveries")
+    return got
+
+
+async def queue_group():
+    nc = await connect()
+    members: list[list[str]] = [[], [], []]
+    plain: list[str] = []
+    try:
+        for i in range(3):
+            async def cb(msg, i=i):
+                members[i].append(msg.data.decode())
+
+            await nc.subscribe("qg.work", queue="workers", cb=cb)
+
+        async def plain_cb(msg):
+            plain.append(msg.data.decode())
+
+        await nc.subscribe("qg.work", cb=plain_cb)
+        await nc.flush()
+        for i in range(30):
+            await nc.publish("qg.work", str(i).encode())
+        await nc.flush()
+        await wait_for(lambda: len(plain) >= 30 and sum(map(len, members)) >= 30)
+        await asyncio.sleep(0.1)
+    finally:
+        await nc.close()
+    queued = sorted((m for mem in members for m in mem), key=int)
+    obs = {
+        "plain": len(plain),
+        "plain_in_order": plain == [str(i) for i in range(30)],
+        "queue_total": len(queued),
+        "each_once": queued == [str(i) for i in range(30)],
+    }
+    expect(obs == {"plain": 30, "plain_in_order": True, "queue_total": 30, "each_once": True}, "wrong deliveries")
+    return obs
+
+
+async def request_reply_headers():
+    nc = await connect()
+    try:
+        async def responder(msg):
+            hdrs = dict(msg.headers or {})
+            hdrs["X-Responder"] = "py"
+            await nc.publish(msg.reply, b"echo:" + msg.data, headers=hdrs)
+
+        await nc.subscribe("rr.svc", cb=responder)
+        await nc.flush()
+        reply = await nc.request("rr.svc", b"ping", timeout=3, headers={"X-Req": "one", "X-Trace": "abc 123"})
+    finally:
+        await nc.close()
+    obs = {"payload": reply.data.decode(), "headers": dict(sorted((reply.headers or {}).items()))}
+    expect(obs["payload"] == "echo:ping", "reply payload")
+    expect(obs["headers"].get("X-Req") == "one" and obs["headers"].get("X-Responder") == "py", "reply headers")
+    return obs
+
+
+async def no_responders():
+    nc = await connect()
+    try:
+        await nc.request("nr.nobody.home", b"anyone?", timeout=3)
+    except nats.errors.NoRespondersError as e:
+        return {"error": type(e).__name__}
+    finally:
+        await nc.close()
+    raise Mismatch("the request got a reply")
+
+
+async def drain():
+    nc = await connect()
+    handled: list[int] = []
+    closed = asyncio.Event()
+
+    async def cb(msg):
+        await asyncio.sleep(0.001)
+        handled.append(int(msg.data))
+
+    async def on_closed():
+        closed.set()
+
+    nc2 = await connect(closed_cb=on_closed)
+    try:
+        await nc2.subscribe("dr.x", cb=cb)
+        await nc2.flush()
+        for i in range(100):
+            await nc.publish("dr.x", str(i).encode())
+        await nc.flush()
+        await nc2.flush()  # the server has sent all 100 to nc2 before answering this PING
+        await nc2.drain()
+        await asyncio.wait_for(closed.wait(), 5)
+    finally:
+        await nc.close()
+    obs = {"handled": len(handled), "in_order": handled == list(range(100)), "closed": nc2.is_closed}
+    expect(obs == {"handled": 100, "in_order": True, "closed": True}, "drain lost messages or left it open")
+    return obs
+
+
+async def reconnect(action: str, subject: str):
+    events: list[str] = []
+    reconnected = asyncio.Event()
+    ldm = asyncio.Event()
+
+    async def on_disconnected():
+        events.append("disconnected")
+
+    async def on_reconnected():
+        events.append("reconnected")
+        reconnected.set()
+
+    async def on_ldm():
+        ldm.set()
+
+    nc = await connect(
+        reconnect_time_wait=0.25,
+        max_reconnect_attempts=-1,
+        disconnected_cb=on_disconnected,
+        reconnected_cb=on_reconnected,
+        lame_duck_mode_cb=on_ldm,
+    )
+    got: list[str] = []
+    try:
+        sub = await nc.subscribe(subject)
+        await nc.flush()
+        before = await round_trip(nc, subject + ".check", b"before")
+        done = await control(action)
+        expect(done == "done", f"runner answered {done!r}")
+        await asyncio.wait_for(reconnected.wait(), 20)
+        await nc.flush()  # the resent SUB is in place on the new server
+        other = await connect()
+        try:
+            await other.publish(subject, b"after " + action.encode())
+            await other.flush()
+        finally:
+            await other.close()
+        msg = await sub.next_msg(timeout=5)
+        got.append(msg.data.decode())
+    finally:
+        await nc.close()
+    obs = {"before": before.decode(), "got": got, "events": events}
+    if action == "lameduck":
+        obs["lame_duck_reported"] = ldm.is_set()
+    return obs
+
+
+async def reconnect_restart():
+    return await reconnect("restart", "rc.restart")
+
+
+async def reconnect_lameduck():
+    return await reconnect("lameduck", "rc.ldm")
+
+
+def ack_obs(ack: api.PubAck) -> dict:
+    return {"stream": ack.stream, "seq": ack.seq, "duplicate": bool(ack.duplicate)}
+
+
+async def js_publish_dedupe():
+    nc = await connect()
+    try:
+        js = nc.jetstream(timeout=5)
+        info = await js.add_stream(name="MX", subjects=["mx.>"], storage=api.StorageType.FILE)
+        acks = []
+        for mid, payload in (("a", b"first"), ("a", b"again"), ("b", b"second")):
+            acks.append(ack_obs(await js.publish("mx.dedupe", payload, headers={"Nats-Msg-Id": mid})))
+        state = (await js.stream_info("MX")).state
+        last = await js.get_msg("MX", seq=state.last_seq)
+    finally:
+        await nc.close()
+    obs = {
+        "created": {"name": info.config.name, "subjects": info.config.subjects, "storage": str(info.config.storage.value)},
+        "acks": acks,
+        "messages": state.messages,
+        "last": {"seq": last.seq, "data": (last.data or b"").decode(), "msg_id": (last.headers or {}).get("Nats-Msg-Id")},
+    }
+    expect(
+        [(a["seq"], a["duplicate"]) for a in acks] == [(1, False), (1, True), (2, False)] and state.messages == 2,
+        "dedupe acks",
+    )
+    return obs
+
+
+def delivered(msgs) -> list[list]:
+    return [[m.data.decode(), m.metadata.num_delivered, m.metadata.sequence.stream] for m in msgs]
+
+
+async def js_pull_consumer():
+    nc = await connect()
+    try:
+        js = nc.jetstream(timeout=5)
+        await js.add_stream(name="MXPULL", subjects=["mxpull.>"], storage=api.StorageType.FILE)
+        for i in range(1, 6):
+            await js.publish(f"mxpull.{i}", f"p{i}".encode())
+        cfg = api.ConsumerConfig(ack_policy=api.AckPolicy.EXPLICIT, ack_wait=1, max_ack_pending=100)
+        psub = await js.pull_subscribe("mxpull.>", durable="PULL", stream="MXPULL", config=cfg)
+        first = await psub.fetch(5, timeout=3)
+        await first[0].ack_sync()
+        await first[1].ack_sync()
+        await first[2].nak()
+        await nc.flush()
+        # p3 comes back at once (nak); p4 and p5 after their 1 s ack wait
+        second = []
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 6
+        while len(second) < 3 and loop.time() < end:
+            try:
+                second += await psub.fetch(3 - len(second), timeout=2)
+            except nats.errors.TimeoutError:
+                pass
+        for m in second:
+            await m.ack_sync()
+        for i in range(6, 8):
+            await js.publish(f"mxpull.{i}", f"p{i}".encode())
+        ci = await js.consumer_info("MXPULL", "PULL")
+    finally:
+        await nc.close()
+    obs = {
+        "first": delivered(first),
+        "second": delivered(second),
+        "num_ack_pending": ci.num_ack_pending,
+        "num_pending": ci.num_pending,
+        "num_redelivered": ci.num_redelivered,
+        "delivered": [ci.delivered.consumer_seq, ci.delivered.stream_seq],
+        "ack_floor": [ci.ack_floor.consumer_seq, ci.ack_floor.stream_seq],
+    }
+    expect([d[0] for d in obs["second"]] == ["p3", "p4", "p5"], "redeliveries")
+    expect(all(d[1] == 2 for d in obs["second"]), "redelivered counts")
+    expect(ci.num_ack_pending == 0 and ci.num_pending == 2, "final pending counts")
+    return obs
+
+
+async def js_push_consumer():
+    nc = await connect()
+    try:
+        js = nc.jetstream(timeout=5)
+        await js.add_stream(name="MXPUSH", subjects=["mxpush.>"], storage=api.StorageType.FILE)
+        for i in range(1, 5):
+            await js.publish(f"mxpush.{i}", f"q{i}".encode())
+        got: list = []
+        sub = await nc.subscribe("deliver.mxpush")
+        await nc.flush()
+        await js.add_consumer(
+            "MXPUSH",
+            api.ConsumerConfig(
+                durable_name="PUSH",
+                deliver_subject="deliver.mxpush",
+                ack_policy=api.AckPolicy.EXPLICIT,
+                ack_wait=10,
+            ),
+        )
+        for _ in range(4):
+            got.append(await sub.next_msg(timeout=3))
+        for i, m in enumerate(got):
+            if i == 1:
+                await m.nak()
+            else:
+                await m.ack_sync()
+        got.append(await sub.next_msg(timeout=3))
+        await got[-1].ack_sync()
+        extra = None
+        try:
+            extra = await sub.next_msg(timeout=0.5)
+        except nats.errors.TimeoutError:
+            pass
+        ci = await js.consumer_info("MXPUSH", "PUSH")
+    finally:
+        await nc.close()
+    obs = {
+        "order": delivered(got),
+        "extra": None if extra is None else extra.data.decode(),
+        "num_ack_pending": ci.num_ack_pending,
+        "num_pending": ci.num_pending,
+        "delivered": [ci.delivered.consumer_seq, ci.delivered.stream_seq],
+        "ack_floor": [ci.ack_floor.consumer_seq, ci.ack_floor.stream_seq],
+    }
+    expect(
+        obs["order"] == [["q1", 1, 1], ["q2", 1, 2], ["q3", 1, 3], ["q4", 1, 4], ["q2", 2, 2]] and extra is None,
+        "push delivery order",
+    )
+    return obs
+
+
+def entry_obs(e) -> list:
+    return [e.key, e.operation or "PUT", e.revision, (e.value or b"").decode()]
+
+
+async def kv():
+    nc = await connect()
+    try:
+        js = nc.jetstream(timeout=5)
+        bucket = await js.create_key_value(bucket="mxkv", history=5)
+        watcher = await bucket.watchall()
+        first = await watcher.updates(timeout=3)  # None: nothing in the bucket yet
+        ops = {}
+        ops["put_k1"] = await bucket.put("k1", b"v1")
+        ops["get_k1"] = entry_obs(await bucket.get("k1"))
+        ops["update_k1"] = await bucket.update("k1", b"v2", last=1)
+        try:
+            await bucket.update("k1", b"stale", last=1)
+            ops["stale_update"] = "accepted"
+        except nats.js.errors.KeyWrongLastSequenceError as e:
+            ops["stale_update"] = err_kind(e)
+        ops["put_k2"] = await bucket.put("k2", b"a")
+        await bucket.delete("k1")
+        ops["put_k1_again"] = await bucket.put("k1", b"v3")
+        await bucket.purge("k2")
+        try:
+            await bucket.get("k2")
+            ops["get_k2"] = "found"
+        except nats.js.errors.KeyNotFoundError as e:
+            ops["get_k2"] = type(e).__name__
+        ops["create_k1"] = None
+        try:
+            await bucket.create("k1", b"exists")
+        except nats.js.errors.KeyWrongLastSequenceError as e:
+            ops["create_k1"] = err_kind(e)
+        keys = sorted(await bucket.keys())
+        history = [entry_obs(e) for e in await bucket.history("k1")]
+        seen = []
+        while len(seen) < 6:
+            e = await watcher.updates(timeout=3)
+            if e is None:
+                continue
+            seen.append(entry_obs(e))
+        await watcher.stop()
+        status = await bucket.status()
+    finally:
+        await nc.close()
+    obs = {
+        "first_watch": first,
+        "ops": ops,
+        "keys": keys,
+        "history_k1": history,
+        "watch": seen,
+        "status": {"bucket": status.bucket, "values": status.values, "history": status.history},
+    }
+    expect(keys == ["k1"], "keys")
+    expect([h[1] for h in history] == ["PUT", "PUT", "DEL", "PUT"], "history")
+    expect([w[1] for w in seen] == ["PUT", "PUT", "PUT", "DEL", "PUT", "PURGE"], "watch operations")
+    return obs
+
+
+def sha256_digest(data: bytes) -> str:
+    return "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
+
+
+async def object_store():
+    nc = await connect()
+    try:
+        js = nc.jetstream(timeout=5)
+        obs_store = await js.create_object_store("mxobj")
+        data = pattern(1024 * 1024 + 12345, b"object")
+        put = await obs_store.put("big.bin", data)
+        res = await obs_store.get("big.bin")
+        info = await obs_store.get_info("big.bin")
+        await obs_store.put("small.txt", b"tiny object")
+        listed = sorted(i.name for i in await obs_store.list())
+        await obs_store.delete("big.bin")
+        try:
+            await obs_store.get_info("big.bin")
+            after_delete = "found"
+        except (nats.js.errors.ObjectNotFoundError, nats.js.errors.ObjectDeletedError) as e:
+            after_delete = type(e).__name__
+        listed_after = sorted(i.name for i in await obs_store.list(ignore_deletes=True))
+    finally:
+        await nc.close()
+    obs = {
+        "put": {"size": put.size, "chunks": put.chunks, "digest": put.digest},
+        "got_same": res.data == data,
+        "digest_matches": put.digest == sha256_digest(data),
+        "info": {"name": info.name, "size": info.size, "chunks": info.chunks, "deleted": bool(info.deleted)},
+        "list": listed,
+        "after_delete": after_delete,
+        "list_after_delete": listed_after,
+    }
+    expect(obs["got_same"] and obs["digest_matches"], "object data or digest")
+    expect(listed_after == ["small.txt"], "list after delete")
+    return obs
+
+
+async def websocket():
+    ws = await connect(WS_URL)
+    tcp = await connect()
+    try:
+        echo = await round_trip(ws, "ws.echo", b"over websocket")
+        sub_ws = await ws.subscribe("ws.to_ws")
+        sub_tcp = await tcp.subscribe("ws.to_tcp")
+        await ws.flush()
+        await tcp.flush()
+        await tcp.publish("ws.to_ws", b"from tcp")
+        await ws.publish("ws.to_tcp", b"from ws", headers={"X-Via": "ws"})
+        await tcp.flush()
+        await ws.flush()
+        to_ws = await sub_ws.next_msg(timeout=3)
+        to_tcp = await sub_tcp.next_msg(timeout=3)
+        big = pattern(200_000, b"ws")
+        big_back = await round_trip(ws, "ws.big", big)
+    finally:
+        await ws.close()
+        await tcp.close()
+    obs = {
+        "echo": echo.decode(),
+        "to_ws": to_ws.data.decode(),
+        "to_tcp": to_tcp.data.decode(),
+        "to_tcp_headers": dict(to_tcp.headers or {}),
+        "big_same": big_back == big,
+    }
+    expect(obs["echo"] == "over websocket" and obs["big_same"], "websocket round trips")
+    return obs
+
+
+FEATURES = [
+    ("connect_user", connect_user, 15),
+    ("connect_token", connect_token, 15),
+    ("connect_nkey", connect_nkey, 10),
+    ("connect_creds", connect_creds, 10),
+    ("tls", tls, 15),
+    ("pubsub_wildcard", pubsub_wildcard, 10),
+    ("queue_group", queue_group, 10),
+    ("request_reply_headers", request_reply_headers, 10),
+    ("no_responders", no_responders, 10),
+    ("drain", drain, 15),
+    ("js_publish_dedupe", js_publish_dedupe, 15),
+    ("js_pull_consumer", js_pull_consumer, 20),
+    ("js_push_consumer", js_push_consumer, 15),
+    ("kv", kv, 15),
+    ("object_store", object_store, 20),
+    ("websocket", websocket, 10),
+    ("reconnect_restart", reconnect_restart, 40),
+    ("reconnect_lameduck", reconnect_lameduck, 60),
+]
+
+
+def emit(feature: str, status: str, obs) -> None:
+    print(f"RESULT {feature} {status} {json.dumps(obs, separators=(',', ':'), sort_keys=True)}", flush=True)
+
+
+async def main() -> None:
+    only = set(filter(None, ENV.get("MATRIX_ONLY", "").split(",")))
+    for name, fn, timeout in FEATURES:
+        if only and name not in only:
+            continue
+        log(f"--- {name}")
+        try:
+            obs = await asyncio.wait_for(fn(), timeout)
+            emit(name, "ok", obs)
+        except nats.errors.Error as e:
+            log(traceback.format_exc())
+            emit(name, "fail", err_kind(e))
+        except asyncio.TimeoutError:
+            log(traceback.format_exc())
+            emit(name, "fail", {"error": "timeout", "after_s": timeout})
+        except Exception as e:  # noqa: BLE001 - every failure becomes a RESULT line
+            log(traceback.format_exc())
+            emit(name, "fail", err_kind(e))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
