@@ -41,12 +41,17 @@ def log(*args) -> None:
 
 
 class Mismatch(Exception):
-    """The program's own expectation was not met; the message is deterministic."""
+    """The program's own expectation was not met; the message is deterministic, and
+    `seen` is what the feature observed so far (reported with it)."""
+
+    def __init__(self, what: str, seen=None):
+        super().__init__(what)
+        self.seen = seen
 
 
-def expect(cond: bool, what: str) -> None:
+def expect(cond: bool, what: str, seen=None) -> None:
     if not cond:
-        raise Mismatch(what)
+        raise Mismatch(what, seen)
 
 
 def err_kind(e: BaseException) -> dict:
@@ -54,9 +59,13 @@ def err_kind(e: BaseException) -> dict:
     the server's codes and description."""
     d: dict = {"error": type(e).__name__}
     if isinstance(e, nats.js.errors.APIError):
-        d.update({"code": e.code, "err_code": e.err_code, "description": e.description})
+        for attr in ("code", "err_code", "description"):
+            if getattr(e, attr, None) is not None:
+                d[attr] = getattr(e, attr)
     elif isinstance(e, Mismatch):
         d["what"] = str(e)
+        if e.seen is not None:
+            d["seen"] = e.seen
     return d
 
 
@@ -178,7 +187,7 @@ async def tls():
         max_payload = nc.max_payload
     finally:
         await nc.close()
-    expect(all(s["same"] for s in seen), "a payload came back different")
+    expect(all(s["same"] for s in seen), "a payload came back different", seen)
     return {"round_trips": seen, "max_payload": max_payload}
 
 
@@ -204,7 +213,7 @@ async def pubsub_wildcard():
         await asyncio.sleep(0.1)  # anything extra would show up now
     finally:
         await nc.close()
-    expect(got == expected, "wrong deliveries")
+    expect(got == expected, "wrong deliveries", got)
     return got
 
 
@@ -238,7 +247,7 @@ async def queue_group():
         "queue_total": len(queued),
         "each_once": queued == [str(i) for i in range(30)],
     }
-    expect(obs == {"plain": 30, "plain_in_order": True, "queue_total": 30, "each_once": True}, "wrong deliveries")
+    expect(obs == {"plain": 30, "plain_in_order": True, "queue_total": 30, "each_once": True}, "wrong deliveries", obs)
     return obs
 
 
@@ -256,8 +265,8 @@ async def request_reply_headers():
     finally:
         await nc.close()
     obs = {"payload": reply.data.decode(), "headers": dict(sorted((reply.headers or {}).items()))}
-    expect(obs["payload"] == "echo:ping", "reply payload")
-    expect(obs["headers"].get("X-Req") == "one" and obs["headers"].get("X-Responder") == "py", "reply headers")
+    expect(obs["payload"] == "echo:ping", "reply payload", obs)
+    expect(obs["headers"].get("X-Req") == "one" and obs["headers"].get("X-Responder") == "py", "reply headers", obs)
     return obs
 
 
@@ -297,7 +306,7 @@ async def drain():
     finally:
         await nc.close()
     obs = {"handled": len(handled), "in_order": handled == list(range(100)), "closed": nc2.is_closed}
-    expect(obs == {"handled": 100, "in_order": True, "closed": True}, "drain lost messages or left it open")
+    expect(obs == {"handled": 100, "in_order": True, "closed": True}, "drain lost messages or left it open", obs)
     return obs
 
 
@@ -373,7 +382,7 @@ async def js_publish_dedupe():
     finally:
         await nc.close()
     obs = {
-        "created": {"name": info.config.name, "subjects": info.config.subjects, "storage": str(info.config.storage.value)},
+        "created": {"name": info.config.name, "subjects": info.config.subjects, "storage": getattr(info.config.storage, "value", info.config.storage)},
         "acks": acks,
         "messages": state.messages,
         "last": {"seq": last.seq, "data": (last.data or b"").decode(), "msg_id": (last.headers or {}).get("Nats-Msg-Id")},
@@ -381,6 +390,7 @@ async def js_publish_dedupe():
     expect(
         [(a["seq"], a["duplicate"]) for a in acks] == [(1, False), (1, True), (2, False)] and state.messages == 2,
         "dedupe acks",
+        obs,
     )
     return obs
 
@@ -403,17 +413,18 @@ async def js_pull_consumer():
         await first[1].ack_sync()
         await first[2].nak()
         await nc.flush()
-        # p3 comes back at once (nak); p4 and p5 after their 1 s ack wait
+        # p3 comes back at once (nak); p4 and p5 after their 1 s ack wait. Each is acked as
+        # soon as it arrives, before its own new ack wait could run out.
         second = []
         loop = asyncio.get_running_loop()
         end = loop.time() + 6
         while len(second) < 3 and loop.time() < end:
             try:
-                second += await psub.fetch(3 - len(second), timeout=2)
+                for m in await psub.fetch(1, timeout=2):
+                    await m.ack_sync()
+                    second.append(m)
             except nats.errors.TimeoutError:
                 pass
-        for m in second:
-            await m.ack_sync()
         for i in range(6, 8):
             await js.publish(f"mxpull.{i}", f"p{i}".encode())
         ci = await js.consumer_info("MXPULL", "PULL")
@@ -428,9 +439,9 @@ async def js_pull_consumer():
         "delivered": [ci.delivered.consumer_seq, ci.delivered.stream_seq],
         "ack_floor": [ci.ack_floor.consumer_seq, ci.ack_floor.stream_seq],
     }
-    expect([d[0] for d in obs["second"]] == ["p3", "p4", "p5"], "redeliveries")
-    expect(all(d[1] == 2 for d in obs["second"]), "redelivered counts")
-    expect(ci.num_ack_pending == 0 and ci.num_pending == 2, "final pending counts")
+    expect([d[0] for d in obs["second"]] == ["p3", "p4", "p5"], "redeliveries", obs)
+    expect(all(d[1] == 2 for d in obs["second"]), "redelivered counts", obs)
+    expect(ci.num_ack_pending == 0 and ci.num_pending == 2, "final pending counts", obs)
     return obs
 
 
@@ -481,6 +492,7 @@ async def js_push_consumer():
     expect(
         obs["order"] == [["q1", 1, 1], ["q2", 1, 2], ["q3", 1, 3], ["q4", 1, 4], ["q2", 2, 2]] and extra is None,
         "push delivery order",
+        obs,
     )
     return obs
 
@@ -539,9 +551,9 @@ async def kv():
         "watch": seen,
         "status": {"bucket": status.bucket, "values": status.values, "history": status.history},
     }
-    expect(keys == ["k1"], "keys")
-    expect([h[1] for h in history] == ["PUT", "PUT", "DEL", "PUT"], "history")
-    expect([w[1] for w in seen] == ["PUT", "PUT", "PUT", "DEL", "PUT", "PURGE"], "watch operations")
+    expect(keys == ["k1"], "keys", obs)
+    expect([h[1] for h in history] == ["PUT", "PUT", "DEL", "PUT"], "history", obs)
+    expect([w[1] for w in seen] == ["PUT", "PUT", "PUT", "DEL", "PUT", "PURGE"], "watch operations", obs)
     return obs
 
 
@@ -578,8 +590,8 @@ async def object_store():
         "after_delete": after_delete,
         "list_after_delete": listed_after,
     }
-    expect(obs["got_same"] and obs["digest_matches"], "object data or digest")
-    expect(listed_after == ["small.txt"], "list after delete")
+    expect(obs["got_same"] and obs["digest_matches"], "object data or digest", obs)
+    expect(listed_after == ["small.txt"], "list after delete", obs)
     return obs
 
 
@@ -610,7 +622,7 @@ async def websocket():
         "to_tcp_headers": dict(to_tcp.headers or {}),
         "big_same": big_back == big,
     }
-    expect(obs["echo"] == "over websocket" and obs["big_same"], "websocket round trips")
+    expect(obs["echo"] == "over websocket" and obs["big_same"], "websocket round trips", obs)
     return obs
 
 
