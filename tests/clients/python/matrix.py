@@ -82,6 +82,18 @@ async def connect(url: str = URL, **kw) -> nats.NATS:
     return await nats.connect(url, **kw)
 
 
+INFO_FIELDS = ("auth_required", "tls_required", "tls_verify", "headers", "jetstream", "max_payload", "proto", "client_ip", "ldm")
+
+
+def info_obs(nc: nats.NATS) -> dict:
+    """The server's INFO as the client saw it, without the volatile fields (ids, names,
+    ports, versions, nonce and xkey values): the stable values, and whether a nonce came."""
+    info = nc._server_info or {}
+    d = {k: info[k] for k in INFO_FIELDS if k in info}
+    d["nonce"] = bool(info.get("nonce"))
+    return d
+
+
 async def refused(url: str, **kw) -> dict:
     """Connects with bad credentials, expecting a refusal; returns the error's kind."""
     try:
@@ -127,42 +139,46 @@ async def connect_user():
     nc = await connect()
     try:
         got = await round_trip(nc, "cu.echo", b"hello user")
+        info = info_obs(nc)
     finally:
         await nc.close()
     expect(got == b"hello user", "round trip payload")
     bad = await refused(URL, user=USER, password="wrong")
-    return {"got": got.decode(), "wrong_password": bad}
+    return {"got": got.decode(), "info": info, "wrong_password": bad}
 
 
 async def connect_token():
     nc = await connect(TOKEN_URL, token=TOKEN)
     try:
         got = await round_trip(nc, "ct.echo", b"hello token")
+        info = info_obs(nc)
     finally:
         await nc.close()
     expect(got == b"hello token", "round trip payload")
     bad = await refused(TOKEN_URL, token="wrong" + TOKEN)
-    return {"got": got.decode(), "wrong_token": bad}
+    return {"got": got.decode(), "info": info, "wrong_token": bad}
 
 
 async def connect_nkey():
     nc = await connect(URL, nkeys_seed=NKEY_SEED_FILE)
     try:
         got = await round_trip(nc, "cn.echo", b"hello nkey")
+        info = info_obs(nc)
     finally:
         await nc.close()
     expect(got == b"hello nkey", "round trip payload")
-    return {"got": got.decode()}
+    return {"got": got.decode(), "info": info}
 
 
 async def connect_creds():
     nc = await connect(CREDS_URL, user_credentials=CREDS_FILE)
     try:
         got = await round_trip(nc, "cc.echo", b"hello creds")
+        info = info_obs(nc)
     finally:
         await nc.close()
     expect(got == b"hello creds", "round trip payload")
-    return {"got": got.decode()}
+    return {"got": got.decode(), "info": info}
 
 
 def pattern(n: int, seed: bytes) -> bytes:
@@ -184,11 +200,11 @@ async def tls():
             data = pattern(size, b"tls%d" % size)
             got = await round_trip(nc, f"tls.{size}", data)
             seen.append({"size": size, "got": len(got), "same": got == data})
-        max_payload = nc.max_payload
+        info = info_obs(nc)
     finally:
         await nc.close()
     expect(all(s["same"] for s in seen), "a payload came back different", seen)
-    return {"round_trips": seen, "max_payload": max_payload}
+    return {"round_trips": seen, "info": info}
 
 
 async def pubsub_wildcard():
@@ -612,6 +628,7 @@ async def websocket():
         to_tcp = await sub_tcp.next_msg(timeout=3)
         big = pattern(200_000, b"ws")
         big_back = await round_trip(ws, "ws.big", big)
+        info = info_obs(ws)
     finally:
         await ws.close()
         await tcp.close()
@@ -621,6 +638,7 @@ async def websocket():
         "to_tcp": to_tcp.data.decode(),
         "to_tcp_headers": dict(to_tcp.headers or {}),
         "big_same": big_back == big,
+        "info": info,
     }
     expect(obs["echo"] == "over websocket" and obs["big_same"], "websocket round trips", obs)
     return obs
