@@ -4,7 +4,7 @@ against rnats (per reactor) and compares what the programs observed. See README.
 this file for the contract.
 
     tests/clients/run.py [--reactor uring|mio|both] [--clients a,b] [--rnats PATH]
-                         [--reference PATH] [--markdown FILE] [--keep]
+                         [--reference PATH] [--markdown FILE] [--keep] [--timeout S]
 
 Standard library only (Python 3.11); needs the `openssl` CLI for the TLS server's
 certificates.
@@ -410,6 +410,10 @@ def run_program(client: str, label: str, binary: Path, extra: list[str], work: P
             if prog.returncode not in (0, None):
                 out.problems.append(f"program exited with {prog.returncode}")
         LIVE.discard(prog)
+        try:  # whatever the program left running in its process group
+            os.killpg(prog.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
         if not out.results:
             out.error = "the program reported no RESULT line; " + "; ".join(out.problems or ["(exit 0)"])
         for name in ("main", "token", "tls", "creds"):
@@ -437,7 +441,7 @@ def cell(ref: tuple[str, str] | None, got: tuple[str, str] | None) -> str:
     r = ref or ("missing", "")
     g = got or ("missing", "")
     if r == g:
-        return "ok" if r[0] == "ok" else "same"
+        return "ok" if r[0] == "ok" else f"same:{r[0]}"
     return "FAIL"
 
 
@@ -447,7 +451,7 @@ def fmt(res: tuple[str, str] | None) -> str:
 
 def print_table(rows: list[str], cols: list[str], cells: dict[tuple[str, str], str]) -> str:
     w0 = max(len("feature"), *(len(r) for r in rows))
-    widths = [max(len(c), 4) for c in cols]
+    widths = [max(len(c), 4, *(len(cells.get((r, c), "")) for r in rows)) for c in cols]
     lines = ["  ".join(["feature".ljust(w0)] + [c.ljust(w) for c, w in zip(cols, widths)])]
     lines.append("  ".join(["-" * w0] + ["-" * w for w in widths]))
     for r in rows:
@@ -470,14 +474,18 @@ def show_failure_context(o: RunOutcome) -> None:
 
 
 def main() -> int:
+    global PROGRAM_TIMEOUT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reactor", choices=["uring", "mio", "both"], default="uring")
     ap.add_argument("--clients", help="comma-separated (default: every folder with a run.sh)")
     ap.add_argument("--rnats", help="rnats binary (default: $CARGO_TARGET_DIR or target/, debug)")
     ap.add_argument("--reference", help="reference nats-server (default: $NATS_REFERENCE_SERVER or tools/reference-server)")
     ap.add_argument("--markdown", help="also write the table as markdown to this file")
-    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (also kept when anything fails)")
+    ap.add_argument("--timeout", type=float, default=PROGRAM_TIMEOUT,
+                    help=f"seconds one program run may take before it is killed (default {PROGRAM_TIMEOUT:.0f})")
     args = ap.parse_args()
+    PROGRAM_TIMEOUT = args.timeout
 
     if args.clients:
         clients = [c.strip() for c in args.clients.split(",") if c.strip()]
@@ -505,6 +513,7 @@ def main() -> int:
     rows = list(FEATURES)
     passed = failed = same = 0
     broken: list[str] = []
+    problems: list[str] = []
     try:
         certs = make_certs(work / "certs")
         for client in clients:
@@ -516,6 +525,7 @@ def main() -> int:
                 log(f"   {len(o.results)} results in {o.seconds:.1f}s")
                 for p in o.problems:
                     log(f"   problem: {p}")
+                    problems.append(f"{client} on {label}: {p}")
                 if o.error:
                     log(f"   ERROR: {o.error}")
                 if o.error or o.problems:
@@ -542,7 +552,7 @@ def main() -> int:
                     cells[(f, col)] = c
                     if c == "ok":
                         passed += 1
-                    elif c == "same":
+                    elif c.startswith("same:"):
                         same += 1
                         log(f"   same on both  {client} {f}: {fmt(ref.results.get(f))}")
                     else:
@@ -566,6 +576,8 @@ def main() -> int:
     print()
     if same:
         print(f"{same} same on both (not ok on either server)")
+    for p in problems:
+        print(f"problem: {p}")
     for b in broken:
         print(f"could not run: {b}")
     print(f"{passed} passed, {failed} failed")
@@ -585,4 +597,5 @@ if __name__ == "__main__":
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored
     sys.exit(main())
