@@ -381,6 +381,12 @@ async def reconnect_lameduck():
     return await reconnect("lameduck", "rc.ldm")
 
 
+def config_obs(cfg) -> dict:
+    """A stream's or consumer's config as the client parsed it (the server fills in the
+    defaults), in JSON-able form."""
+    return json.loads(json.dumps(cfg.as_dict(), default=lambda v: getattr(v, "value", str(v))))
+
+
 def ack_obs(ack: api.PubAck) -> dict:
     return {"stream": ack.stream, "seq": ack.seq, "duplicate": bool(ack.duplicate)}
 
@@ -393,14 +399,21 @@ async def js_publish_dedupe():
         acks = []
         for mid, payload in (("a", b"first"), ("a", b"again"), ("b", b"second")):
             acks.append(ack_obs(await js.publish("mx.dedupe", payload, headers={"Nats-Msg-Id": mid})))
+        try:
+            await js.publish("mx.dedupe", b"elsewhere", stream="NOTMX")
+            wrong_stream = "accepted"
+        except nats.js.errors.APIError as e:
+            wrong_stream = err_kind(e)
         state = (await js.stream_info("MX")).state
         last = await js.get_msg("MX", seq=state.last_seq)
     finally:
         await nc.close()
     obs = {
-        "created": {"name": info.config.name, "subjects": info.config.subjects, "storage": getattr(info.config.storage, "value", info.config.storage)},
+        "config": config_obs(info.config),
         "acks": acks,
+        "wrong_expected_stream": wrong_stream,
         "messages": state.messages,
+        "seqs": [state.first_seq, state.last_seq],
         "last": {"seq": last.seq, "data": (last.data or b"").decode(), "msg_id": (last.headers or {}).get("Nats-Msg-Id")},
     }
     expect(
@@ -444,6 +457,12 @@ async def js_pull_consumer():
         for i in range(6, 8):
             await js.publish(f"mxpull.{i}", f"p{i}".encode())
         ci = await js.consumer_info("MXPULL", "PULL")
+        await psub.fetch(2, timeout=2)  # p6, p7: nothing is left after them
+        try:
+            await psub.fetch(1, timeout=0.5)
+            empty_fetch = "got a message"
+        except nats.errors.TimeoutError as e:
+            empty_fetch = type(e).__name__
     finally:
         await nc.close()
     obs = {
@@ -454,6 +473,8 @@ async def js_pull_consumer():
         "num_redelivered": ci.num_redelivered,
         "delivered": [ci.delivered.consumer_seq, ci.delivered.stream_seq],
         "ack_floor": [ci.ack_floor.consumer_seq, ci.ack_floor.stream_seq],
+        "config": config_obs(ci.config),
+        "empty_fetch": empty_fetch,
     }
     expect([d[0] for d in obs["second"]] == ["p3", "p4", "p5"], "redeliveries", obs)
     expect(all(d[1] == 2 for d in obs["second"]), "redelivered counts", obs)
@@ -504,6 +525,7 @@ async def js_push_consumer():
         "num_pending": ci.num_pending,
         "delivered": [ci.delivered.consumer_seq, ci.delivered.stream_seq],
         "ack_floor": [ci.ack_floor.consumer_seq, ci.ack_floor.stream_seq],
+        "config": config_obs(ci.config),
     }
     expect(
         obs["order"] == [["q1", 1, 1], ["q2", 1, 2], ["q3", 1, 3], ["q4", 1, 4], ["q2", 2, 2]] and extra is None,
@@ -566,6 +588,7 @@ async def kv():
         "history_k1": history,
         "watch": seen,
         "status": {"bucket": status.bucket, "values": status.values, "history": status.history},
+        "stream_config": config_obs(status.stream_info.config),
     }
     expect(keys == ["k1"], "keys", obs)
     expect([h[1] for h in history] == ["PUT", "PUT", "DEL", "PUT"], "history", obs)
@@ -595,6 +618,7 @@ async def object_store():
         except (nats.js.errors.ObjectNotFoundError, nats.js.errors.ObjectDeletedError) as e:
             after_delete = type(e).__name__
         listed_after = sorted(i.name for i in await obs_store.list(ignore_deletes=True))
+        st = await obs_store.status()
     finally:
         await nc.close()
     obs = {
@@ -605,6 +629,8 @@ async def object_store():
         "list": listed,
         "after_delete": after_delete,
         "list_after_delete": listed_after,
+        "stream_config": config_obs(st.stream_info.config),
+        "stream_state": {"messages": st.stream_info.state.messages, "bytes": st.stream_info.state.bytes},
     }
     expect(obs["got_same"] and obs["digest_matches"], "object data or digest", obs)
     expect(listed_after == ["small.txt"], "list after delete", obs)
