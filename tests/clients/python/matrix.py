@@ -178,7 +178,9 @@ async def connect_creds():
     finally:
         await nc.close()
     expect(got == b"hello creds", "round trip payload")
-    return {"got": got.decode(), "info": info}
+    # the main server's nkey user is no user of the operator's accounts
+    bad = await refused(CREDS_URL, nkeys_seed=NKEY_SEED_FILE)
+    return {"got": got.decode(), "info": info, "unknown_nkey": bad}
 
 
 def pattern(n: int, seed: bytes) -> bytes:
@@ -204,7 +206,10 @@ async def tls():
     finally:
         await nc.close()
     expect(all(s["same"] for s in seen), "a payload came back different", seen)
-    return {"round_trips": seen, "info": info}
+    # without the CA the server's certificate is not trusted
+    untrusted = await refused(TLS_URL, tls=ssl.create_default_context())
+    untrusted.pop("message", None)  # the ssl module's text names the address
+    return {"round_trips": seen, "info": info, "untrusted": untrusted}
 
 
 async def pubsub_wildcard():
@@ -349,10 +354,20 @@ async def reconnect(action: str, subject: str):
         lame_duck_mode_cb=on_ldm,
     )
     got: list[str] = []
+    persisted = None
     try:
         sub = await nc.subscribe(subject)
         await nc.flush()
         before = await round_trip(nc, subject + ".check", b"before")
+        if action == "restart":
+            # a file stream with a durable consumer that acked 1 of 3: all survives a restart
+            js = nc.jetstream(timeout=5)
+            await js.add_stream(name="MXR", subjects=["mxr.>"], storage=api.StorageType.FILE)
+            for i in range(1, 4):
+                await js.publish(f"mxr.{i}", f"r{i}".encode(), headers={"Nats-Msg-Id": f"r{i}"})
+            psub = await js.pull_subscribe("mxr.>", durable="KEEP", stream="MXR")
+            (m,) = await psub.fetch(1, timeout=3)
+            await m.ack_sync()
         done = await control(action)
         expect(done == "done", f"runner answered {done!r}")
         await asyncio.wait_for(reconnected.wait(), 20)
@@ -365,9 +380,29 @@ async def reconnect(action: str, subject: str):
             await other.close()
         msg = await sub.next_msg(timeout=5)
         got.append(msg.data.decode())
+        if action == "restart":
+            si = await js.stream_info("MXR")
+            ci = await js.consumer_info("MXR", "KEEP")
+            dup = await js.publish("mxr.1", b"r1", headers={"Nats-Msg-Id": "r1"})
+            (m,) = await psub.fetch(1, timeout=3)
+            await m.ack_sync()
+            persisted = {
+                "messages": si.state.messages,
+                "seqs": [si.state.first_seq, si.state.last_seq],
+                "consumer": {
+                    "delivered": [ci.delivered.consumer_seq, ci.delivered.stream_seq],
+                    "ack_floor": [ci.ack_floor.consumer_seq, ci.ack_floor.stream_seq],
+                    "num_pending": ci.num_pending,
+                    "num_ack_pending": ci.num_ack_pending,
+                },
+                "republish_r1": ack_obs(dup),
+                "next": [m.data.decode(), m.metadata.num_delivered, m.metadata.sequence.stream],
+            }
     finally:
         await nc.close()
     obs = {"before": before.decode(), "got": got, "events": events}
+    if persisted is not None:
+        obs["jetstream_after_restart"] = persisted
     if action == "lameduck":
         obs["lame_duck_reported"] = ldm.is_set()
     return obs
@@ -404,6 +439,11 @@ async def js_publish_dedupe():
             wrong_stream = "accepted"
         except nats.js.errors.APIError as e:
             wrong_stream = err_kind(e)
+        try:
+            await js.publish("nostream.here", b"lost")
+            no_stream = "accepted"
+        except nats.js.errors.NoStreamResponseError as e:
+            no_stream = type(e).__name__
         state = (await js.stream_info("MX")).state
         last = await js.get_msg("MX", seq=state.last_seq)
     finally:
@@ -412,6 +452,7 @@ async def js_publish_dedupe():
         "config": config_obs(info.config),
         "acks": acks,
         "wrong_expected_stream": wrong_stream,
+        "no_stream": no_stream,
         "messages": state.messages,
         "seqs": [state.first_seq, state.last_seq],
         "last": {"seq": last.seq, "data": (last.data or b"").decode(), "msg_id": (last.headers or {}).get("Nats-Msg-Id")},
@@ -658,6 +699,7 @@ async def websocket():
     finally:
         await ws.close()
         await tcp.close()
+    bad = await refused(WS_URL, user=USER, password="wrong")
     obs = {
         "echo": echo.decode(),
         "to_ws": to_ws.data.decode(),
@@ -665,6 +707,7 @@ async def websocket():
         "to_tcp_headers": dict(to_tcp.headers or {}),
         "big_same": big_back == big,
         "info": info,
+        "wrong_password": bad,
     }
     expect(obs["echo"] == "over websocket" and obs["big_same"], "websocket round trips", obs)
     return obs
