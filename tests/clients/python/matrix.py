@@ -444,6 +444,19 @@ async def js_publish_dedupe():
             no_stream = "accepted"
         except nats.js.errors.NoStreamResponseError as e:
             no_stream = type(e).__name__
+        api_errors = {}
+        for what, call in (
+            ("overlapping_subjects", js.add_stream(name="MX2", subjects=["mx.a"])),
+            ("same_name_other_config", js.add_stream(name="MX", subjects=["other.>"])),
+            ("stream_not_found", js.stream_info("NOPE")),
+            ("consumer_not_found", js.consumer_info("MX", "NOPE")),
+            ("msg_not_found", js.get_msg("MX", seq=99)),
+        ):
+            try:
+                await call
+                api_errors[what] = "accepted"
+            except nats.js.errors.APIError as e:
+                api_errors[what] = err_kind(e)
         state = (await js.stream_info("MX")).state
         last = await js.get_msg("MX", seq=state.last_seq)
     finally:
@@ -453,6 +466,7 @@ async def js_publish_dedupe():
         "acks": acks,
         "wrong_expected_stream": wrong_stream,
         "no_stream": no_stream,
+        "api_errors": api_errors,
         "messages": state.messages,
         "seqs": [state.first_seq, state.last_seq],
         "last": {"seq": last.seq, "data": (last.data or b"").decode(), "msg_id": (last.headers or {}).get("Nats-Msg-Id")},
@@ -557,11 +571,18 @@ async def js_push_consumer():
         except nats.errors.TimeoutError:
             pass
         ci = await js.consumer_info("MXPUSH", "PUSH")
+        ordered = await js.subscribe("mxpush.>", stream="MXPUSH", ordered_consumer=True, idle_heartbeat=0.5)
+        in_order = []
+        for _ in range(4):
+            m = await ordered.next_msg(timeout=3)
+            in_order.append([m.data.decode(), m.metadata.sequence.stream])
+        await ordered.unsubscribe()
     finally:
         await nc.close()
     obs = {
         "order": delivered(got),
         "extra": None if extra is None else extra.data.decode(),
+        "ordered_consumer": in_order,
         "num_ack_pending": ci.num_ack_pending,
         "num_pending": ci.num_pending,
         "delivered": [ci.delivered.consumer_seq, ci.delivered.stream_seq],
@@ -610,8 +631,17 @@ async def kv():
             await bucket.create("k1", b"exists")
         except nats.js.errors.KeyWrongLastSequenceError as e:
             ops["create_k1"] = err_kind(e)
+        ops["get_k1_rev2"] = entry_obs(await bucket.get("k1", revision=2))
         keys = sorted(await bucket.keys())
         history = [entry_obs(e) for e in await bucket.history("k1")]
+        hw = await bucket.watch("k1", include_history=True)
+        with_history = []
+        while True:
+            e = await hw.updates(timeout=3)
+            if e is None:
+                break
+            with_history.append(entry_obs(e))
+        await hw.stop()
         seen = []
         while len(seen) < 6:
             e = await watcher.updates(timeout=3)
@@ -627,6 +657,7 @@ async def kv():
         "ops": ops,
         "keys": keys,
         "history_k1": history,
+        "watch_k1_with_history": with_history,
         "watch": seen,
         "status": {"bucket": status.bucket, "values": status.values, "history": status.history},
         "stream_config": config_obs(status.stream_info.config),
@@ -659,6 +690,14 @@ async def object_store():
         except (nats.js.errors.ObjectNotFoundError, nats.js.errors.ObjectDeletedError) as e:
             after_delete = type(e).__name__
         listed_after = sorted(i.name for i in await obs_store.list(ignore_deletes=True))
+        await obs_store.seal()
+        try:
+            await obs_store.put("late.txt", b"after the seal")
+            after_seal = "accepted"
+        except nats.js.errors.APIError as e:
+            after_seal = err_kind(e)
+        except nats.errors.Error as e:
+            after_seal = {"error": type(e).__name__}
         st = await obs_store.status()
     finally:
         await nc.close()
@@ -672,6 +711,7 @@ async def object_store():
         "list_after_delete": listed_after,
         "stream_config": config_obs(st.stream_info.config),
         "stream_state": {"messages": st.stream_info.state.messages, "bytes": st.stream_info.state.bytes},
+        "put_after_seal": after_seal,
     }
     expect(obs["got_same"] and obs["digest_matches"], "object data or digest", obs)
     expect(listed_after == ["small.txt"], "list after delete", obs)
