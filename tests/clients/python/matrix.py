@@ -124,6 +124,27 @@ async def wait_for(cond, timeout: float = 3.0, step: float = 0.02) -> bool:
     return cond()
 
 
+async def interest_ready(sub_nc: nats.NATS, pub_nc: nats.NATS, tag: str) -> None:
+    """Returns once the subscriptions `sub_nc` made so far are in place on the server, as
+    seen from `pub_nc`. nats-py's flush() writes its PING ahead of commands still in its
+    pending buffer, so a PONG does not prove that a SUB was processed; instead `sub_nc`
+    subscribes to a probe subject after them (a connection's SUBs are processed in order)
+    and `pub_nc` publishes probes until one arrives."""
+    probe = await sub_nc.subscribe(f"probe.{tag}")
+    try:
+        for _ in range(50):
+            await pub_nc.publish(f"probe.{tag}", b"")
+            await pub_nc.flush()
+            try:
+                await probe.next_msg(timeout=0.1)
+                return
+            except nats.errors.TimeoutError:
+                continue
+        raise Mismatch("the subscription never became visible to the other connection")
+    finally:
+        await probe.unsubscribe()
+
+
 async def control(action: str) -> str:
     """Asks the runner to act on the main server and waits for its `done`."""
     print(f"CONTROL {action}", flush=True)
@@ -316,18 +337,25 @@ async def drain():
 
     nc2 = await connect(closed_cb=on_closed)
     try:
-        await nc2.subscribe("dr.x", cb=cb)
-        await nc2.flush()
+        sub = await nc2.subscribe("dr.x", cb=cb)
+        await interest_ready(nc2, nc, "drain")
         for i in range(100):
             await nc.publish("dr.x", str(i).encode())
         await nc.flush()
-        await nc2.flush()  # the server has sent all 100 to nc2 before answering this PING
+        # as flush() does not prove the messages arrived (see interest_ready), wait until
+        # nc2 has read all 100 (most still queued behind the slow callback), then drain.
+        await wait_for(lambda: sub.delivered >= 100, timeout=5)
+        received = sub.delivered
         await nc2.drain()
         await asyncio.wait_for(closed.wait(), 5)
     finally:
         await nc.close()
-    obs = {"handled": len(handled), "in_order": handled == list(range(100)), "closed": nc2.is_closed}
-    expect(obs == {"handled": 100, "in_order": True, "closed": True}, "drain lost messages or left it open", obs)
+    obs = {"received": received, "handled": len(handled), "in_order": handled == list(range(100)), "closed": nc2.is_closed}
+    expect(
+        obs == {"received": 100, "handled": 100, "in_order": True, "closed": True},
+        "drain lost messages or left it open",
+        obs,
+    )
     return obs
 
 
@@ -371,9 +399,9 @@ async def reconnect(action: str, subject: str):
         done = await control(action)
         expect(done == "done", f"runner answered {done!r}")
         await asyncio.wait_for(reconnected.wait(), 20)
-        await nc.flush()  # the resent SUB is in place on the new server
         other = await connect()
         try:
+            await interest_ready(nc, other, action)  # the resent SUB is in place
             await other.publish(subject, b"after " + action.encode())
             await other.flush()
         finally:
@@ -725,8 +753,8 @@ async def websocket():
         echo = await round_trip(ws, "ws.echo", b"over websocket")
         sub_ws = await ws.subscribe("ws.to_ws")
         sub_tcp = await tcp.subscribe("ws.to_tcp")
-        await ws.flush()
-        await tcp.flush()
+        await interest_ready(ws, tcp, "ws1")
+        await interest_ready(tcp, ws, "ws2")
         await tcp.publish("ws.to_ws", b"from tcp")
         await ws.publish("ws.to_tcp", b"from ws", headers={"X-Via": "ws"})
         await tcp.flush()
