@@ -55,7 +55,8 @@ FEATURES = [
 
 USER, PASSWORD = "alice", "alicepw"
 TOKEN = "matrixtoken"
-PROGRAM_TIMEOUT = 180.0  # seconds, per run of a program
+PROGRAM_TIMEOUT = 180.0  # seconds, per run of a program (from its first stdout line)
+BUILD_TIMEOUT = 900.0  # seconds before a program's first stdout line (run.sh may build it)
 START_TIMEOUT = 20.0  # seconds for a server to accept TCP
 STOP_TIMEOUT = 15.0  # seconds for a SIGTERM'd server to exit before SIGKILL
 LAMEDUCK_TIMEOUT = 30.0  # seconds for a lame-duck server to exit by itself
@@ -350,7 +351,10 @@ def run_program(client: str, label: str, binary: Path, extra: list[str], work: P
             lines.put(None)
 
         threading.Thread(target=pump, daemon=True).start()
-        deadline = t0 + PROGRAM_TIMEOUT
+        # run.sh may first build the program (it prints nothing on stdout meanwhile): the
+        # program's own time starts with its first stdout line.
+        deadline = t0 + BUILD_TIMEOUT + PROGRAM_TIMEOUT
+        started = False
         timed_out = False
         while True:
             left = deadline - time.monotonic()
@@ -364,6 +368,9 @@ def run_program(client: str, label: str, binary: Path, extra: list[str], work: P
                 break
             if line is None:
                 break
+            if not started:
+                started = True
+                deadline = time.monotonic() + PROGRAM_TIMEOUT
             stdout_copy.write(line + "\n")
             stdout_copy.flush()
             if line.startswith("RESULT "):
@@ -400,7 +407,10 @@ def run_program(client: str, label: str, binary: Path, extra: list[str], work: P
                     pass
         stdout_copy.close()
         if timed_out:
-            out.problems.append(f"program timed out after {PROGRAM_TIMEOUT:.0f}s; killed")
+            if started:
+                out.problems.append(f"program timed out ({PROGRAM_TIMEOUT:.0f}s after its first line); killed")
+            else:
+                out.problems.append(f"program printed nothing in {BUILD_TIMEOUT + PROGRAM_TIMEOUT:.0f}s; killed")
             kill(prog, group=True)
         else:
             try:
@@ -483,7 +493,9 @@ def main() -> int:
     ap.add_argument("--markdown", help="also write the table as markdown to this file")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (also kept when anything fails)")
     ap.add_argument("--timeout", type=float, default=PROGRAM_TIMEOUT,
-                    help=f"seconds one program run may take before it is killed (default {PROGRAM_TIMEOUT:.0f})")
+                    help=f"seconds a program may run after its first stdout line before it is killed "
+                         f"(default {PROGRAM_TIMEOUT:.0f}; before that line, while run.sh may be building it, "
+                         f"{BUILD_TIMEOUT:.0f} more are allowed)")
     args = ap.parse_args()
     PROGRAM_TIMEOUT = args.timeout
 
@@ -583,7 +595,7 @@ def main() -> int:
     print(f"{passed} passed, {failed} failed")
     if args.markdown:
         Path(args.markdown).write_text(markdown_table(rows, cols, cells))
-    if failed or broken:
+    if failed or broken or problems:
         keep = True
     if keep:
         log(f"run.py: kept {work}")
