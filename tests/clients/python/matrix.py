@@ -487,6 +487,32 @@ async def js_publish_dedupe():
                 api_errors[what] = err_kind(e)
         state = (await js.stream_info("MX")).state
         last = await js.get_msg("MX", seq=state.last_seq)
+        # a scratch stream: per-subject last message, delete one, purge a subject, keep 1
+        await js.add_stream(name="MXS", subjects=["mxs.>"], storage=api.StorageType.MEMORY)
+        for i, subj in enumerate(["mxs.a", "mxs.b", "mxs.a", "mxs.c", "mxs.b", "mxs.a"]):
+            await js.publish(subj, f"s{i + 1}".encode())
+        last_a = await js.get_last_msg("MXS", "mxs.a")
+        await js.delete_msg("MXS", 2)
+        try:
+            await js.get_msg("MXS", seq=2)
+            deleted_get = "found"
+        except nats.js.errors.NotFoundError as e:
+            deleted_get = err_kind(e)
+        await js.purge_stream("MXS", subject="mxs.b")
+        after_subject_purge = (await js.stream_info("MXS", subjects_filter=">")).state
+        await js.purge_stream("MXS", keep=1)
+        after_keep = (await js.stream_info("MXS")).state
+        scratch = {
+            "last_a": [last_a.seq, (last_a.data or b"").decode(), last_a.subject],
+            "get_deleted": deleted_get,
+            "after_subject_purge": {
+                "messages": after_subject_purge.messages,
+                "seqs": [after_subject_purge.first_seq, after_subject_purge.last_seq],
+                "num_deleted": after_subject_purge.num_deleted,
+                "subjects": dict(sorted((after_subject_purge.subjects or {}).items())),
+            },
+            "after_keep_1": {"messages": after_keep.messages, "seqs": [after_keep.first_seq, after_keep.last_seq]},
+        }
     finally:
         await nc.close()
     obs = {
@@ -495,6 +521,7 @@ async def js_publish_dedupe():
         "wrong_expected_stream": wrong_stream,
         "no_stream": no_stream,
         "api_errors": api_errors,
+        "scratch_stream": scratch,
         "messages": state.messages,
         "seqs": [state.first_seq, state.last_seq],
         "last": {"seq": last.seq, "data": (last.data or b"").decode(), "msg_id": (last.headers or {}).get("Nats-Msg-Id")},
@@ -540,7 +567,11 @@ async def js_pull_consumer():
         for i in range(6, 8):
             await js.publish(f"mxpull.{i}", f"p{i}".encode())
         ci = await js.consumer_info("MXPULL", "PULL")
-        await psub.fetch(2, timeout=2)  # p6, p7: nothing is left after them
+        # a batch of 10 when 2 are there: the request expires with what there was
+        partial = await psub.fetch(10, timeout=1)
+        partial_got = [m.data.decode() for m in partial]
+        for m in partial:
+            await m.ack_sync()
         try:
             await psub.fetch(1, timeout=0.5)
             empty_fetch = "got a message"
@@ -558,6 +589,7 @@ async def js_pull_consumer():
         "ack_floor": [ci.ack_floor.consumer_seq, ci.ack_floor.stream_seq],
         "config": config_obs(ci.config),
         "empty_fetch": empty_fetch,
+        "partial_fetch": partial_got,
     }
     expect([d[0] for d in obs["second"]] == ["p3", "p4", "p5"], "redeliveries", obs)
     expect(all(d[1] == 2 for d in obs["second"]), "redelivered counts", obs)
