@@ -181,6 +181,9 @@ static int fail_msg(sb *obs, const char *what, const char *detail_json)
 
 /* ---------------------------------------------------------------- environment */
 
+/* MATRIX_C_TIMEOUT_SCALE multiplies the timeouts, for slow runs (valgrind) */
+static int timeout_scale = 1;
+
 static const char *env(const char *name)
 {
     const char *v = getenv(name);
@@ -207,7 +210,7 @@ static natsStatus base_opts(natsOptions **opts, const char *url, bool main_user)
     if (s == NATS_OK)
         s = natsOptions_SetURL(*opts, url);
     if (s == NATS_OK)
-        s = natsOptions_SetTimeout(*opts, 5000);
+        s = natsOptions_SetTimeout(*opts, 5000 * timeout_scale);
     if (s == NATS_OK && main_user)
         s = natsOptions_SetUserInfo(*opts, getenv("MATRIX_USER"), getenv("MATRIX_PASSWORD"));
     return s;
@@ -649,13 +652,12 @@ static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int ms)
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
+/* Callback states are static: the library may still run a callback of a connection or
+ * subscription after its Destroy returned (each feature runs in a process of its own). */
+static qstate q = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .plain_in_order = true};
+
 static int feat_queue_group(sb *obs)
 {
-    qstate q;
-    memset(&q, 0, sizeof(q));
-    pthread_mutex_init(&q.mu, NULL);
-    pthread_cond_init(&q.cv, NULL);
-    q.plain_in_order = true;
     natsConnection *members[3] = {0}, *pub = NULL;
     natsSubscription *msubs[3] = {0}, *plain = NULL;
     natsStatus s = connect_main(&pub);
@@ -711,8 +713,6 @@ static int feat_queue_group(sb *obs)
         natsSubscription_Destroy(msubs[i]);
         natsConnection_Destroy(members[i]);
     }
-    pthread_mutex_destroy(&q.mu);
-    pthread_cond_destroy(&q.cv);
     return st;
 }
 
@@ -875,13 +875,10 @@ static void drain_closed_cb(natsConnection *nc, void *closure)
     pthread_mutex_unlock(&d->mu);
 }
 
+static dstate d = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .in_order = true};
+
 static int feat_drain(sb *obs)
 {
-    dstate d;
-    memset(&d, 0, sizeof(d));
-    d.in_order = true;
-    pthread_mutex_init(&d.mu, NULL);
-    pthread_cond_init(&d.cv, NULL);
     natsOptions *opts = NULL;
     natsConnection *nc = NULL;
     natsSubscription *sub = NULL;
@@ -920,8 +917,6 @@ static int feat_drain(sb *obs)
     }
     natsSubscription_Destroy(sub);
     natsConnection_Destroy(nc);
-    pthread_mutex_destroy(&d.mu);
-    pthread_cond_destroy(&d.cv);
     return st;
 }
 
@@ -988,12 +983,10 @@ static void r_lame_duck_cb(natsConnection *nc, void *closure)
     pthread_mutex_unlock(&r->mu);
 }
 
+static rstate r = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
 static int reconnect_feature(sb *obs, const char *action, const char *subj)
 {
-    rstate r;
-    memset(&r, 0, sizeof(r));
-    pthread_mutex_init(&r.mu, NULL);
-    pthread_cond_init(&r.cv, NULL);
     natsOptions *opts = NULL;
     natsConnection *nc = NULL, *pub = NULL;
     natsSubscription *sub = NULL;
@@ -1064,8 +1057,6 @@ done:
     natsSubscription_Destroy(sub);
     natsConnection_Destroy(pub);
     natsConnection_Destroy(nc);
-    pthread_mutex_destroy(&r.mu);
-    pthread_cond_destroy(&r.cv);
     return st;
 }
 
@@ -1810,10 +1801,9 @@ static void run_feature(int idx, int scale)
 int main(int argc, char **argv)
 {
     /* optional arguments: the features to run (all by default) */
-    int scale = 1;
-    const char *sc = getenv("MATRIX_C_TIMEOUT_SCALE"); /* slower runs, e.g. under valgrind */
+    const char *sc = getenv("MATRIX_C_TIMEOUT_SCALE");
     if (sc != NULL && atoi(sc) > 1)
-        scale = atoi(sc);
+        timeout_scale = atoi(sc);
     signal(SIGPIPE, SIG_IGN);
     for (size_t i = 0; i < sizeof(FEATURES) / sizeof(FEATURES[0]); i++) {
         bool wanted = argc < 2;
@@ -1821,7 +1811,7 @@ int main(int argc, char **argv)
             if (strcmp(argv[a], FEATURES[i].name) == 0)
                 wanted = true;
         if (wanted)
-            run_feature((int)i, scale);
+            run_feature((int)i, timeout_scale);
     }
     return 0;
 }
