@@ -1150,13 +1150,30 @@ static int feat_js_publish_dedupe(sb *obs)
             st = ST_FAIL;
         jsPubAck_Destroy(pa);
     }
+    /* a publish that expects another last sequence is refused */
+    {
+        jsPubOptions po;
+        jsPubOptions_Init(&po);
+        po.ExpectLastSeq = 1;
+        jerr = 0;
+        s = js_Publish(NULL, js, "mx.dedupe", "m4", 2, &po, &jerr);
+        sb_add(obs, "],\"expect_last_seq_1\":[\"%s\",%d]", status_name(s), (int)jerr);
+        if (s == NATS_OK || jerr != JSStreamWrongLastSequenceErr)
+            st = ST_FAIL;
+    }
+    /* and one to a subject no stream takes has no responders */
+    jerr = 0;
+    s = js_Publish(NULL, js, "nostream.mx", "m5", 2, NULL, &jerr);
+    sb_add(obs, ",\"no_stream\":\"%s\"", status_name(s));
+    if (s != NATS_NO_RESPONDERS)
+        st = ST_FAIL;
     jsStreamInfo *si = NULL;
     s = js_GetStreamInfo(&si, js, "MX", NULL, &jerr);
     if (s != NATS_OK) {
         st = fail_st(obs, "stream info", s, jerr);
         goto done;
     }
-    sb_add(obs, "],\"stream_msgs\":%" PRIu64 ",\"last_seq\":%" PRIu64 "}", si->State.Msgs, si->State.LastSeq);
+    sb_add(obs, ",\"stream_msgs\":%" PRIu64 ",\"last_seq\":%" PRIu64 "}", si->State.Msgs, si->State.LastSeq);
     if (si->State.Msgs != 2)
         st = ST_FAIL;
     jsStreamInfo_Destroy(si);
@@ -1311,6 +1328,21 @@ static int feat_js_pull_consumer(sb *obs)
         natsMsgList l = {0};
         s = natsSubscription_Fetch(&l, sub, 1, 1500, &jerr);
         sb_add(obs, ",\"extra\":%d", l.Count);
+        if (l.Count != 0)
+            st = ST_FAIL;
+        natsMsgList_Destroy(&l);
+    }
+    /* a no-wait pull on a consumer with nothing to deliver gets nothing (nats.c 3.4 then
+     * waits for the request's expiry before it returns, on both servers) */
+    {
+        natsMsgList l = {0};
+        jsFetchRequest fr;
+        jsFetchRequest_Init(&fr);
+        fr.Batch = 1;
+        fr.NoWait = true;
+        fr.Expires = 500LL * 1000 * 1000;
+        s = natsSubscription_FetchRequest(&l, sub, &fr);
+        sb_add(obs, ",\"no_wait\":[\"%s\",%d]", status_name(s), l.Count);
         if (l.Count != 0)
             st = ST_FAIL;
         natsMsgList_Destroy(&l);
