@@ -462,9 +462,29 @@ static int feat_connect_creds(sb *obs)
         return fail_st(obs, "options", s, 0);
     int st = connect_and_roundtrip(obs, opts, "core.creds", "hello-creds", &echo);
     natsOptions_Destroy(opts);
-    if (st == ST_OK)
-        sb_add(obs, "{\"echo\":%s}", echo.b);
+    if (st != ST_OK) {
+        free(echo.b);
+        return st;
+    }
+    sb_add(obs, "{\"echo\":%s", echo.b);
     free(echo.b);
+    /* the main server's nkey user is unknown to the operator-mode server */
+    const char *seed_file = env("MATRIX_NKEY_SEED_FILE");
+    char pub[64];
+    if (seed_file != NULL && nkey_public_from_seed_file(seed_file, pub) == 0) {
+        bool was_refused = false;
+        s = base_opts(&opts, url, false);
+        if (s == NATS_OK)
+            s = natsOptions_SetNKeyFromSeed(opts, pub, seed_file);
+        if (s != NATS_OK)
+            return fail_st(obs, "options", s, 0);
+        sb_add(obs, ",\"unknown_nkey\":");
+        refused(obs, opts, &was_refused);
+        natsOptions_Destroy(opts);
+        if (!was_refused)
+            st = ST_FAIL;
+    }
+    sb_add(obs, "}");
     return st;
 }
 
@@ -523,7 +543,49 @@ static int feat_tls(sb *obs)
     natsConnection_Destroy(nc);
     if (s != NATS_OK)
         return fail_st(obs, "tls roundtrip", s, 0);
-    sb_add(obs, "]}");
+    sb_add(obs, "]");
+    /* refused without the CA (the system's trust store only) */
+    bool was_refused = false;
+    s = base_opts(&opts, url, false);
+    if (s == NATS_OK)
+        s = natsOptions_SetSecure(opts, true);
+    if (s != NATS_OK)
+        return fail_st(obs, "tls options", s, 0);
+    sb_add(obs, ",\"untrusted\":");
+    {
+        natsConnection *bad = NULL;
+        s = natsConnection_Connect(&bad, opts);
+        was_refused = (s != NATS_OK);
+        /* the library's text names OpenSSL's reason: keep the status only */
+        sb_add(obs, "\"%s\"", status_name(s));
+        natsConnection_Destroy(bad);
+    }
+    natsOptions_Destroy(opts);
+    if (!was_refused)
+        st = ST_FAIL;
+    /* a nats:// URL: the server's INFO says TLS is required, and the library upgrades */
+    char plain[256];
+    const char *hostport = strstr(url, "://");
+    snprintf(plain, sizeof(plain), "nats://%s", hostport ? hostport + 3 : url);
+    s = base_opts(&opts, plain, false);
+    if (s == NATS_OK)
+        s = natsOptions_LoadCATrustedCertificates(opts, ca);
+    if (s != NATS_OK)
+        return fail_st(obs, "plain options", s, 0);
+    {
+        natsConnection *up = NULL;
+        sb echo = {0};
+        s = natsConnection_Connect(&up, opts);
+        if (s == NATS_OK)
+            s = roundtrip(up, "core.tls.upgraded", "upgraded", &echo);
+        sb_add(obs, ",\"nats_url\":[\"%s\",%s]", status_name(s), echo.b ? echo.b : "null");
+        if (s != NATS_OK)
+            st = ST_FAIL;
+        free(echo.b);
+        natsConnection_Destroy(up);
+    }
+    natsOptions_Destroy(opts);
+    sb_add(obs, "}");
     return st;
 }
 
@@ -985,8 +1047,14 @@ static void r_lame_duck_cb(natsConnection *nc, void *closure)
 
 static rstate r = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
+static int restart_js_before(natsConnection *nc, jsCtx **js, natsSubscription **psub, sb *obs);
+static int restart_js_after(jsCtx *js, natsSubscription *psub, sb *obs);
+
 static int reconnect_feature(sb *obs, const char *action, const char *subj)
 {
+    bool restart = strcmp(action, "restart") == 0;
+    jsCtx *js = NULL;
+    natsSubscription *psub = NULL;
     natsOptions *opts = NULL;
     natsConnection *nc = NULL, *pub = NULL;
     natsSubscription *sub = NULL;
@@ -1014,6 +1082,9 @@ static int reconnect_feature(sb *obs, const char *action, const char *subj)
         st = fail_st(obs, "connect/subscribe", s, 0);
         goto done;
     }
+    /* before a restart: a file stream with a durable consumer that acked 1 of 3 */
+    if (restart && (st = restart_js_before(nc, &js, &psub, obs)) != ST_OK)
+        goto done;
     if (!control(action)) {
         st = fail_msg(obs, "no done from the runner", NULL);
         goto done;
@@ -1049,10 +1120,21 @@ static int reconnect_feature(sb *obs, const char *action, const char *subj)
            r.lame_duck > 0 ? "true" : "false");
     pthread_mutex_unlock(&r.mu);
     sb_strn(obs, natsMsg_GetData(m), natsMsg_GetDataLength(m));
-    sb_add(obs, "}");
     if (natsMsg_GetDataLength(m) != 13 || memcmp(natsMsg_GetData(m), "after-restart", 13) != 0)
         st = ST_FAIL;
+    /* ... all of which survived the restart */
+    if (restart) {
+        sb js_obs = {0};
+        int jst = restart_js_after(js, psub, &js_obs);
+        if (jst != ST_OK)
+            st = jst;
+        sb_add(obs, ",\"jetstream_after_restart\":%s", js_obs.b ? js_obs.b : "null");
+        free(js_obs.b);
+    }
+    sb_add(obs, "}");
 done:
+    natsSubscription_Destroy(psub);
+    jsCtx_Destroy(js);
     natsMsg_Destroy(m);
     natsSubscription_Destroy(sub);
     natsConnection_Destroy(pub);
@@ -1207,6 +1289,97 @@ static void consumer_info_json(jsConsumerInfo *ci, sb *obs)
                 ",\"delivered\":[%" PRIu64 ",%" PRIu64 "],\"ack_floor\":[%" PRIu64 ",%" PRIu64 "]}",
            ci->NumAckPending, ci->NumPending, ci->NumRedelivered, ci->Delivered.Consumer, ci->Delivered.Stream,
            ci->AckFloor.Consumer, ci->AckFloor.Stream);
+}
+
+static int restart_js_before(natsConnection *nc, jsCtx **js, natsSubscription **psub, sb *obs)
+{
+    jsOptions jo;
+    jsErrCode jerr = 0;
+    natsMsgList l = {0};
+    jsOptions_Init(&jo);
+    jo.Wait = 5000;
+    natsStatus s = natsConnection_JetStream(js, nc, &jo);
+    if (s == NATS_OK)
+        s = add_stream(*js, "MXR", "mxr.>", &jerr);
+    for (int i = 1; s == NATS_OK && i <= 3; i++) {
+        char subj[16], payload[8];
+        jsPubOptions po;
+        jsPubOptions_Init(&po);
+        snprintf(subj, sizeof(subj), "mxr.%d", i);
+        snprintf(payload, sizeof(payload), "r%d", i);
+        po.MsgId = payload;
+        s = js_Publish(NULL, *js, subj, payload, (int)strlen(payload), &po, &jerr);
+    }
+    if (s == NATS_OK) {
+        jsSubOptions so;
+        jsSubOptions_Init(&so);
+        so.Stream = "MXR";
+        s = js_PullSubscribe(psub, *js, "mxr.>", "KEEP", NULL, &so, &jerr);
+    }
+    if (s == NATS_OK)
+        s = natsSubscription_Fetch(&l, *psub, 1, 3000, &jerr);
+    if (s == NATS_OK && l.Count == 1)
+        s = natsMsg_AckSync(l.Msgs[0], NULL, &jerr);
+    natsMsgList_Destroy(&l);
+    if (s != NATS_OK)
+        return fail_st(obs, "jetstream before the restart", s, jerr);
+    return ST_OK;
+}
+
+static int restart_js_after(jsCtx *js, natsSubscription *psub, sb *obs)
+{
+    jsErrCode jerr = 0;
+    jsStreamInfo *si = NULL;
+    jsConsumerInfo *ci = NULL;
+    jsPubAck *pa = NULL;
+    natsMsgList l = {0};
+    int st = ST_OK;
+    natsStatus s = js_GetStreamInfo(&si, js, "MXR", NULL, &jerr);
+    if (s != NATS_OK)
+        return fail_st(obs, "stream info after the restart", s, jerr);
+    sb_add(obs, "{\"messages\":%" PRIu64 ",\"seqs\":[%" PRIu64 ",%" PRIu64 "]", si->State.Msgs, si->State.FirstSeq,
+           si->State.LastSeq);
+    if (si->State.Msgs != 3)
+        st = ST_FAIL;
+    jsStreamInfo_Destroy(si);
+    s = js_GetConsumerInfo(&ci, js, "MXR", "KEEP", NULL, &jerr);
+    if (s != NATS_OK)
+        return fail_st(obs, "consumer info after the restart", s, jerr);
+    sb_add(obs, ",\"consumer\":");
+    consumer_info_json(ci, obs);
+    if (ci->AckFloor.Stream != 1 || ci->NumPending != 2)
+        st = ST_FAIL;
+    jsConsumerInfo_Destroy(ci);
+    /* the duplicate window is part of what survives */
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MsgId = "r1";
+    s = js_Publish(&pa, js, "mxr.1", "r1", 2, &po, &jerr);
+    if (s != NATS_OK)
+        return fail_st(obs, "republish after the restart", s, jerr);
+    sb_add(obs, ",\"republish_r1\":{\"seq\":%" PRIu64 ",\"duplicate\":%s}", pa->Sequence,
+           pa->Duplicate ? "true" : "false");
+    if (!pa->Duplicate)
+        st = ST_FAIL;
+    jsPubAck_Destroy(pa);
+    /* and the consumer goes on where it was */
+    s = natsSubscription_Fetch(&l, psub, 1, 3000, &jerr);
+    if (s != NATS_OK || l.Count != 1) {
+        natsMsgList_Destroy(&l);
+        return fail_st(obs, "fetch after the restart", s, jerr);
+    }
+    uint64_t seq = 0, delivered = 0;
+    sb_add(obs, ",\"next\":");
+    s = js_msg_json(l.Msgs[0], obs, &seq, &delivered);
+    if (s == NATS_OK)
+        s = natsMsg_AckSync(l.Msgs[0], NULL, &jerr);
+    natsMsgList_Destroy(&l);
+    if (s != NATS_OK)
+        return fail_st(obs, "ack after the restart", s, jerr);
+    if (seq != 2 || delivered != 1)
+        st = ST_FAIL;
+    sb_add(obs, "}");
+    return st;
 }
 
 static int feat_js_pull_consumer(sb *obs)
