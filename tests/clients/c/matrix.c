@@ -1255,10 +1255,61 @@ static int feat_js_publish_dedupe(sb *obs)
         st = fail_st(obs, "stream info", s, jerr);
         goto done;
     }
-    sb_add(obs, ",\"stream_msgs\":%" PRIu64 ",\"last_seq\":%" PRIu64 "}", si->State.Msgs, si->State.LastSeq);
+    sb_add(obs, ",\"stream_msgs\":%" PRIu64 ",\"last_seq\":%" PRIu64, si->State.Msgs, si->State.LastSeq);
     if (si->State.Msgs != 2)
         st = ST_FAIL;
     jsStreamInfo_Destroy(si);
+    si = NULL;
+    /* JetStream API refusals: [status, error code] each */
+    {
+        jsStreamConfig cfg;
+        const char *other[1] = {"mx.a"};
+        natsMsg *m = NULL;
+        jsConsumerInfo *ci = NULL;
+        sb_add(obs, ",\"api_errors\":{");
+        jsStreamConfig_Init(&cfg);
+        cfg.Name = "MX2";
+        cfg.Subjects = other;
+        cfg.SubjectsLen = 1;
+        jerr = 0;
+        s = js_AddStream(&si, js, &cfg, NULL, &jerr);
+        jsStreamInfo_Destroy(si);
+        si = NULL;
+        sb_add(obs, "\"overlapping_subjects\":[\"%s\",%d]", status_name(s), (int)jerr);
+        other[0] = "other.>";
+        cfg.Name = "MX";
+        jerr = 0;
+        s = js_AddStream(&si, js, &cfg, NULL, &jerr);
+        jsStreamInfo_Destroy(si);
+        si = NULL;
+        sb_add(obs, ",\"same_name_other_config\":[\"%s\",%d]", status_name(s), (int)jerr);
+        jerr = 0;
+        s = js_GetStreamInfo(&si, js, "NOPE", NULL, &jerr);
+        jsStreamInfo_Destroy(si);
+        si = NULL;
+        sb_add(obs, ",\"stream_not_found\":[\"%s\",%d]", status_name(s), (int)jerr);
+        jerr = 0;
+        s = js_GetConsumerInfo(&ci, js, "MX", "NOPE", NULL, &jerr);
+        jsConsumerInfo_Destroy(ci);
+        sb_add(obs, ",\"consumer_not_found\":[\"%s\",%d]", status_name(s), (int)jerr);
+        jerr = 0;
+        s = js_GetMsg(&m, js, "MX", 99, NULL, &jerr);
+        natsMsg_Destroy(m);
+        sb_add(obs, ",\"msg_not_found\":[\"%s\",%d]", status_name(s), (int)jerr);
+        /* a third message, then the second (now between two others) deleted twice */
+        jerr = 0;
+        s = js_Publish(NULL, js, "mx.dedupe", "m6", 2, NULL, &jerr);
+        if (s == NATS_OK)
+            s = js_DeleteMsg(js, "MX", 2, NULL, &jerr);
+        sb_add(obs, ",\"delete_msg\":[\"%s\",%d]", status_name(s), (int)jerr);
+        if (s != NATS_OK)
+            st = ST_FAIL;
+        jerr = 0;
+        s = js_DeleteMsg(js, "MX", 2, NULL, &jerr);
+        sb_add(obs, ",\"delete_msg_again\":[\"%s\",%d]", status_name(s), (int)jerr);
+        sb_add(obs, "}");
+    }
+    sb_add(obs, "}");
 done:
     jsCtx_Destroy(js);
     natsConnection_Destroy(nc);
