@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Builds the nats.c program of the client matrix (see ../README.md) into the cache when its
 # source or the build command changed, then runs it with the environment passed through.
+# Arguments (feature names) run only those features. For a memory check:
+#   MATRIX_C_WRAPPER="valgrind --leak-check=full --log-file=/tmp/vg.%p.log" \
+#   MATRIX_C_TIMEOUT_SCALE=4 tests/clients/run.py --clients c
+# (the scale multiplies the program's timeouts; TLS handshakes under valgrind can still
+# outlast the servers' 2 s TLS timeout).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/rnats-clients/c"
