@@ -584,7 +584,7 @@ async function jsPushConsumer(ctx) {
   ctx.step = "add consumer";
   await jsm.consumers.add("MXPUSH", {
     durable_name: "push1",
-    deliver_subject: "mx.push.deliver",
+    deliver_subject: "deliver.mxpush",
     ack_policy: AckPolicy.Explicit,
     ack_wait: nanos(10_000),
   });
@@ -593,6 +593,7 @@ async function jsPushConsumer(ctx) {
   const msgs = await pc.consume();
   const seen = [];
   const held = [];
+  let ci = null;
   for await (const m of msgs) {
     seen.push({ seq: m.seq, subject: m.subject, data: dec.decode(m.data), delivered: m.info.deliveryCount });
     if (seen.length <= 3) {
@@ -605,12 +606,13 @@ async function jsPushConsumer(ctx) {
       }
     } else {
       await m.ackAck();
+      // while the client still listens on the deliver subject (leaving the
+      // loop stops the iterator, which unsubscribes)
+      ctx.step = "info";
+      ci = await jsm.consumers.info("MXPUSH", "push1");
       break;
     }
   }
-  // while the client still listens on the deliver subject
-  ctx.step = "info";
-  const ci = await jsm.consumers.info("MXPUSH", "push1");
   await msgs.close();
   const obs = { deliveries: seen, state: consumerState(ci), push_bound: ci.push_bound ?? false };
   expect(
