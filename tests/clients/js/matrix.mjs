@@ -195,9 +195,18 @@ async function connectUser(ctx) {
   ctx.step = "connect";
   const nc = await ctx.connect();
   const got = dec.decode(await roundTrip(nc, "mx.user", "hello user"));
+  const i = nc.info ?? {};
+  const info = {
+    proto: i.proto,
+    headers: i.headers,
+    auth_required: i.auth_required ?? false,
+    tls_required: i.tls_required ?? false,
+    jetstream: i.jetstream ?? false,
+    max_payload: i.max_payload,
+  };
   ctx.step = "wrong password";
   const bad = await refused({ servers: URL, user: USER, pass: PASS + "-wrong" });
-  const obs = { got, wrong_password: bad };
+  const obs = { got, info, wrong_password: bad };
   expect(got === "hello user" && bad.refused, obs);
   return obs;
 }
@@ -499,8 +508,21 @@ async function jsPublishDedupe(ctx) {
     ctx.step = `publish ${id}`;
     acks.push(ackObs(await js.publish("mx.dedupe", data, { msgID: id })));
   }
+  ctx.step = "publish expecting a wrong last sequence";
+  let wrongLast;
+  try {
+    const a = await js.publish("mx.dedupe", "three", { expect: { lastSequence: 1 } });
+    wrongLast = { accepted: ackObs(a) };
+  } catch (e) {
+    wrongLast = errKind(e);
+  }
   const si = await jsm.streams.info("MX");
-  const obs = { acks, messages: si.state.messages, last_seq: si.state.last_seq };
+  const obs = {
+    acks,
+    wrong_last_sequence: wrongLast,
+    state: { messages: si.state.messages, bytes: si.state.bytes, first_seq: si.state.first_seq, last_seq: si.state.last_seq },
+    duplicate_window: si.config.duplicate_window,
+  };
   expect(
     acks[0].seq === 1 && !acks[0].duplicate && acks[1].seq === 1 && acks[1].duplicate &&
       acks[2].seq === 2 && !acks[2].duplicate,
@@ -705,6 +727,8 @@ async function objectStore(ctx) {
   ctx.step = "get";
   const back = await os.getBlob("big.bin");
   const info = await os.info("big.bin");
+  const st = await os.status();
+  const status = { bucket: st.bucket, size: st.size, sealed: st.sealed, storage: st.storage };
   const list = (await os.list()).map((i) => i.name).sort();
   ctx.step = "delete";
   await os.delete("big.bin");
@@ -717,6 +741,7 @@ async function objectStore(ctx) {
     got_size: back?.length ?? null,
     equal: back !== null && sha256(back) === sha256(data),
     info: infoObs(info),
+    status,
     list,
     after_delete: after ? { deleted: after.deleted ?? false, size: after.size } : null,
     list_after_delete: listAfter,
