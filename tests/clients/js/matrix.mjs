@@ -418,7 +418,16 @@ async function noResponders(ctx) {
     if (e instanceof Fail) throw e;
     const noResp = e instanceof errors.NoRespondersError ||
       e?.cause instanceof errors.NoRespondersError;
-    const obs = { error: errKind(e), no_responders: noResp };
+    // JetStream publish to a subject no stream captures: the same 503 status
+    ctx.step = "jetstream publish without a stream";
+    let jsPub;
+    try {
+      const a = await jetstream(nc).publish("nostream.here", "x", { timeout: 3000 });
+      jsPub = { accepted: ackObs(a) };
+    } catch (e2) {
+      jsPub = errKind(e2);
+    }
+    const obs = { error: errKind(e), no_responders: noResp, jetstream_publish: jsPub };
     expect(noResp, obs);
     return obs;
   }
@@ -700,16 +709,29 @@ async function kvFeature(ctx) {
   ctx.step = "watch";
   const enough = await until(() => watched.length >= 7, 3000);
   watcher.stop();
+  // A watcher started now gets the last entry of every key (deletes included),
+  // in revision order, then nothing until the next change.
+  ctx.step = "late watch";
+  const late = [];
+  const lateWatcher = await kv.watch();
+  (async () => {
+    for await (const e of lateWatcher) late.push({ ...kvEntryObs(e), is_update: e.isUpdate });
+  })().catch(() => {});
+  await until(() => late.length >= 3, 3000);
+  await kv.put("k3", "zz");
+  const lateEnough = await until(() => late.length >= 4, 3000);
+  lateWatcher.stop();
   const st = await kv.status();
   const obs = {
     steps,
     keys,
     history_k1: hist,
     watched,
+    late_watch: late,
     status: { bucket: st.bucket, values: st.values, history: st.history },
   };
   expect(
-    enough && steps.put_k1 === 1 && steps.update_k1 === 2 && keys.join() === "k1,k3" &&
+    enough && lateEnough && steps.put_k1 === 1 && steps.update_k1 === 2 && keys.join() === "k1,k3" &&
       typeof steps.stale_update === "object" && typeof steps.create_existing === "object",
     obs,
   );
