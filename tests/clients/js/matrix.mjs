@@ -118,7 +118,7 @@ class Ctx {
     this.conns = [];
   }
   async connect(opts) {
-    const nc = await connect({ servers: URL, user: USER, pass: PASS, ...opts });
+    const nc = await connect({ servers: URL, user: USER, pass: PASS, timeout: 5000, ...opts });
     this.conns.push(nc);
     return nc;
   }
@@ -181,7 +181,7 @@ async function roundTrip(nc, subject, payload) {
 
 async function refused(opts) {
   try {
-    const nc = await connect({ reconnect: false, ...opts });
+    const nc = await connect({ reconnect: false, timeout: 5000, ...opts });
     await nc.close();
     return { refused: false };
   } catch (e) {
@@ -214,7 +214,7 @@ async function connectUser(ctx) {
 async function connectToken(ctx) {
   const url = env.MATRIX_TOKEN_URL;
   ctx.step = "connect";
-  const nc = ctx.track(await connect({ servers: url, token: env.MATRIX_TOKEN }));
+  const nc = ctx.track(await connect({ servers: url, token: env.MATRIX_TOKEN, timeout: 5000 }));
   const got = dec.decode(await roundTrip(nc, "mx.token", "hello token"));
   ctx.step = "wrong token";
   const bad = await refused({ servers: url, token: env.MATRIX_TOKEN + "x" });
@@ -227,7 +227,7 @@ async function connectNkey(ctx) {
   const seed = readFileSync(env.MATRIX_NKEY_SEED_FILE, "utf8").trim();
   ctx.step = "connect";
   const nc = ctx.track(
-    await connect({ servers: URL, authenticator: nkeyAuthenticator(enc.encode(seed)) }),
+    await connect({ servers: URL, authenticator: nkeyAuthenticator(enc.encode(seed)), timeout: 5000 }),
   );
   const got = dec.decode(await roundTrip(nc, "mx.nkey", "hello nkey"));
   const obs = { got };
@@ -242,6 +242,7 @@ async function connectCreds(ctx) {
     await connect({
       servers: env.MATRIX_CREDS_URL,
       authenticator: credsAuthenticator(new Uint8Array(creds)),
+      timeout: 5000,
     }),
   );
   const got = dec.decode(await roundTrip(nc, "mx.creds", "hello creds"));
@@ -268,7 +269,7 @@ function bytes(n, seed) {
 async function tlsFeature(ctx) {
   ctx.step = "connect";
   const nc = ctx.track(
-    await connect({ servers: env.MATRIX_TLS_URL, tls: { caFile: env.MATRIX_TLS_CA } }),
+    await connect({ servers: env.MATRIX_TLS_URL, tls: { caFile: env.MATRIX_TLS_CA }, timeout: 5000 }),
   );
   const sizes = [1, 10 * 1024, 500 * 1024, 1024 * 1024];
   const rounds = [];
@@ -618,6 +619,8 @@ async function jsPushConsumer(ctx) {
     deliver_subject: "deliver.mxpush",
     ack_policy: AckPolicy.Explicit,
     ack_wait: nanos(10_000),
+    flow_control: true,
+    idle_heartbeat: nanos(1000),
   });
   const pc = await js.consumers.getPushConsumer("MXPUSH", "push1");
   ctx.step = "consume";
@@ -777,7 +780,7 @@ async function websocketFeature(ctx) {
     return { __skip: true, reason: { reason: "no global WebSocket in this Node.js" } };
   }
   ctx.step = "ws connect";
-  const ws = ctx.track(await wsconnect({ servers: env.MATRIX_WS_URL, user: USER, pass: PASS }));
+  const ws = ctx.track(await wsconnect({ servers: env.MATRIX_WS_URL, user: USER, pass: PASS, timeout: 5000 }));
   const tcp = await ctx.connect();
   const wsGot = [];
   const tcpGot = [];
