@@ -478,6 +478,19 @@ async function reconnect(ctx, what, subject) {
     },
   });
   await nc.flush();
+  // JetStream state (file storage) that must survive the restart: a stream with
+  // three messages published with message ids, a durable pull consumer that
+  // acked the first one.
+  ctx.step = "jetstream before";
+  const stream = `MXR${what.toUpperCase()}`;
+  const jsm = await jetstreamManager(nc);
+  const js = jetstream(nc);
+  await jsm.streams.add({ name: stream, subjects: [`mxr.${what}.>`], storage: StorageType.File });
+  for (let i = 1; i <= 3; i++) await js.publish(`mxr.${what}.${i}`, `r${i}`, { msgID: `r${i}` });
+  await jsm.consumers.add(stream, { durable_name: "c", ack_policy: AckPolicy.Explicit });
+  const c = await js.consumers.get(stream, "c");
+  const m1 = await c.next({ expires: 3000 });
+  await m1.ackAck();
   ctx.step = `control ${what}`;
   await control(what);
   ctx.step = "waiting for the reconnect";
@@ -492,14 +505,39 @@ async function reconnect(ctx, what, subject) {
     await pub.flush();
     received = await until(() => got.length > 0, 100, 10);
   }
+  // JetStream after the restart (retried while the server recovers its store).
+  ctx.step = "jetstream after";
+  let si = null;
+  for (let i = 0; i < 50 && si === null; i++) {
+    try {
+      si = await jsm.streams.info(stream);
+    } catch (e) {
+      log(what, "stream info after restart:", e?.message);
+      await delay(100);
+    }
+  }
+  const dup = ackObs(await js.publish(`mxr.${what}.2`, "r2 again", { msgID: "r2" }));
+  const ci = await jsm.consumers.info(stream, "c");
+  const m2 = await c.next({ expires: 3000 });
+  if (m2) await m2.ackAck();
   const obs = {
     reconnected,
     disconnect_event: events.has("disconnect"),
     reconnect_event: events.has("reconnect"),
     ldm_event: events.has("ldm"),
     got: got.slice(0, 1),
+    jetstream: {
+      stream: si && { messages: si.state.messages, bytes: si.state.bytes, last_seq: si.state.last_seq },
+      duplicate_publish: dup,
+      consumer: consumerState(ci),
+      next: m2 && { seq: m2.seq, data: dec.decode(m2.data), delivered: m2.info.deliveryCount },
+    },
   };
-  expect(reconnected && received && got[0] === "after", obs);
+  expect(
+    reconnected && received && got[0] === "after" && si?.state.messages === 3 && dup.duplicate &&
+      m2?.seq === 2,
+    obs,
+  );
   return obs;
 }
 
