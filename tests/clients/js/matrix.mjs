@@ -833,8 +833,24 @@ async function websocketFeature(ctx) {
   await tcp.flush();
   await ws.flush();
   await until(() => wsGot.length >= 1 && tcpGot.length >= 1, 3000);
-  const obs = { echo, ws_got: wsGot, tcp_got: tcpGot };
-  expect(echo === "hello ws" && wsGot[0] === "tcp to ws" && tcpGot[0] === "ws to tcp", obs);
+  // 300 KB each way (several WebSocket frames on the wire)
+  ctx.step = "large payloads";
+  const big = bytes(300 * 1000, 3);
+  const toTcp = tcp.subscribe("ws.big.tcp", { max: 1 });
+  const toWs = ws.subscribe("ws.big.ws", { max: 1 });
+  await tcp.flush();
+  await ws.flush();
+  ws.publish("ws.big.tcp", big);
+  tcp.publish("ws.big.ws", big);
+  const large = {};
+  for await (const m of toTcp) large.tcp_got = { size: m.data.length, equal: sha256(m.data) === sha256(big) };
+  for await (const m of toWs) large.ws_got = { size: m.data.length, equal: sha256(m.data) === sha256(big) };
+  const obs = { echo, ws_got: wsGot, tcp_got: tcpGot, large };
+  expect(
+    echo === "hello ws" && wsGot[0] === "tcp to ws" && tcpGot[0] === "ws to tcp" &&
+      large.tcp_got?.equal && large.ws_got?.equal,
+    obs,
+  );
   return obs;
 }
 
