@@ -873,8 +873,8 @@ const FEATURES = [
   ["kv", 10000, kvFeature],
   ["object_store", 15000, objectStore],
   ["websocket", 8000, websocketFeature],
-  ["reconnect_restart", 25000, (ctx) => reconnect(ctx, "restart", "rc.restart")],
-  ["reconnect_lameduck", 25000, (ctx) => reconnect(ctx, "lameduck", "rc.lameduck")],
+  ["reconnect_restart", 30000, (ctx) => reconnect(ctx, "restart", "rc.restart")],
+  ["reconnect_lameduck", 55000, (ctx) => reconnect(ctx, "lameduck", "rc.lameduck")],
 ];
 
 const only = env.MATRIX_ONLY ? new Set(env.MATRIX_ONLY.split(",")) : null;
