@@ -13,7 +13,7 @@ import {
   headers,
   nkeyAuthenticator,
 } from "@nats-io/transport-node";
-import { errors, wsconnect } from "@nats-io/nats-core";
+import { errors, nkeys, wsconnect } from "@nats-io/nats-core";
 import {
   AckPolicy,
   jetstream,
@@ -230,8 +230,12 @@ async function connectNkey(ctx) {
     await connect({ servers: URL, authenticator: nkeyAuthenticator(enc.encode(seed)), timeout: 5000 }),
   );
   const got = dec.decode(await roundTrip(nc, "mx.nkey", "hello nkey"));
-  const obs = { got };
-  expect(got === "hello nkey", obs);
+  // a user nkey the server does not know
+  ctx.step = "unknown nkey";
+  const stranger = nkeys.createUser().getSeed();
+  const bad = await refused({ servers: URL, authenticator: nkeyAuthenticator(stranger) });
+  const obs = { got, unknown_nkey: bad };
+  expect(got === "hello nkey" && bad.refused, obs);
   return obs;
 }
 
@@ -282,12 +286,16 @@ async function tlsFeature(ctx) {
     allEqual &&= equal;
     rounds.push({ size: n, got: got.length, equal });
   }
+  // without the CA the server's certificate is not trusted
+  ctx.step = "untrusted";
+  const untrusted = await refused({ servers: env.MATRIX_TLS_URL, tls: {} });
   const obs = {
     rounds,
     tls_required: nc.info?.tls_required ?? null,
     max_payload: nc.info?.max_payload ?? null,
+    without_ca: untrusted,
   };
-  expect(allEqual, obs);
+  expect(allEqual && untrusted.refused, obs);
   return obs;
 }
 
@@ -845,10 +853,19 @@ async function websocketFeature(ctx) {
   const large = {};
   for await (const m of toTcp) large.tcp_got = { size: m.data.length, equal: sha256(m.data) === sha256(big) };
   for await (const m of toWs) large.ws_got = { size: m.data.length, equal: sha256(m.data) === sha256(big) };
-  const obs = { echo, ws_got: wsGot, tcp_got: tcpGot, large };
+  ctx.step = "wrong password";
+  let badWs;
+  try {
+    const c = await wsconnect({ servers: env.MATRIX_WS_URL, user: USER, pass: PASS + "-wrong", reconnect: false, timeout: 5000 });
+    await c.close();
+    badWs = { refused: false };
+  } catch (e) {
+    badWs = { refused: true, error: errKind(e) };
+  }
+  const obs = { echo, ws_got: wsGot, tcp_got: tcpGot, large, wrong_password: badWs };
   expect(
     echo === "hello ws" && wsGot[0] === "tcp to ws" && tcpGot[0] === "ws to tcp" &&
-      large.tcp_got?.equal && large.ws_got?.equal,
+      large.tcp_got?.equal && large.ws_got?.equal && badWs.refused,
     obs,
   );
   return obs;
