@@ -474,9 +474,11 @@ async function reconnect(ctx, what, subject) {
     name: `matrix-js-${what}`,
   });
   const events = new Set();
+  const sequence = [];
   (async () => {
     for await (const s of nc.status()) {
       events.add(s.type);
+      if (sequence[sequence.length - 1] !== s.type) sequence.push(s.type);
     }
   })().catch(() => {});
   const got = [];
@@ -528,11 +530,14 @@ async function reconnect(ctx, what, subject) {
   const ci = await jsm.consumers.info(stream, "c");
   const m2 = await c.next({ expires: 3000 });
   if (m2) await m2.ackAck();
+  log(what, "status sequence", JSON.stringify(sequence));
   const obs = {
     reconnected,
     disconnect_event: events.has("disconnect"),
     reconnect_event: events.has("reconnect"),
     ldm_event: events.has("ldm"),
+    // status types in order, repeats collapsed (reconnect attempts vary in number)
+    status_sequence: sequence,
     got: got.slice(0, 1),
     jetstream: {
       stream: si && { messages: si.state.messages, bytes: si.state.bytes, last_seq: si.state.last_seq },
