@@ -16,6 +16,7 @@ import {
 import { errors, nkeys, wsconnect } from "@nats-io/nats-core";
 import {
   AckPolicy,
+  DeliverPolicy,
   jetstream,
   jetstreamManager,
   StorageType,
@@ -699,12 +700,60 @@ async function jsPushConsumer(ctx) {
     }
   }
   await msgs.close();
-  const obs = { deliveries: seen, state: consumerState(ci), push_bound: ci.push_bound ?? false };
+  const rebind = await pushRebind(ctx, jsm, js);
+  const obs = { deliveries: seen, state: consumerState(ci), push_bound: ci.push_bound ?? false, rebind };
   expect(
-    seen.length === 4 && seen[3].seq === 2 && seen[3].delivered === 2 && ci.num_ack_pending === 0,
+    seen.length === 4 && seen[3].seq === 2 && seen[3].delivered === 2 && ci.num_ack_pending === 0 &&
+      rebind.second?.data === "r2",
     obs,
   );
   return obs;
+}
+
+// An application that stops consuming a durable push consumer and later starts
+// again (a second durable, without heartbeats): once the first subscription is
+// gone the consumer is no longer bound, and a new consume() gets what was
+// published meanwhile.
+async function pushRebind(ctx, jsm, js) {
+  ctx.step = "rebind: add consumer";
+  await jsm.consumers.add("MXPUSH", {
+    durable_name: "push2",
+    deliver_subject: "deliver.mxpush2",
+    deliver_policy: DeliverPolicy.New,
+    filter_subject: "mxpush.r.>",
+    ack_policy: AckPolicy.Explicit,
+  });
+  const take = async (what) => {
+    const pc = await js.consumers.getPushConsumer("MXPUSH", "push2");
+    const it = await pc.consume();
+    await delay(100); // let the server see the new subscription
+    if (what) await js.publish("mxpush.r.1", what);
+    let got = null;
+    for await (const m of it) {
+      await m.ackAck();
+      got = { seq: m.seq, data: dec.decode(m.data), delivered: m.info.deliveryCount };
+      break; // stops the iterator: unsubscribes
+    }
+    await it.close();
+    return got;
+  };
+  ctx.step = "rebind: first consume";
+  const out = { first: await take("r1") };
+  ctx.step = "rebind: bound after close";
+  let bound = true;
+  for (let i = 0; i < 30 && bound; i++) {
+    bound = (await jsm.consumers.info("MXPUSH", "push2")).push_bound ?? false;
+    if (bound) await delay(100);
+  }
+  out.bound_after_close = bound;
+  await js.publish("mxpush.r.2", "r2");
+  ctx.step = "rebind: second consume";
+  try {
+    out.second = await take(null);
+  } catch (e) {
+    out.second = { error: errKind(e) };
+  }
+  return out;
 }
 
 function kvEntryObs(e) {
