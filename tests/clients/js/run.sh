@@ -7,7 +7,7 @@ cd "$(dirname "$0")"
 if node -e 'process.exit(typeof WebSocket === "function" ? 0 : 1)' 2>/dev/null; then
     exec node matrix.mjs
 elif node --experimental-websocket -e 'process.exit(typeof WebSocket === "function" ? 0 : 1)' 2>/dev/null; then
-    exec node --experimental-websocket --no-warnings=ExperimentalWarning matrix.mjs
+    exec node --experimental-websocket matrix.mjs
 else
     exec node matrix.mjs
 fi
