@@ -601,7 +601,8 @@ def main() -> int:
         log(f"run.py: kept {work}")
     else:
         shutil.rmtree(work, ignore_errors=True)
-    return 1 if failed or broken else 0
+    # A timeout, a program that crashed or a server that died fails the run too.
+    return 1 if failed or broken or problems else 0
 
 
 if __name__ == "__main__":
