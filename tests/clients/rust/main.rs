@@ -282,7 +282,15 @@ async fn connect_nkey(env: Arc<Env>, step: Step) -> Outcome {
         .at("connect")?;
     step.set("round trip");
     let got = round_trip(&client, "cn.echo", Bytes::from_static(b"hello nkey")).await?;
-    Ok((got.as_ref() == b"hello nkey", json!({ "payload": text(&got) })))
+    step.set("unknown nkey");
+    let other = nkeys::KeyPair::new_user().seed().at("new seed")?;
+    let unknown = ConnectOptions::with_nkey(other)
+        .connection_timeout(Duration::from_secs(3))
+        .connect(&env.url)
+        .await;
+    let kind = connect_error_kind(unknown);
+    let ok = got.as_ref() == b"hello nkey" && kind == format!("{:?}", ConnectErrorKind::AuthorizationViolation);
+    Ok((ok, json!({ "payload": text(&got), "unknown_nkey": kind })))
 }
 
 async fn connect_creds(env: Arc<Env>, step: Step) -> Outcome {
@@ -686,21 +694,61 @@ async fn js_publish_dedupe(env: Arc<Env>, step: Step) -> Outcome {
             .map_err(|e| format!("ack: {:?}", e.kind()))?;
         acks.push(json!({ "id": id, "stream": ack.stream, "seq": ack.sequence, "duplicate": ack.duplicate }));
     }
+    // The server's refusals: a wrong expected last sequence, and a subject no stream takes.
+    step.set("publish expecting last seq 1");
+    let headers = jetstream::context::Publish::build()
+        .payload(Bytes::from_static(b"4"))
+        .expected_last_sequence(1);
+    let wrong_last = match js.send_publish("mx.orders", headers).await {
+        Ok(ack) => match ack.await {
+            Ok(a) => format!("accepted seq {}", a.sequence),
+            Err(e) => format!("{:?}", e.kind()),
+        },
+        Err(e) => format!("{:?}", e.kind()),
+    };
+    step.set("publish without stream");
+    let no_stream = match js.publish("nostream.x", Bytes::from_static(b"5")).await {
+        Ok(ack) => match ack.await {
+            Ok(a) => format!("accepted seq {}", a.sequence),
+            Err(e) => format!("{:?}", e.kind()),
+        },
+        Err(e) => format!("{:?}", e.kind()),
+    };
     step.set("stream info");
     let info = stream.info().await.at("stream info")?;
     let state = json!({ "messages": info.state.messages, "last_seq": info.state.last_sequence });
-    let expected = json!([
-        { "id": "a", "stream": "MX", "seq": 1, "duplicate": false },
-        { "id": "a", "stream": "MX", "seq": 1, "duplicate": true },
-        { "id": "b", "stream": "MX", "seq": 2, "duplicate": false },
-    ]);
-    let ok = json!(acks) == expected && state == json!({ "messages": 2, "last_seq": 2 });
-    Ok((ok, json!({ "acks": acks, "stream": state })))
+    let obs = json!({ "acks": acks, "wrong_last_seq": wrong_last, "no_stream": no_stream, "stream": state });
+    let expected = json!({
+        "acks": [
+            { "id": "a", "stream": "MX", "seq": 1, "duplicate": false },
+            { "id": "a", "stream": "MX", "seq": 1, "duplicate": true },
+            { "id": "b", "stream": "MX", "seq": 2, "duplicate": false },
+        ],
+        "wrong_last_seq": "WrongLastSequence",
+        "no_stream": "StreamNotFound",
+        "stream": { "messages": 2, "last_seq": 2 },
+    });
+    Ok((obs == expected, obs))
 }
 
+/// payload, stream sequence, delivery count.
 fn delivery(msg: &jetstream::Message) -> Value {
     match msg.info() {
         Ok(i) => json!([text(&msg.payload), i.stream_sequence, i.delivered]),
+        Err(_) => json!([text(&msg.payload), "no ack info"]),
+    }
+}
+
+/// payload, stream sequence, delivery count, consumer sequence, pending count.
+fn pull_delivery(msg: &jetstream::Message) -> Value {
+    match msg.info() {
+        Ok(i) => json!([
+            text(&msg.payload),
+            i.stream_sequence,
+            i.delivered,
+            i.consumer_sequence,
+            i.pending
+        ]),
         Err(_) => json!([text(&msg.payload), "no ack info"]),
     }
 }
@@ -747,7 +795,7 @@ async fn js_pull_consumer(env: Arc<Env>, step: Step) -> Outcome {
     let mut msgs = Vec::new();
     while let Some(m) = batch.next().await {
         let m = m.at("first batch message")?;
-        first.push(delivery(&m));
+        first.push(pull_delivery(&m));
         msgs.push(m);
     }
     if msgs.len() != 5 {
@@ -770,7 +818,7 @@ async fn js_pull_consumer(env: Arc<Env>, step: Step) -> Outcome {
     let mut second = Vec::new();
     while let Some(m) = batch.next().await {
         let m = m.at("second batch message")?;
-        second.push(delivery(&m));
+        second.push(pull_delivery(&m));
         m.double_ack().await.at("double ack")?;
     }
     step.set("consumer info");
@@ -785,8 +833,8 @@ async fn js_pull_consumer(env: Arc<Env>, step: Step) -> Outcome {
     });
     let obs = json!({ "first": first, "second": second, "info": state });
     let expected = json!({
-        "first": [["m1", 1, 1], ["m2", 2, 1], ["m3", 3, 1], ["m4", 4, 1], ["m5", 5, 1]],
-        "second": [["m4", 4, 2], ["m5", 5, 2]],
+        "first": [["m1", 1, 1, 1, 4], ["m2", 2, 1, 2, 3], ["m3", 3, 1, 3, 2], ["m4", 4, 1, 4, 1], ["m5", 5, 1, 5, 0]],
+        "second": [["m4", 4, 2, 6, 0], ["m5", 5, 2, 7, 0]],
     });
     let ok = obs["first"] == expected["first"]
         && obs["second"] == expected["second"]
@@ -906,6 +954,12 @@ async fn kv_feature(env: Arc<Env>, step: Step) -> Outcome {
         Err(e) => format!("{:?}", e.kind()),
     };
     ops.push(json!(["stale update k1", stale]));
+    step.set("create existing k1");
+    let create = match kv.create("k1", Bytes::from_static(b"v4")).await {
+        Ok(r) => format!("accepted {r}"),
+        Err(e) => format!("{:?}", e.kind()),
+    };
+    ops.push(json!(["create existing k1", create]));
     step.set("delete k2");
     kv.delete("k2").await.at("delete k2")?;
     let g2 = kv.get("k2").await.at("get k2")?.map(|b| text(&b));
@@ -957,7 +1011,8 @@ async fn kv_feature(env: Arc<Env>, step: Step) -> Outcome {
     let expected = json!({
         "ops": [
             ["put k1", 1, "v1"], ["put k2", 2], ["update k1", 3],
-            ["stale update k1", "WrongLastRevision"], ["get deleted k2", null],
+            ["stale update k1", "WrongLastRevision"], ["create existing k1", "AlreadyExists"],
+            ["get deleted k2", null],
             ["put k3", 5], ["get purged k3", null],
         ],
         "entry_k1": ["k1", 3, "PUT", "v2"],
