@@ -995,6 +995,18 @@ async fn kv_feature(env: Arc<Env>, step: Step) -> Outcome {
             .at("watch entry")?;
         watched.push(entry_json(&e));
     }
+    // A new watcher with history: the last operation of every key, then the live updates.
+    step.set("watch with history");
+    let mut latest = Vec::new();
+    let mut watch = kv.watch_with_history(">").await.at("watch with history")?;
+    while latest.len() < 3 {
+        let e = timeout(MSG_WAIT, watch.next())
+            .await
+            .map_err(|_| format!("history watcher stopped after {}", json!(latest)))?
+            .ok_or("history watcher ended")?
+            .at("watch entry")?;
+        latest.push(entry_json(&e));
+    }
     step.set("status");
     // The store's status is the stream info cached when it was opened: open it again.
     let fresh = js.get_key_value("mxkv").await.at("open bucket")?;
@@ -1005,6 +1017,7 @@ async fn kv_feature(env: Arc<Env>, step: Step) -> Outcome {
         "keys": keys,
         "history_k1": history,
         "watch": watched,
+        "watch_history": latest,
         "values": status.values(),
         "history_setting": status.history(),
     });
@@ -1022,6 +1035,7 @@ async fn kv_feature(env: Arc<Env>, step: Step) -> Outcome {
             ["k1", 1, "PUT", "v1"], ["k2", 2, "PUT", "x"], ["k1", 3, "PUT", "v2"],
             ["k2", 4, "DEL", ""], ["k3", 5, "PUT", "z"], ["k3", 6, "PURGE", ""],
         ],
+        "watch_history": [["k1", 3, "PUT", "v2"], ["k2", 4, "DEL", ""], ["k3", 6, "PURGE", ""]],
         "values": 5,
         "history_setting": 5,
     });
