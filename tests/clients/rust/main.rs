@@ -753,9 +753,93 @@ fn pull_delivery(msg: &jetstream::Message) -> Value {
     }
 }
 
+/// A message that is never acked, on a consumer with `max_deliver` 2: delivered twice, then
+/// no more; the server's max-deliveries advisory, and the consumer's state after it.
+async fn pull_max_deliver(client: &Client, js: &jetstream::Context, step: &Step) -> Outcome {
+    step.set("max_deliver: create stream");
+    let stream = js
+        .create_stream(stream::Config {
+            name: "MXMD".into(),
+            subjects: vec!["mxmd.>".into()],
+            storage: stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .at("create stream")?;
+    let mut advisories = client
+        .subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.MXMD.>")
+        .await
+        .at("subscribe")?;
+    sync(client).await?;
+    js.publish("mxmd.job", Bytes::from_static(b"poison"))
+        .await
+        .at("publish")?
+        .await
+        .at("ack")?;
+    let mut consumer = stream
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("md1".into()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: Duration::from_millis(500),
+            max_deliver: 2,
+            ..Default::default()
+        })
+        .await
+        .at("create consumer")?;
+    let mut fetches = Vec::new();
+    for i in 1..=3 {
+        step.set(&format!("max_deliver: fetch {i}"));
+        let mut batch = consumer
+            .batch()
+            .max_messages(1)
+            .expires(Duration::from_millis(1200))
+            .messages()
+            .await
+            .at("fetch")?;
+        let mut got = Vec::new();
+        while let Some(m) = batch.next().await {
+            got.push(delivery(&m.at("fetch message")?));
+        }
+        fetches.push(got);
+    }
+    step.set("max_deliver: advisory");
+    let advisory = match timeout(MSG_WAIT, advisories.next()).await {
+        Ok(Some(m)) => {
+            let v: Value = serde_json::from_slice(&m.payload).unwrap_or_default();
+            json!({
+                "subject": m.subject.as_str(),
+                "type": v["type"],
+                "stream": v["stream"],
+                "consumer": v["consumer"],
+                "stream_seq": v["stream_seq"],
+                "deliveries": v["deliveries"],
+            })
+        }
+        _ => json!(null),
+    };
+    step.set("max_deliver: consumer info");
+    let info = consumer.info().await.at("consumer info")?;
+    let obs = json!({
+        "fetches": fetches,
+        "advisory": advisory,
+        "num_ack_pending": info.num_ack_pending,
+        "num_pending": info.num_pending,
+        "num_redelivered": info.num_redelivered,
+        "delivered": [info.delivered.consumer_sequence, info.delivered.stream_sequence],
+        "ack_floor": [info.ack_floor.consumer_sequence, info.ack_floor.stream_sequence],
+    });
+    // The ack floor is observed, not expected: nothing was acked.
+    let ok = obs["fetches"] == json!([[["poison", 1, 1]], [["poison", 1, 2]], []])
+        && advisory["type"] == json!("io.nats.jetstream.advisory.v1.max_deliver")
+        && advisory["deliveries"] == json!(2)
+        && info.num_ack_pending == 0;
+    Ok((ok, obs))
+}
+
 async fn js_pull_consumer(env: Arc<Env>, step: Step) -> Outcome {
     step.set("connect");
-    let js = jetstream::new(env.main_client().await?);
+    let client = env.main_client().await?;
+    let js = jetstream::new(client.clone());
     step.set("create stream");
     let stream = js
         .create_stream(stream::Config {
@@ -831,7 +915,11 @@ async fn js_pull_consumer(env: Arc<Env>, step: Step) -> Outcome {
         "delivered_stream_seq": info.delivered.stream_sequence,
         "ack_floor_stream_seq": info.ack_floor.stream_sequence,
     });
-    let obs = json!({ "first": first, "second": second, "info": state });
+    let (md_ok, max_deliver) = match pull_max_deliver(&client, &js, &step).await {
+        Ok(r) => r,
+        Err(error) => (false, json!({ "error": error })),
+    };
+    let obs = json!({ "first": first, "second": second, "info": state, "max_deliver": max_deliver });
     let expected = json!({
         "first": [["m1", 1, 1, 1, 4], ["m2", 2, 1, 2, 3], ["m3", 3, 1, 3, 2], ["m4", 4, 1, 4, 1], ["m5", 5, 1, 5, 0]],
         "second": [["m4", 4, 2, 6, 0], ["m5", 5, 2, 7, 0]],
@@ -839,7 +927,8 @@ async fn js_pull_consumer(env: Arc<Env>, step: Step) -> Outcome {
     let ok = obs["first"] == expected["first"]
         && obs["second"] == expected["second"]
         && info.num_ack_pending == 0
-        && info.num_pending == 0;
+        && info.num_pending == 0
+        && md_ok;
     Ok((ok, obs))
 }
 
@@ -1240,7 +1329,7 @@ async fn main() {
     feature!("no_responders", 4, no_responders);
     feature!("drain", 5, drain);
     feature!("js_publish_dedupe", 5, js_publish_dedupe);
-    feature!("js_pull_consumer", 8, js_pull_consumer);
+    feature!("js_pull_consumer", 13, js_pull_consumer);
     feature!("js_push_consumer", 6, js_push_consumer);
     feature!("kv", 6, kv_feature);
     feature!("object_store", 7, object_store_feature);
@@ -1250,7 +1339,7 @@ async fn main() {
         env, c, step, "restart"
     ));
     let c = control.clone();
-    feature!("reconnect_lameduck", 25, move |env, step| reconnect(
+    feature!("reconnect_lameduck", 20, move |env, step| reconnect(
         env, c, step, "lameduck"
     ));
 }
