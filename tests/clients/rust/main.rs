@@ -661,8 +661,88 @@ async fn reconnect(env: Arc<Env>, control: Arc<Control>, step: Step, cmd: &'stat
     } else {
         &["disconnected", "connected"]
     };
+    // What the earlier JetStream features stored (file storage) is still there after the
+    // server came back.
+    let persisted = persisted_state(&client, &step, cmd == "restart").await;
     let ok = own == "own" && from_other == "other" && seen == expected_events;
-    Ok((ok, json!({ "events": seen, "received": [own, from_other] })))
+    Ok((
+        ok,
+        json!({ "events": seen, "received": [own, from_other], "persisted": persisted }),
+    ))
+}
+
+/// The state the JetStream features left, read back after a restart (observed, not
+/// expected: a feature that failed earlier changes it). With `dedupe`, message id `b`
+/// (stream MX's sequence 2) is published again: the restarted server still knows it.
+async fn persisted_state(client: &Client, step: &Step, dedupe: bool) -> Value {
+    let js = jetstream::new(client.clone());
+    step.set("persisted: stream MX");
+    // JetStream may still be recovering just after the restart: retry for a moment.
+    let mut mx = Err("not tried".to_string());
+    for _ in 0..20 {
+        mx = js.get_stream("MX").await.map_err(|e| format!("{:?}", e.kind()));
+        if mx.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stream_mx = match mx {
+        Ok(mut st) => match st.info().await {
+            Ok(i) => json!({ "messages": i.state.messages, "last_seq": i.state.last_sequence }),
+            Err(e) => json!(format!("info: {:?}", e.kind())),
+        },
+        Err(e) => json!(e),
+    };
+    let mut out = json!({ "MX": stream_mx });
+    if dedupe {
+        step.set("persisted: dedupe");
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Msg-Id", "b");
+        out["MX_publish_id_b_again"] = match js
+            .publish_with_headers("mx.orders", headers, Bytes::from_static(b"3"))
+            .await
+        {
+            Ok(ack) => match ack.await {
+                Ok(a) => json!({ "seq": a.sequence, "duplicate": a.duplicate }),
+                Err(e) => json!(format!("{:?}", e.kind())),
+            },
+            Err(e) => json!(format!("{:?}", e.kind())),
+        };
+    }
+    step.set("persisted: consumer pull1");
+    out["pull1"] = match js.get_stream("MXPULL").await {
+        Ok(st) => match st.consumer_info("pull1").await {
+            Ok(i) => json!({
+                "delivered": [i.delivered.consumer_sequence, i.delivered.stream_sequence],
+                "ack_floor": [i.ack_floor.consumer_sequence, i.ack_floor.stream_sequence],
+                "num_ack_pending": i.num_ack_pending,
+                "num_pending": i.num_pending,
+            }),
+            Err(e) => json!(format!("consumer info: {:?}", e.kind())),
+        },
+        Err(e) => json!(format!("{:?}", e.kind())),
+    };
+    step.set("persisted: kv");
+    out["mxkv"] = match js.get_key_value("mxkv").await {
+        Ok(kv) => {
+            let k1 = match kv.entry("k1").await {
+                Ok(e) => json!(e.map(|e| entry_json(&e))),
+                Err(e) => json!(format!("{:?}", e.kind())),
+            };
+            let values = kv.status().await.map(|s| s.values()).unwrap_or_default();
+            json!({ "k1": k1, "values": values })
+        }
+        Err(e) => json!(format!("{:?}", e.kind())),
+    };
+    step.set("persisted: object store");
+    out["mxobj"] = match js.get_object_store("mxobj").await {
+        Ok(store) => match store.info("small.txt").await {
+            Ok(i) => json!({ "small.txt": [i.size, i.chunks] }),
+            Err(e) => json!(format!("{:?}", e.kind())),
+        },
+        Err(e) => json!(format!("{:?}", e.kind())),
+    };
+    out
 }
 
 // ---------------------------------------------------------------------------------------
