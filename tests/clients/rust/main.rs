@@ -1334,13 +1334,44 @@ async fn websocket(env: Arc<Env>, step: Step) -> Outcome {
         let m = next_msg(&mut ws_sub, &format!("tcp -> ws {i} after {}", json!(to_ws))).await?;
         to_ws.push(json!({ "payload": text(&m.payload), "headers": headers_json(m.headers.as_ref()) }));
     }
-    let obs = json!({ "echo": text(&echo), "ws_to_tcp": to_tcp, "tcp_to_ws": to_ws });
+    // Payloads around the WebSocket frame length boundaries (7-bit, 16-bit, 64-bit lengths),
+    // each way, both subscribers comparing what they got.
+    step.set("large payloads");
+    let mut ws_big = ws.subscribe("ws.big.>").await.at("subscribe")?;
+    let mut tcp_big = tcp.subscribe("ws.big.>").await.at("subscribe")?;
+    sync(&ws).await?;
+    sync(&tcp).await?;
+    let mut large = Vec::new();
+    for (from, size) in [
+        ("ws", 125usize),
+        ("ws", 126),
+        ("ws", 65536),
+        ("ws", 900_000),
+        ("tcp", 65536),
+        ("tcp", 900_000),
+    ] {
+        step.set(&format!("large payload {size} from {from}"));
+        let payload = pattern(size);
+        let sender = if from == "ws" { &ws } else { &tcp };
+        sender
+            .publish(format!("ws.big.{from}"), payload.clone())
+            .await
+            .at("publish")?;
+        let at_ws = next_msg(&mut ws_big, &format!("{size} from {from} at ws")).await?;
+        let at_tcp = next_msg(&mut tcp_big, &format!("{size} from {from} at tcp")).await?;
+        large.push(json!([from, size, at_ws.payload == payload, at_tcp.payload == payload]));
+    }
+    let obs = json!({ "echo": text(&echo), "ws_to_tcp": to_tcp, "tcp_to_ws": to_ws, "large": large });
     let expected = json!({
         "echo": "over websocket",
         "ws_to_tcp": "from ws",
         "tcp_to_ws": [
             { "payload": "plain from tcp", "headers": {} },
             { "payload": "from tcp", "headers": { "X-Via": ["tcp"] } },
+        ],
+        "large": [
+            ["ws", 125, true, true], ["ws", 126, true, true], ["ws", 65536, true, true],
+            ["ws", 900000, true, true], ["tcp", 65536, true, true], ["tcp", 900000, true, true],
         ],
     });
     Ok((obs == expected, obs))
@@ -1413,13 +1444,13 @@ async fn main() {
     feature!("js_push_consumer", 6, js_push_consumer);
     feature!("kv", 6, kv_feature);
     feature!("object_store", 7, object_store_feature);
-    feature!("websocket", 4, websocket);
+    feature!("websocket", 6, websocket);
     let c = control.clone();
     feature!("reconnect_restart", 12, move |env, step| reconnect(
         env, c, step, "restart"
     ));
     let c = control.clone();
-    feature!("reconnect_lameduck", 20, move |env, step| reconnect(
+    feature!("reconnect_lameduck", 18, move |env, step| reconnect(
         env, c, step, "lameduck"
     ));
 }
