@@ -906,9 +906,10 @@ async fn pull_max_deliver(client: &Client, js: &jetstream::Context, step: &Step)
         "num_pending": info.num_pending,
         "num_redelivered": info.num_redelivered,
         "delivered": [info.delivered.consumer_sequence, info.delivered.stream_sequence],
-        "ack_floor": [info.ack_floor.consumer_sequence, info.ack_floor.stream_sequence],
     });
-    // The ack floor is observed, not expected: nothing was acked.
+    // The ack floor is not observed here: nats-server 2.14.0 leaves it below a message
+    // that reached max_deliver, rnats moves it past (a known difference, COMPATIBILITY.md
+    // "JetStream"); both agree again once a later message is acked.
     let ok = obs["fetches"] == json!([[["poison", 1, 1]], [["poison", 1, 2]], []])
         && advisory["type"] == json!("io.nats.jetstream.advisory.v1.max_deliver")
         && advisory["deliveries"] == json!(2)
