@@ -219,6 +219,8 @@ pub struct FileStore {
     open_files: std::collections::VecDeque<u64>,
     /// Removals the engine made, waiting to be written (seq, erase location).
     tombs: Vec<(u64, Option<(Loc, i64)>)>,
+    /// Automatic compaction (module `compact`).
+    auto: compact::Auto,
 }
 
 impl FileStore {
@@ -255,8 +257,11 @@ impl FileStore {
             tombs: Vec::new(),
             open_files: Default::default(),
             from_state: false,
+            auto: Default::default(),
         };
         fs.recover()?;
+        let tail = fs.blocks.back().map_or(0, |b| b.ordinal);
+        fs.auto.opened(tail.saturating_sub(1));
         Ok(fs)
     }
 
