@@ -362,7 +362,12 @@ impl FileStore {
         }
         let Some(i) = self.block_pos(job.ord) else {
             // Deleted meanwhile (it became the oldest and died).
-            self.abandon(job, "", false);
+            if matches!(job.phase, Phase::DirSync) {
+                self.stats.compactions += 1;
+            } else {
+                self.abandon(job, "", false);
+            }
+            self.auto.dirty = true;
             return Ok(None);
         };
         match job.phase {
