@@ -144,6 +144,8 @@ pub(super) struct Auto {
     /// Removals happened since candidates were last looked for.
     dirty: bool,
     job: Option<Job>,
+    /// Inside [`FileStore::compact_blocks`] (which runs even with `auto_compact` off).
+    forced: bool,
     /// Totals, for reports and tests.
     pub tombs_dropped: u64,
     pub msgs_dropped: u64,
@@ -221,13 +223,16 @@ impl FileStore {
         self.sync_all(true)?;
         self.auto.dirty = true;
         let before = self.stats.compactions;
-        loop {
+        self.auto.forced = true;
+        let r: Result<()> = (|| loop {
             self.compaction_step()?;
             self.sync_all(true)?;
             if !self.auto.busy() && !self.auto.dirty {
-                break;
+                return Ok(());
             }
-        }
+        })();
+        self.auto.forced = false;
+        r?;
         Ok((self.stats.compactions - before) as usize)
     }
 
@@ -250,7 +255,7 @@ impl FileStore {
             return Ok(());
         }
         if self.auto.job.is_none() {
-            if !self.auto.dirty || !self.patches.is_empty() {
+            if !self.auto.dirty || !self.patches.is_empty() || !(self.cfg.auto_compact || self.auto.forced) {
                 return Ok(());
             }
             self.auto.dirty = false;

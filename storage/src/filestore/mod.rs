@@ -61,9 +61,13 @@
 //!
 //! # Space
 //! A block whose messages are all gone is deleted once it is the oldest (the current
-//! sequence range is written and synced first). [`FileStore::compact_blocks`], for the
-//! owner to call when idle, rewrites each sealed block whose live records fill less than
-//! half of it without its dead messages (module `compact`).
+//! sequence range is written and synced first). A sealed block whose live records fill
+//! less than half of it is rewritten without its dead messages and without the tombstones
+//! that can no longer delete anything, automatically, one bounded step per
+//! [`crate::Store::submit`] / [`crate::Store::poll_completions`] (the owner's loop turns),
+//! its writes riding in the store's batches; [`FileStore::compact_blocks`] runs it to the
+//! end at once. Module `compact` has the steps, the crash-safety argument and the rule for
+//! dropping tombstones.
 //!
 //! # Compression and encryption
 //! With [`Compression::S2`] the blocks' message bodies are s2-compressed, each on its own
@@ -127,6 +131,9 @@ pub struct FileStoreConfig {
     pub compression: Compression,
     pub io: IoChoice,
     pub cipher: Option<Arc<dyn BlockCipher>>,
+    /// Rewrite mostly dead blocks by itself, a bounded step per `submit` /
+    /// `poll_completions` (module `compact`); off: only [`FileStore::compact_blocks`].
+    pub auto_compact: bool,
 }
 
 impl FileStoreConfig {
@@ -139,6 +146,7 @@ impl FileStoreConfig {
             compression: Compression::None,
             io: IoChoice::Auto,
             cipher: None,
+            auto_compact: true,
         }
     }
 }
