@@ -292,17 +292,48 @@ fn model_sequences_rewrite_blocks() {
 fn rewritten_block_deleted_before_the_rewrite_ends() {
     use Op::*;
     let ops = vec![
-        Limits { max_msgs: 2, per_subject: 0 },
-        Store { subj: 0, len: 0, ttl: 0 },
-        Store { subj: 0, len: 0, ttl: 0 },
+        Limits {
+            max_msgs: 2,
+            per_subject: 0,
+        },
+        Store {
+            subj: 0,
+            len: 0,
+            ttl: 0,
+        },
+        Store {
+            subj: 0,
+            len: 0,
+            ttl: 0,
+        },
         Remove(33),
         Restart,
         Tick(2),
-        Store { subj: 0, len: 34, ttl: 0 },
-        Store { subj: 0, len: 418, ttl: 0 },
-        Store { subj: 0, len: 1682, ttl: 0 },
-        Store { subj: 3, len: 952, ttl: 0 },
-        Store { subj: 0, len: 298, ttl: 0 },
+        Store {
+            subj: 0,
+            len: 34,
+            ttl: 0,
+        },
+        Store {
+            subj: 0,
+            len: 418,
+            ttl: 0,
+        },
+        Store {
+            subj: 0,
+            len: 1682,
+            ttl: 0,
+        },
+        Store {
+            subj: 3,
+            len: 952,
+            ttl: 0,
+        },
+        Store {
+            subj: 0,
+            len: 298,
+            ttl: 0,
+        },
         Tick(1),
     ];
     run(ops, 0).expect("run");

@@ -6,7 +6,7 @@
 //! that no longer delete anything. The owner drives it without knowing: every
 //! [`crate::Store::submit`] and [`crate::Store::poll_completions`] (the calls the owning
 //! shard's loop already makes) runs at most one step, and a step reads at most
-//! [`STEP`] bytes of the old block and hands at most about as many to the I/O layer, as
+//! [`STEP`] bytes (64 KiB) of the old block and hands at most about as many to the I/O layer, as
 //! writes of the store's next batch (so they share its fdatasync and never block the
 //! caller). [`FileStore::compact_blocks`] runs every step to the end at once (idle time,
 //! tests). One block is rewritten at a time, lowest ordinal first.
@@ -56,7 +56,7 @@ use crate::io::{FileNo, Op};
 use std::collections::HashMap;
 
 /// Bytes of the old block read (and about as many written) per step.
-pub const STEP: usize = 256 * 1024;
+pub const STEP: usize = 64 * 1024;
 /// The unit of the new file's writes (a multiple of every backend's alignment).
 const PAGE: u64 = 4096;
 
@@ -133,6 +133,8 @@ struct Job {
     abort: bool,
     /// The tail block when the rewrite began.
     tail_at_start: u64,
+    /// What the older blocks may hold, for tombstones (those that may hold any).
+    older: Vec<Span>,
 }
 
 /// Automatic compaction's state in the store.
@@ -172,14 +174,14 @@ impl Auto {
         self.dirty = true;
     }
 
-    /// Can block `ord` still hold a message record of `seq` that a tombstone in block
-    /// `tomb_blk` deletes?
-    fn may_hold(&self, ord: u64, seq: u64, tomb_blk: u64) -> bool {
+    /// What block `ord` may still hold of the messages a tombstone in block `tomb_blk`
+    /// deletes.
+    fn span_for_tombs_of(&self, ord: u64, tomb_blk: u64) -> Span {
         let m = self.meta.get(&ord);
         if m.and_then(|m| m.swept_below).is_some_and(|t| tomb_blk < t) {
-            return false;
+            return Span::Empty;
         }
-        self.span(ord).may_hold(seq)
+        self.span(ord)
     }
 
     fn span(&self, ord: u64) -> Span {
@@ -329,8 +331,20 @@ impl FileStore {
             new_len: 0,
             abort: false,
             tail_at_start: self.blocks.back().map_or(0, |b| b.ordinal),
+            older: self.older_spans(ord),
         });
         Ok(())
+    }
+
+    /// The spans of the blocks older than `ord` that may hold messages a tombstone in
+    /// `ord` deletes.
+    fn older_spans(&self, ord: u64) -> Vec<Span> {
+        self.blocks
+            .iter()
+            .take_while(|b| b.ordinal < ord)
+            .map(|b| self.auto.span_for_tombs_of(b.ordinal, ord))
+            .filter(|s| *s != Span::Empty)
+            .collect()
     }
 
     /// Give up a job: its new file goes (nothing is in flight when this runs).
@@ -497,11 +511,9 @@ impl FileStore {
                 return Ok(());
             }
             Kind::Tomb => {
-                let older = self
-                    .blocks
-                    .iter()
-                    .take_while(|b| b.ordinal < ord)
-                    .any(|b| self.auto.may_hold(b.ordinal, r.seq, ord));
+                // The older blocks cannot change meanwhile but by losing messages or
+                // being deleted (only the tail takes messages, one rewrite at a time).
+                let older = job.older.iter().any(|s| s.may_hold(r.seq));
                 if !older && !job.span.may_hold(r.seq) {
                     job.dropped_tombs += 1;
                     return Ok(());
