@@ -66,7 +66,7 @@ fn main() -> Res<()> {
         s.stop()?;
     }
     let all = Filter::all();
-    for reads in ["direct", "buffered", "direct", "buffered"] {
+    for reads in ["direct", "buffered", "direct", "buffered", "direct", "buffered"] {
         evict(&dir)?;
         let mut s = open(&dir, reads)?;
         let backend = s.io_backend();

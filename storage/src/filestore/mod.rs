@@ -54,6 +54,15 @@
 //! cut short: it is then treated as the torn end of the log (not served, logged, not
 //! counted).
 //!
+//! # Reads
+//! A load finds the record in the tail's buffer or reads it from its block through the
+//! I/O layer: with io_uring, an O_DIRECT read on the store's ring, waited for at once
+//! (loads are synchronous in the [`crate::Store`] API; the wait is the device's, as a
+//! `pread` would be), through a 1 MiB cache of 64 KiB chunks for reads near the previous
+//! one (consumers reading in order); with the threaded backend, a buffered `pread`. Every
+//! record read is checked (checksum, sequence, subject) before it is served. Numbers in
+//! `io::uring`'s docs.
+//!
 //! # Fast restart
 //! A clean stop writes `state.rns` (module `state`): the block list and every live entry,
 //! so the next open skips reading the blocks. Open deletes it before writing anything;
