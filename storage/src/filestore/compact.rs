@@ -33,8 +33,10 @@
 //! - A tombstone for sequence `s` when no record of `s` can come back: no older block
 //!   (nor this block before it) may hold a message record of `s`. Each block's span of
 //!   message sequences (dead ones included) is known for the blocks written by this
-//!   process and for blocks rewritten by it; an older block whose span is unknown (opened
-//!   from disk, never rewritten) keeps every later tombstone. Since a swap happens only
+//!   process and for blocks rewritten by it; for a block that was on disk at open it is
+//!   learnt, when a younger block is about to be rewritten, by reading it once (a survey,
+//!   in the same bounded steps, no writes); a block that cannot be read (damage) keeps
+//!   every later tombstone. Since a swap happens only
 //!   after every earlier directory change is durable, a tombstone can only be dropped on
 //!   disk after the message records it deleted are gone from disk.
 //! - Sequence ranges are always kept.
@@ -137,9 +139,23 @@ struct Job {
     older: Vec<Span>,
 }
 
+/// A block read only to learn which message sequences it holds (a block on disk at open
+/// whose span is unknown, older than a block about to be rewritten).
+struct Survey {
+    ord: u64,
+    hdr: BlockHeader,
+    len: u64,
+    read_to: u64,
+    carry: Vec<u8>,
+    span: Span,
+}
+
 /// Automatic compaction's state in the store.
 #[derive(Default)]
 pub(super) struct Auto {
+    survey: Option<Survey>,
+    /// Blocks a survey could not read (damage): their spans stay unknown.
+    unsurveyable: std::collections::HashSet<u64>,
     meta: HashMap<u64, Meta>,
     /// Blocks up to this ordinal were on disk at open (their spans start unknown).
     opened_upto: u64,
@@ -209,7 +225,7 @@ impl Auto {
     }
 
     pub(super) fn busy(&self) -> bool {
-        self.job.is_some()
+        self.job.is_some() || self.survey.is_some()
     }
 }
 
@@ -256,12 +272,40 @@ impl FileStore {
         if self.in_flight.is_some() || self.failed.is_some() || self.closed {
             return Ok(());
         }
+        if let Some(sv) = self.auto.survey.take() {
+            self.survey_step(sv);
+            return Ok(());
+        }
         if self.auto.job.is_none() {
             if !self.auto.dirty || !self.patches.is_empty() || !(self.cfg.auto_compact || self.auto.forced) {
                 return Ok(());
             }
             self.auto.dirty = false;
             let Some(i) = self.candidate() else { return Ok(()) };
+            // An older block whose message sequences are unknown keeps every tombstone
+            // of this one: learn them first (once per block and open).
+            let c_ord = self.blocks.get(i).map_or(0, |b| b.ordinal);
+            let unknown = self
+                .blocks
+                .iter()
+                .take_while(|b| b.ordinal < c_ord)
+                .find(|b| {
+                    self.auto.span_for_tombs_of(b.ordinal, c_ord) == Span::Unknown
+                        && !self.auto.unsurveyable.contains(&b.ordinal)
+                })
+                .map(|b| (b.ordinal, b.hdr, b.len));
+            if let Some((ord, hdr, len)) = unknown {
+                self.auto.survey = Some(Survey {
+                    ord,
+                    hdr,
+                    len,
+                    read_to: DATA_START as u64,
+                    carry: Vec::new(),
+                    span: Span::Empty,
+                });
+                self.auto.dirty = true;
+                return Ok(());
+            }
             if let Err(e) = self.begin(i) {
                 tracing::warn!(dir = %self.cfg.dir.display(), error = %e, "storage: block compaction not started");
                 return Ok(());
@@ -275,6 +319,54 @@ impl FileStore {
             }
             Ok(None) => Ok(()),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Read the next chunk of a surveyed block; at its end, record its span.
+    fn survey_step(&mut self, mut sv: Survey) {
+        let Some(i) = self.block_pos(sv.ord) else { return };
+        let r = (|| -> std::result::Result<bool, String> {
+            if sv.read_to < sv.len {
+                let file = self.file_of(i).map_err(|e| e.to_string())?;
+                let n = STEP.min((sv.len - sv.read_to) as usize);
+                let chunk = self.io.read_at(file, sv.read_to, n).map_err(|e| e.to_string())?;
+                if chunk.len() != n {
+                    return Err("block shorter than its length".into());
+                }
+                sv.read_to += n as u64;
+                sv.carry.extend_from_slice(&chunk);
+            }
+            let at_end = sv.read_to >= sv.len;
+            let mut pos = 0usize;
+            while let Some(rest) = sv.carry.get(pos..).filter(|r| !r.is_empty()) {
+                match format::decode_record(rest, sv.hdr.checksum(), sv.hdr.file_id) {
+                    Ok((r, n)) => {
+                        if r.kind == Kind::Msg {
+                            sv.span.add(r.seq);
+                        }
+                        pos += n;
+                    }
+                    Err(Bad::Short) if !at_end => break,
+                    Err(bad) => return Err(format!("{bad:?} record")),
+                }
+            }
+            sv.carry.drain(..pos.min(sv.carry.len()));
+            Ok(at_end && sv.carry.is_empty())
+        })();
+        match r {
+            Ok(true) => {
+                let m = self.auto.meta.entry(sv.ord).or_insert(Meta {
+                    span: Span::Unknown,
+                    settled: None,
+                    swept_below: None,
+                });
+                m.span = sv.span;
+            }
+            Ok(false) => self.auto.survey = Some(sv),
+            Err(why) => {
+                tracing::debug!(block = sv.ord, "storage: block not surveyed for compaction: {why}");
+                self.auto.unsurveyable.insert(sv.ord);
+            }
         }
     }
 
