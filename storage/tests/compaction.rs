@@ -329,7 +329,8 @@ fn tombstones_dropped_after_a_clean_restart() {
         {
             let mut s = FileStore::open(auto_config(dir.path(), &io), StoreConfig::new("A")).expect("open");
             for seq in 1..=n {
-                s.store_msg(&format!("a.{}", seq % 7), b"", &payload(seq), 0).expect("store");
+                s.store_msg(&format!("a.{}", seq % 7), b"", &payload(seq), 0)
+                    .expect("store");
             }
             s.stop().expect("stop");
         }

@@ -47,6 +47,18 @@
 //! dead, is deleted as before; a dead block in the middle shrinks to its header and
 //! markers (ordinals stay contiguous, which recovery checks).
 //!
+//! # Measured
+//! `examples/compaction_bench.rs` (this 2-core VM, shared): 1M messages of 100 B (152.6
+//! MiB of blocks), 90% removed at random with a loop turn every 1024 removes. Without
+//! compaction the directory grows to 200.7 MiB (the tombstones: 56 B each). With automatic
+//! compaction it is 21.3 MiB once the loop has turned ~1 900 more times (1.1 s), 31
+//! rewrites having dropped 899 593 dead messages and 879 300 tombstones (rewriting without
+//! dropping tombstones, as before, would leave ~68 MiB); an explicit `compact_blocks`
+//! reaches 20.8 MiB but blocks its caller 0.69 s. A remove costs 1.07 µs without and
+//! 1.20 µs with automatic compaction (loop turns included; within this machine's noise);
+//! the longest loop turn was 7.6 ms with other builds competing for the two cores (a step
+//! is one 64 KiB read plus decoding and re-encoding ~400 records).
+//!
 //! A block that fails to decode (damage) is left as it is; an erasure of a message of the
 //! block being rewritten restarts the rewrite later (the copy must not keep the erased
 //! bytes).
