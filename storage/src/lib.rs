@@ -10,7 +10,7 @@
 //! - [`memstore`]: the engine with bodies in memory; the model the file store is checked
 //!   against.
 //! - [`filestore`]: the durable file store (blocks of framed records, group commit, state
-//!   file, compaction). Its module docs hold the on-disk format and the recovery rule
+//!   file, automatic compaction in bounded steps, O_DIRECT reads). Its module docs hold the on-disk format and the recovery rule
 //!   (torn tail = end of log; a bad record is never served, is reported, and is skipped
 //!   with a resync to the next valid record). Under it, [`io`]: io_uring + O_DIRECT, or
 //!   buffered std I/O on a helper thread, and a fault-injection layer for tests.

@@ -1,6 +1,9 @@
 //! The model test: random sequences of store, remove, erase, purge, purge by subject,
-//! compact, truncate, skip, expire, limit changes, block compaction and restarts on a file store (small
-//! blocks, so blocks rotate and die often), checked after every step against the memory
+//! compact, truncate, skip, expire, limit changes, block compaction, loop turns (which
+//! drive automatic compaction one bounded step at a time), clean restarts and crashes (the
+//! store's files copied as they are, often in the middle of a block rewrite, and reopened
+//! from the copy) on a file store (small blocks, so blocks rotate, die and get rewritten
+//! often), checked after every step against the memory
 //! store as the model (same engine, so every answer must agree; only the accounted bytes
 //! differ, by the reference's size formulas).
 
@@ -16,18 +19,35 @@ use storage::{FileStore, FileStoreConfig, Filter, ManualClock, MemStore, Store, 
 
 #[derive(Clone, Debug)]
 enum Op {
-    Store { subj: u8, len: u16, ttl: i8 },
+    Store {
+        subj: u8,
+        len: u16,
+        ttl: i8,
+    },
     Remove(u8),
     Erase(u8),
     Purge,
-    PurgeEx { subj: u8, seq: u8, keep: u8 },
+    PurgeEx {
+        subj: u8,
+        seq: u8,
+        keep: u8,
+    },
     Compact(u8),
     Truncate(u8),
     Skip(u8),
     Advance(u8),
-    Limits { max_msgs: i8, per_subject: i8 },
+    Limits {
+        max_msgs: i8,
+        per_subject: i8,
+    },
     Restart,
     CompactBlocks,
+    /// Turns of the owner's loop: submit, poll_completions (one compaction step each), and
+    /// a wait for the disk.
+    Tick(u8),
+    /// Everything synced, then the files copied as they are (a kill at this point) and
+    /// the store reopened from the copy.
+    Crash,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -42,8 +62,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1u8..5).prop_map(Op::Skip),
         1 => (0u8..20).prop_map(Op::Advance),
         1 => (-1i8..30, -1i8..5).prop_map(|(max_msgs, per_subject)| Op::Limits { max_msgs, per_subject }),
-        2 => Just(Op::Restart),
+        1 => Just(Op::Restart),
         1 => Just(Op::CompactBlocks),
+        3 => (1u8..8).prop_map(Op::Tick),
+        2 => Just(Op::Crash),
     ]
 }
 
@@ -65,23 +87,37 @@ fn pick(st: &StreamState, b: u8) -> u64 {
     st.first_seq.saturating_sub(1) + u64::from(b) % span
 }
 
-fn run(ops: Vec<Op>, variant: u8) -> Result<(), TestCaseError> {
-    let dir = TempDir::new(None, "model");
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    for e in std::fs::read_dir(from).expect("dir") {
+        let e = e.expect("entry");
+        std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+    }
+}
+
+fn run(ops: Vec<Op>, variant: u8) -> Result<u64, TestCaseError> {
+    let mut dir = TempDir::new(None, "model");
     let clock = ManualClock::new(T0);
     let mut cfg = StoreConfig::new("M");
     cfg.allow_msg_ttl = true;
     cfg.max_age = Duration::from_secs(30);
     let mut fcfg = FileStoreConfig::new(dir.path());
     fcfg.block_size = 4096;
-    fcfg.io = IoChoice::Buffered;
+    fcfg.io = if variant == 2 {
+        IoChoice::Auto
+    } else {
+        IoChoice::Buffered
+    };
     if variant == 1 {
         fcfg.compression = Compression::S2;
         fcfg.checksum = Checksum::Highway;
     }
-    let open = |cfg: &StoreConfig| {
-        FileStore::open_with_clock(fcfg.clone(), cfg.clone(), Arc::new(clock.clone())).expect("open")
+    let open = |cfg: &StoreConfig, dir: &std::path::Path| {
+        let mut f = fcfg.clone();
+        f.dir = dir.to_path_buf();
+        FileStore::open_with_clock(f, cfg.clone(), Arc::new(clock.clone())).expect("open")
     };
-    let mut fs = open(&cfg);
+    let mut fs = open(&cfg, dir.path());
+    let mut compactions = 0;
     let mut ms = MemStore::with_clock(cfg.clone(), Arc::new(clock.clone()));
     let mut payload_no = 0u32;
     for (step, op) in ops.into_iter().enumerate() {
@@ -146,9 +182,26 @@ fn run(ops: Vec<Op>, variant: u8) -> Result<(), TestCaseError> {
                 fs.compact_blocks().expect("compact blocks");
             }
             Op::Restart => {
+                compactions += fs.stats().compactions;
                 fs.stop().expect("stop");
                 drop(fs);
-                fs = open(&cfg);
+                fs = open(&cfg, dir.path());
+            }
+            Op::Tick(n) => {
+                for _ in 0..n {
+                    fs.submit().expect("submit");
+                    fs.poll_completions().expect("poll");
+                    fs.sync().expect("sync");
+                }
+            }
+            Op::Crash => {
+                compactions += fs.stats().compactions;
+                fs.sync().expect("sync");
+                let copy = TempDir::new(None, "model-crash");
+                copy_dir(dir.path(), copy.path());
+                drop(fs);
+                dir = copy;
+                fs = open(&cfg, dir.path());
             }
         }
         prop_assert_eq!(no_bytes(fs.state()), no_bytes(ms.state()), "{}", ctx);
@@ -169,7 +222,8 @@ fn run(ops: Vec<Op>, variant: u8) -> Result<(), TestCaseError> {
     // Every message reads back the same.
     let want: Vec<_> = ms.messages().collect();
     prop_assert_eq!(fs.messages(), want);
-    Ok(())
+    compactions += fs.stats().compactions;
+    Ok(compactions)
 }
 
 proptest! {
@@ -187,4 +241,100 @@ proptest! {
     fn file_store_s2_highway_agrees_with_the_model(ops in proptest::collection::vec(op(), 1..60)) {
         run(ops, 1)?;
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("RNATS_MODEL_CASES").ok().and_then(|v| v.parse().ok()).map_or(12, |n: u32| n / 4),
+        ..ProptestConfig::default()
+    })]
+
+    /// On io_uring + O_DIRECT where available (every batch is an fdatasync on the disk:
+    /// fewer cases).
+    #[test]
+    fn file_store_direct_agrees_with_the_model(ops in proptest::collection::vec(op(), 1..80)) {
+        run(ops, 2)?;
+    }
+}
+
+/// The op sequences above do rewrite blocks (automatically or asked): a guard against a
+/// model test that stops exercising compaction.
+#[test]
+fn model_sequences_rewrite_blocks() {
+    let mut ops = Vec::new();
+    for i in 0..60u8 {
+        ops.push(Op::Store {
+            subj: i % 6,
+            len: 700,
+            ttl: 0,
+        });
+    }
+    for i in 0..60u8 {
+        if i % 5 != 0 {
+            ops.push(Op::Remove(i));
+        }
+        if i % 17 == 0 {
+            ops.push(Op::Tick(3));
+        }
+        if i == 31 {
+            ops.push(Op::Crash);
+        }
+    }
+    ops.push(Op::Tick(7));
+    ops.push(Op::Crash);
+    let n = run(ops, 0).expect("model");
+    assert!(n > 3, "{n} blocks rewritten");
+}
+
+/// A rewrite whose block died (and was deleted) while its directory fsync was in flight
+/// must not close its new file's number again (it was reused by the next tail block).
+#[test]
+fn rewritten_block_deleted_before_the_rewrite_ends() {
+    use Op::*;
+    let ops = vec![
+        Limits {
+            max_msgs: 2,
+            per_subject: 0,
+        },
+        Store {
+            subj: 0,
+            len: 0,
+            ttl: 0,
+        },
+        Store {
+            subj: 0,
+            len: 0,
+            ttl: 0,
+        },
+        Remove(33),
+        Restart,
+        Tick(2),
+        Store {
+            subj: 0,
+            len: 34,
+            ttl: 0,
+        },
+        Store {
+            subj: 0,
+            len: 418,
+            ttl: 0,
+        },
+        Store {
+            subj: 0,
+            len: 1682,
+            ttl: 0,
+        },
+        Store {
+            subj: 3,
+            len: 952,
+            ttl: 0,
+        },
+        Store {
+            subj: 0,
+            len: 298,
+            ttl: 0,
+        },
+        Tick(1),
+    ];
+    run(ops, 0).expect("run");
 }

@@ -79,12 +79,16 @@ impl FileStore {
 
     fn store_at(&mut self, subject: &str, hdr: &[u8], msg: &[u8], seq: u64, ts: i64, ttl: i64) -> Result<()> {
         let loc = self.append_msg(seq, ts, subject, hdr, msg, ttl)?;
+        self.auto.note_msg(u64::from(loc.blk), seq);
         let size = self.eng.msg_size(subject, hdr, msg);
         let mut sink = FsSink {
             blocks: &mut self.blocks,
             tombs: &mut self.tombs,
         };
         self.eng.insert(seq, ts, subject, size, ttl, loc, &mut sink);
+        if !self.tombs.is_empty() {
+            self.auto.removed();
+        }
         self.write_removals(false)?;
         self.after_write()?;
         self.backpressure()
@@ -102,6 +106,7 @@ impl FileStore {
             tombs: &mut self.tombs,
         };
         let out = op(&mut self.eng, &mut sink);
+        self.auto.removed();
         self.write_removals(bulk)?;
         self.after_write()?;
         Ok(out)
@@ -202,6 +207,12 @@ impl Store for FileStore {
     }
 
     fn erase_msg(&mut self, seq: u64) -> Result<bool> {
+        // A copy of the block being rewritten must not keep the erased bytes.
+        if let (Some(ord), Some(e)) = (self.auto.building(), self.eng.index.get(seq)) {
+            if u64::from(e.loc.blk) == ord {
+                self.auto.abort_building();
+            }
+        }
         self.with_sink(false, |eng, sink| eng.remove(seq, crate::engine::Why::Erase, sink))
     }
 
@@ -257,6 +268,7 @@ impl Store for FileStore {
     fn poll_completions(&mut self) -> Result<u64> {
         if !self.closed {
             self.reap()?;
+            self.compaction_step()?;
             self.start_batch(false)?;
         }
         Ok(self.durable_seq())
@@ -265,6 +277,7 @@ impl Store for FileStore {
     fn submit(&mut self) -> Result<()> {
         self.writable()?;
         self.reap()?;
+        self.compaction_step()?;
         self.start_batch(false)
     }
 
@@ -290,7 +303,10 @@ impl Store for FileStore {
             return Ok(());
         }
         let r = if self.failed.is_none() {
-            self.sync_all(true).and_then(|()| self.write_state())
+            self.sync_all(true).and_then(|()| {
+                self.end_compaction();
+                self.write_state()
+            })
         } else {
             Ok(())
         };

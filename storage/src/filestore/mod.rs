@@ -54,6 +54,15 @@
 //! cut short: it is then treated as the torn end of the log (not served, logged, not
 //! counted).
 //!
+//! # Reads
+//! A load finds the record in the tail's buffer or reads it from its block through the
+//! I/O layer: with io_uring, an O_DIRECT read on the store's ring, waited for at once
+//! (loads are synchronous in the [`crate::Store`] API; the wait is the device's, as a
+//! `pread` would be), through a 1 MiB cache of 64 KiB chunks for reads near the previous
+//! one (consumers reading in order); with the threaded backend, a buffered `pread`. Every
+//! record read is checked (checksum, sequence, subject) before it is served. Numbers in
+//! `io::uring`'s docs.
+//!
 //! # Fast restart
 //! A clean stop writes `state.rns` (module `state`): the block list and every live entry,
 //! so the next open skips reading the blocks. Open deletes it before writing anything;
@@ -61,9 +70,13 @@
 //!
 //! # Space
 //! A block whose messages are all gone is deleted once it is the oldest (the current
-//! sequence range is written and synced first). [`FileStore::compact_blocks`], for the
-//! owner to call when idle, rewrites each sealed block whose live records fill less than
-//! half of it without its dead messages (module `compact`).
+//! sequence range is written and synced first). A sealed block whose live records fill
+//! less than half of it is rewritten without its dead messages and without the tombstones
+//! that can no longer delete anything, automatically, one bounded step per
+//! [`crate::Store::submit`] / [`crate::Store::poll_completions`] (the owner's loop turns),
+//! its writes riding in the store's batches; [`FileStore::compact_blocks`] runs it to the
+//! end at once. Module `compact` has the steps, the crash-safety argument and the rule for
+//! dropping tombstones.
 //!
 //! # Compression and encryption
 //! With [`Compression::S2`] the blocks' message bodies are s2-compressed, each on its own
@@ -127,6 +140,9 @@ pub struct FileStoreConfig {
     pub compression: Compression,
     pub io: IoChoice,
     pub cipher: Option<Arc<dyn BlockCipher>>,
+    /// Rewrite mostly dead blocks by itself, a bounded step per `submit` /
+    /// `poll_completions` (module `compact`); off: only [`FileStore::compact_blocks`].
+    pub auto_compact: bool,
 }
 
 impl FileStoreConfig {
@@ -139,6 +155,7 @@ impl FileStoreConfig {
             compression: Compression::None,
             io: IoChoice::Auto,
             cipher: None,
+            auto_compact: true,
         }
     }
 }
@@ -219,6 +236,8 @@ pub struct FileStore {
     open_files: std::collections::VecDeque<u64>,
     /// Removals the engine made, waiting to be written (seq, erase location).
     tombs: Vec<(u64, Option<(Loc, i64)>)>,
+    /// Automatic compaction (module `compact`).
+    auto: compact::Auto,
 }
 
 impl FileStore {
@@ -255,8 +274,11 @@ impl FileStore {
             tombs: Vec::new(),
             open_files: Default::default(),
             from_state: false,
+            auto: Default::default(),
         };
         fs.recover()?;
+        let tail = fs.blocks.back().map_or(0, |b| b.ordinal);
+        fs.auto.opened(tail.saturating_sub(1));
         Ok(fs)
     }
 
