@@ -101,7 +101,9 @@ impl FileStore {
                     format::encode_record(&mut out, &rec, cs, new_id);
                     moved.push((r.seq, new_off as u32, (out.len() as u64 - new_off) as u32));
                 }
-                Kind::Tomb | Kind::Range | Kind::Erased => format::encode_record(&mut out, r, cs, new_id),
+                Kind::Tomb | Kind::Range | Kind::Erased | Kind::Commit => {
+                    format::encode_record(&mut out, r, cs, new_id)
+                }
             }
         });
         flush(&mut out, &mut dropped);

@@ -167,6 +167,10 @@ pub(crate) struct Block {
     pub base: u64,
     /// Bytes handed to the I/O layer.
     pub flushed: u64,
+    /// Length known on disk (an fdatasync of it completed).
+    pub synced: u64,
+    /// The durable end the block's last commit record states.
+    pub marked: u64,
 }
 
 impl Block {
@@ -184,11 +188,16 @@ pub struct FileStoreStats {
     pub bytes_written: u64,
     pub corruptions: u64,
     pub compactions: u64,
+    /// Times a store call waited for the disk: buffered writes past the hard limit
+    /// ([`FileStore`]'s backpressure), the last resort under sustained overload.
+    pub stalls: u64,
 }
 
 /// A batch in flight.
 struct InFlight {
     token: u64,
+    /// The batch's number (batches are numbered from 1 as they start).
+    no: u64,
     synced: bool,
     /// Per block ordinal, the length that is on disk once the batch completes.
     lens: Vec<(u64, u64)>,
@@ -219,6 +228,18 @@ pub struct FileStore {
     open_files: std::collections::VecDeque<u64>,
     /// Removals the engine made, waiting to be written (seq, erase location).
     tombs: Vec<(u64, Option<(Loc, i64)>)>,
+    /// Dead blocks taken off the front, deleted once a synced batch started after they
+    /// were taken off (it carries the sequence range that replaces them) has completed.
+    doomed: Vec<Doomed>,
+}
+
+/// A dead block waiting for its deletion.
+pub(crate) struct Doomed {
+    pub ordinal: u64,
+    /// Its open file, kept open while batches in flight may still use it.
+    pub file: Option<FileNo>,
+    /// Deleted after a synced batch numbered above this completed.
+    pub after: u64,
 }
 
 impl FileStore {
@@ -253,6 +274,7 @@ impl FileStore {
             corruptions: 0,
             stats: FileStoreStats::default(),
             tombs: Vec::new(),
+            doomed: Vec::new(),
             open_files: Default::default(),
             from_state: false,
         };
