@@ -3,9 +3,10 @@
 //! the block's file id (random, unique for every block file ever written, including the
 //! rewrites of compaction and the fresh block started on every open) and the record's
 //! offset in that file: the pair never repeats for different bytes, so a cipher may derive
-//! its nonce from it. A message's subject, headers and payload are sealed as one (see
-//! [`seal_content`] and the record format); tombstones, sequence ranges and commit records
-//! hold only numbers. The state file is sealed whole ([`super::state`]).
+//! its nonce from it. A message's subject, headers length and body are sealed as one (see
+//! the record format in [`format`](mod@super::format)); tombstones, sequence ranges and commit records
+//! hold only numbers. The state file is sealed whole (at a random id and offset
+//! `u64::MAX`).
 
 use crate::error::{Result, StoreError};
 
