@@ -186,3 +186,52 @@ fn dead_blocks_outlive_a_crash_before_their_range_is_durable() {
     }
     assert_eq!(s.corruptions(), 0);
 }
+
+/// Under a disk stalled for good the buffer stays bounded: past four times the
+/// backpressure threshold a store call waits for the batch in flight (the last resort,
+/// counted), and goes on once the sync completes.
+#[test]
+fn buffering_stays_bounded_under_a_stalled_disk() {
+    let dir = TempDir::new(None, "nonblocking-stall");
+    let faults = Faults::new();
+    let mut s = open(dir.path(), SyncMode::GroupCommit, IoChoice::Faulty(faults.clone()));
+    s.store_msg("a", b"", b"first", 0).expect("store");
+    wait_durable(&mut s, 1);
+    faults.hold_syncs();
+    let f = faults.clone();
+    let hold = Duration::from_millis(600);
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(hold);
+        f.release_syncs();
+    });
+    let t0 = Instant::now();
+    let big = vec![b'b'; 256 * 1024];
+    let mut last = 1;
+    let mut buffered_before_stall = 0;
+    for i in 0..80u64 {
+        last = s.store_msg("big", b"", &big, 0).expect("store").0;
+        s.submit().expect("submit");
+        if s.stats().stalls == 0 {
+            buffered_before_stall = (i + 1) * big.len() as u64;
+        }
+    }
+    releaser.join().expect("releaser");
+    let stalls = s.stats().stalls;
+    assert!(stalls >= 1, "20 MiB buffered against a stalled disk without waiting");
+    assert!(
+        t0.elapsed() >= hold - Duration::from_millis(100),
+        "the stall did not wait for the sync"
+    );
+    // 4 MiB threshold (4 KiB blocks), hard limit four times that.
+    assert!(
+        buffered_before_stall <= 16 * 1024 * 1024 + big.len() as u64,
+        "{buffered_before_stall} bytes buffered before the first stall"
+    );
+    wait_durable(&mut s, last);
+    s.stop().expect("stop");
+    drop(s);
+    let mut s = open(dir.path(), SyncMode::GroupCommit, IoChoice::Buffered);
+    assert_eq!(s.fast_state().msgs, last);
+    assert_eq!(s.load_msg(last).expect("load").payload.len(), big.len());
+    assert_eq!(s.corruptions(), 0);
+}
