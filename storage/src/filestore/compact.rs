@@ -624,6 +624,10 @@ impl FileStore {
                 }
             }
             Kind::Range => {}
+            // A commit record states the durable end of the block as it was the tail, in
+            // its old offsets; a rewritten block's length is its own `sealed_len`, so
+            // recovery never reads one there.
+            Kind::Commit => return Ok(()),
         }
         self.flush_run(job);
         let cs = job.old_hdr.checksum();
