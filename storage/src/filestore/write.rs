@@ -345,6 +345,9 @@ impl FileStore {
     fn delete_doomed(&mut self, no: u64) {
         let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.doomed).into_iter().partition(|d| d.after < no);
         self.doomed = keep;
+        if !due.is_empty() {
+            self.auto.doomed_deleted();
+        }
         for d in due {
             if let Some(f) = d.file {
                 self.unsynced.remove(&f);
