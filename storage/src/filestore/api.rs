@@ -2,9 +2,9 @@
 //! decide; reads find a message's record (in the tail's buffer or on disk), check its
 //! checksum and open its body.
 
-use super::format::{self, Kind, RF_S2, RF_SEALED};
+use super::format::{self, Kind, RF_S2, RF_SEALED, RF_SUBJECT_SEALED};
 use super::write::FsSink;
-use super::{FileStore, Loc, SyncMode};
+use super::{cipher, FileStore, Loc, SyncMode};
 use crate::error::{Result, StoreError};
 use crate::store::{SnapshotMeta, Store};
 use crate::subject::Filter;
@@ -51,23 +51,38 @@ impl FileStore {
     fn decode_msg(&mut self, seq: u64, loc: Loc, ts: i64, subject: String) -> std::result::Result<StoredMsg, String> {
         let (bytes, cs, file_id) = self.record_bytes(loc).map_err(|e| e.to_string())?;
         let (r, _) = format::decode_record(&bytes, cs, file_id).map_err(|b| format!("{b:?} record"))?;
-        if r.kind != Kind::Msg || r.seq != seq || r.subject != subject.as_bytes() {
+        if r.kind != Kind::Msg || r.seq != seq {
             return Err("record does not match the index".into());
         }
-        let mut body = r.body.to_vec();
-        if r.flags & RF_SEALED != 0 {
-            self.cipher
-                .open(file_id, u64::from(loc.off), &mut body)
-                .map_err(|e| format!("cannot open sealed body: {e}"))?;
+        let keyed = self.cfg.cipher.is_some();
+        if r.flags & (RF_SEALED | RF_SUBJECT_SEALED) != 0 && !keyed {
+            return Err("sealed record and no encryption key configured".into());
+        }
+        let off = u64::from(loc.off);
+        let (stored_subject, hdr_len, mut body) = if r.flags & RF_SUBJECT_SEALED != 0 {
+            let o = cipher::open_content(self.cipher.as_ref(), file_id, off, r.body)
+                .map_err(|e| format!("cannot open sealed record: {e}"))?;
+            (o.subject, o.hdr_len, o.body)
+        } else {
+            let mut body = r.body.to_vec();
+            if r.flags & RF_SEALED != 0 {
+                self.cipher
+                    .open(file_id, off, &mut body)
+                    .map_err(|e| format!("cannot open sealed body: {e}"))?;
+            }
+            (r.subject.to_vec(), r.hdr_len, body)
+        };
+        if stored_subject != subject.as_bytes() {
+            return Err("record does not match the index".into());
         }
         if r.flags & RF_S2 != 0 {
             body = format::s2_decode(&body, r.plain_len as usize).ok_or("bad s2 body")?;
         }
-        if body.len() != r.plain_len as usize || r.hdr_len > r.plain_len {
+        if body.len() != r.plain_len as usize || hdr_len > r.plain_len {
             return Err("body length mismatch".into());
         }
         let buf = Bytes::from(body);
-        let h = r.hdr_len as usize;
+        let h = hdr_len as usize;
         Ok(StoredMsg {
             seq,
             ts,
@@ -303,10 +318,19 @@ impl Store for FileStore {
             return Ok(());
         }
         let r = if self.failed.is_none() {
-            self.sync_all(true).and_then(|()| {
-                self.end_compaction();
-                self.write_state()
-            })
+            // Everything synced (a rewrite under way given up), then a commit record of
+            // the tail's full length (one more fdatasync, at a stop only), so a scan
+            // without the state file reports damage anywhere in what was written.
+            self.sync_all(true)
+                .and_then(|()| {
+                    self.end_compaction();
+                    if self.mark_durable_end() {
+                        self.sync_all(true)
+                    } else {
+                        Ok(())
+                    }
+                })
+                .and_then(|()| self.write_state())
         } else {
             Ok(())
         };

@@ -36,16 +36,23 @@
 //!   process and for blocks rewritten by it; for a block that was on disk at open it is
 //!   learnt, when a younger block is about to be rewritten, by reading it once (a survey,
 //!   in the same bounded steps, no writes); a block that cannot be read (damage) keeps
-//!   every later tombstone. Since a swap happens only
-//!   after every earlier directory change is durable, a tombstone can only be dropped on
-//!   disk after the message records it deleted are gone from disk.
+//!   every later tombstone. A dead block taken off the front whose file is not deleted yet
+//!   (module `write`: that waits for a synced batch holding the sequence range that
+//!   replaces it) still counts as an older block: until then a crash may lose that range
+//!   and bring the block's records back; once it is durable the range deletes them at
+//!   every replay, file or not. A block that kept tombstones only for such a block is worth
+//!   a rewrite again once it is deleted. Since a swap happens only after every earlier
+//!   directory change is durable, a tombstone can only be dropped on disk after the
+//!   message records it deleted are gone from disk, or deleted by a durable range.
 //! - Sequence ranges are always kept.
 //!
 //! A block whose live bytes are still below half after its rewrite (say, tombstones that
 //! must stay) is not rewritten again until it loses more, or until a rewrite of an older
 //! block dropped messages (which may free its tombstones). The oldest block, once all
-//! dead, is deleted as before; a dead block in the middle shrinks to its header and
-//! markers (ordinals stay contiguous, which recovery checks).
+//! dead, is deleted as before (module `write`); a dead block in the middle shrinks to its
+//! header and markers (ordinals stay contiguous, which recovery checks). Commit records
+//! (the durable end of a block as it was the tail) are not copied: a rewritten block's
+//! length is its own `sealed_len`.
 //!
 //! # Measured
 //! `examples/compaction_bench.rs` (this 2-core VM, shared): 1M messages of 100 B (152.6
@@ -108,6 +115,10 @@ struct Meta {
     /// dead by then is gone, so a tombstone in an older block than this does not delete
     /// anything in it.
     swept_below: Option<u64>,
+    /// Its last rewrite kept tombstones only because a dead block waiting for its
+    /// deletion (this ordinal or an older one) may hold their messages: once no such block
+    /// waits any more, it is worth another rewrite.
+    waits_on: Option<u64>,
 }
 
 enum Phase {
@@ -149,6 +160,10 @@ struct Job {
     tail_at_start: u64,
     /// What the older blocks may hold, for tombstones (those that may hold any).
     older: Vec<Span>,
+    /// The same for the dead blocks waiting for their deletion (ordinal, span).
+    doomed: Vec<(u64, Span)>,
+    /// The youngest of those that kept a tombstone.
+    waits_on: Option<u64>,
 }
 
 /// A block read only to learn which message sequences it holds (a block on disk at open
@@ -194,11 +209,18 @@ impl Auto {
             span: if unknown { Span::Unknown } else { Span::Empty },
             settled: None,
             swept_below: None,
+            waits_on: None,
         });
         m.span.add(seq);
     }
 
     pub(super) fn removed(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Dead blocks were deleted: a block whose tombstones waited for that may be worth a
+    /// rewrite now.
+    pub(super) fn doomed_deleted(&mut self) {
         self.dirty = true;
     }
 
@@ -371,6 +393,7 @@ impl FileStore {
                     span: Span::Unknown,
                     settled: None,
                     swept_below: None,
+                    waits_on: None,
                 });
                 m.span = sv.span;
             }
@@ -388,12 +411,10 @@ impl FileStore {
         (0..n.saturating_sub(1)).find(|&i| {
             let Some(b) = self.blocks.get(i) else { return false };
             let worth = b.live_bytes.saturating_mul(2) < b.len && b.len > DATA_START as u64;
-            let settled = self
-                .auto
-                .meta
-                .get(&b.ordinal)
-                .and_then(|m| m.settled)
-                .is_some_and(|s| b.live_bytes >= s);
+            let settled = self.auto.meta.get(&b.ordinal).is_some_and(|m| {
+                m.settled.is_some_and(|s| b.live_bytes >= s)
+                    && m.waits_on.is_none_or(|w| self.doomed.iter().any(|d| d.ordinal <= w))
+            });
             worth
                 && !settled
                 && b.flushed == b.len
@@ -436,6 +457,8 @@ impl FileStore {
             abort: false,
             tail_at_start: self.blocks.back().map_or(0, |b| b.ordinal),
             older: self.older_spans(ord),
+            doomed: self.doomed_spans(ord),
+            waits_on: None,
         });
         Ok(())
     }
@@ -448,6 +471,19 @@ impl FileStore {
             .take_while(|b| b.ordinal < ord)
             .map(|b| self.auto.span_for_tombs_of(b.ordinal, ord))
             .filter(|s| *s != Span::Empty)
+            .collect()
+    }
+
+    /// The spans of the dead blocks taken off the list whose files are not deleted yet
+    /// (module `write`: a dead block at the front is deleted only once a synced batch
+    /// holding the sequence range that replaces it has completed). Until then a crash
+    /// brings their records back, with nothing but the tombstones to delete them again; once
+    /// the range is durable it deletes them at every replay, whether the file went or not.
+    fn doomed_spans(&self, ord: u64) -> Vec<(u64, Span)> {
+        self.doomed
+            .iter()
+            .map(|d| (d.ordinal, self.auto.span_for_tombs_of(d.ordinal, ord)))
+            .filter(|(_, s)| *s != Span::Empty)
             .collect()
     }
 
@@ -471,6 +507,7 @@ impl FileStore {
                     span,
                     settled: live,
                     swept_below,
+                    waits_on: None,
                 },
             );
         }
@@ -619,11 +656,21 @@ impl FileStore {
                 // being deleted (only the tail takes messages, one rewrite at a time).
                 let older = job.older.iter().any(|s| s.may_hold(r.seq));
                 if !older && !job.span.may_hold(r.seq) {
-                    job.dropped_tombs += 1;
-                    return Ok(());
+                    // A dead block whose deletion still waits may come back at a crash.
+                    match job.doomed.iter().find(|(_, s)| s.may_hold(r.seq)) {
+                        Some(&(d, _)) => job.waits_on = job.waits_on.max(Some(d)),
+                        None => {
+                            job.dropped_tombs += 1;
+                            return Ok(());
+                        }
+                    }
                 }
             }
             Kind::Range => {}
+            // A commit record states the durable end of the block as it was the tail, in
+            // its old offsets; a rewritten block's length is its own `sealed_len`, so
+            // recovery never reads one there.
+            Kind::Commit => return Ok(()),
         }
         self.flush_run(job);
         let cs = job.old_hdr.checksum();
@@ -767,6 +814,7 @@ impl FileStore {
                 span: job.span,
                 settled: Some(live_bytes),
                 swept_below: Some(job.tail_at_start),
+                waits_on: job.waits_on,
             },
         );
         Ok(())

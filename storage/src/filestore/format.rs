@@ -23,8 +23,8 @@
 //! | off | size | field |
 //! |---|---|---|
 //! | 0 | 4 | `len`: the record's length without padding (header, subject, body, checksum) |
-//! | 4 | 1 | kind: 1 message, 2 tombstone, 3 sequence range, 4 erased message (keeps only its sequence and time) |
-//! | 5 | 1 | flags: bit 0 body s2-compressed, bit 1 body sealed by the block cipher |
+//! | 4 | 1 | kind: 1 message, 2 tombstone, 3 sequence range, 4 erased message (keeps only its sequence and time), 5 commit (its sequence field: the block's durable end, see below) |
+//! | 5 | 1 | flags: bit 0 body s2-compressed, bit 1 body sealed by the block cipher, bit 2 subject and headers length sealed with the body (see below) |
 //! | 6 | 2 | subject length |
 //! | 8 | 8 | sequence (tombstone: the removed sequence; range: the first sequence) |
 //! | 16 | 8 | timestamp, Unix nanoseconds (range: the stream's last timestamp) |
@@ -35,6 +35,16 @@
 //! | 44 | 4 | reserved (0) |
 //! | 48 | .. | subject, then the stored body (headers then payload; compressed, then sealed) |
 //! | len-c | c | checksum of bytes `0..len-c`, keyed by the file id: CRC-32C (c = 4) or HighwayHash-64 (c = 8) |
+//!
+//! With encryption at rest a message record's subject is sealed with its body: the subject
+//! length and headers length fields are 0, and the stored body is the cipher's sealing of
+//! `subject length (u16) ‖ headers length (u32) ‖ subject ‖ body` (flags: bits 1 and 2),
+//! so nothing of a message but its sequence, time, TTL and sizes is readable without the
+//! key. (Records of the first format version seal only the body: bit 1 alone.)
+//!
+//! A commit record says that every byte of its block before the offset in its sequence
+//! field was on disk (fdatasync completed) before the commit record was written; recovery
+//! uses the greatest one of the last block to tell corruption from a torn tail.
 //!
 //! A record is valid when its length is consistent with its fields, its kind is known and
 //! its checksum matches; nothing else read from disk is trusted (lengths are checked
@@ -58,6 +68,7 @@ pub const BF_COMPACTED: u16 = 8;
 
 pub const RF_S2: u8 = 1;
 pub const RF_SEALED: u8 = 2;
+pub const RF_SUBJECT_SEALED: u8 = 4;
 
 /// What a record says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +77,8 @@ pub enum Kind {
     Tomb = 2,
     Range = 3,
     Erased = 4,
+    /// The block's durable end (in `seq`): everything before it was synced earlier.
+    Commit = 5,
 }
 
 impl Kind {
@@ -75,6 +88,7 @@ impl Kind {
             2 => Some(Kind::Tomb),
             3 => Some(Kind::Range),
             4 => Some(Kind::Erased),
+            5 => Some(Kind::Commit),
             _ => None,
         }
     }
@@ -267,6 +281,32 @@ pub fn decode_record(b: &[u8], cs: Checksum, file_id: u64) -> Result<(Record<'_>
     Ok((r, pad8(len)))
 }
 
+/// Is the invalid record at the start of `b` a complete record whose length field alone
+/// was damaged? Its extent is derived from its other fields, and its checksum must match
+/// with the derived length put back: a torn write cannot produce that (the whole record
+/// reached the disk), so it is a corruption, not the end of the log.
+pub fn length_field_damaged(b: &[u8], cs: Checksum, file_id: u64) -> bool {
+    let Some(claimed) = u32_at(b, 0) else { return false };
+    let (Some(subj), Some(body)) = (u16_at(b, 6), u32_at(b, 36)) else {
+        return false;
+    };
+    let len = record_len(usize::from(subj), body as usize, cs);
+    if len as u64 == u64::from(claimed) || len > MAX_RECORD || b.get(4).copied().and_then(Kind::from_u8).is_none() {
+        return false;
+    }
+    let Some(rec) = b.get(..len) else { return false };
+    let body_end = len - cs.size();
+    let stored = match cs {
+        Checksum::Crc32c => u32_at(rec, body_end).map(u64::from),
+        Checksum::Highway => u64_at(rec, body_end),
+    };
+    let mut fixed = rec.get(..body_end).unwrap_or(&[]).to_vec();
+    if let Some(f) = fixed.get_mut(..4) {
+        f.copy_from_slice(&(len as u32).to_le_bytes());
+    }
+    stored == Some(cs.compute(file_id, &fixed))
+}
+
 /// Decompress an s2 body, refusing one that claims more than `max` bytes.
 pub fn s2_decode(body: &[u8], max: usize) -> Option<Vec<u8>> {
     let (n, _) = minlz::decode_len(body).ok()?;
@@ -353,6 +393,32 @@ mod tests {
             }
             for cut in 0..len {
                 assert!(decode_record(&out[..cut], cs, 3).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn a_damaged_length_field_is_told_from_a_torn_record() {
+        for cs in [Checksum::Crc32c, Checksum::Highway] {
+            let mut out = Vec::new();
+            encode_record(&mut out, &msg(b"orders.eu", b"hello world"), cs, 3);
+            out.extend_from_slice(&[0u8; 64]);
+            assert!(!length_field_damaged(&out, cs, 3), "an intact record");
+            for bit in 0..32 {
+                let mut d = out.clone();
+                d[bit / 8] ^= 1 << (bit % 8);
+                assert!(decode_record(&d, cs, 3).is_err());
+                assert!(length_field_damaged(&d, cs, 3), "length bit {bit} ({cs:?})");
+                assert!(!length_field_damaged(&d, cs, 4), "other file id");
+            }
+            // Torn: the record's last bytes never arrived (zeros), with or without a
+            // damaged length: not a complete record.
+            let len = record_len(9, 11, cs);
+            for cut in REC_HEADER..len {
+                let mut d = out.clone();
+                d[cut..].iter_mut().for_each(|b| *b = 0);
+                d[0] ^= 0x40;
+                assert!(!length_field_damaged(&d, cs, 3), "cut at {cut}");
             }
         }
     }

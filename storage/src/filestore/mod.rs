@@ -20,9 +20,19 @@
 //! the writes, then one fdatasync per file written. A write counts as durable
 //! ([`crate::Store::durable_seq`]) when the fdatasync of its batch has completed; everything
 //! stored while a batch is in flight goes into the next batch and shares its fdatasync
-//! (group commit). [`SyncMode::Always`] syncs inside every store call;
+//! (group commit). [`SyncMode::Always`] hands every store call's writes to the I/O layer at
+//! once (a batch of its writes and their fdatasync, or the next batch if one is in flight)
+//! and acknowledges each write when that fdatasync has completed, as group commit does;
 //! [`SyncMode::Interval`] is the reference's lazy `sync_interval`: a write counts as durable
-//! at once and fdatasync runs every interval. A block that is left for the next one is
+//! at once and fdatasync runs every interval.
+//!
+//! The owning thread never waits for an fdatasync on its own: store calls buffer and start
+//! batches, completions are reaped by [`crate::Store::poll_completions`] (or the next store
+//! call). Past [`FileStore`]'s backpressure threshold (twice the block size, at least
+//! 4 MiB not yet handed to the I/O layer) a store call starts a batch if none is in flight;
+//! only past four times that does it wait for the batch in flight (the disk far slower than
+//! the writers for a while; counted in [`FileStoreStats::stalls`]). What waits by design:
+//! [`crate::Store::sync`], [`crate::Store::stop`], and [`FileStore::compact_blocks`]. A block that is left for the next one is
 //! synced before anything of the next block is written, so after a crash only the last
 //! block can end in a torn write. After a failed write or fdatasync the store refuses every
 //! later write with [`crate::StoreError::WritesRefused`] (what failed may or may not be on
@@ -32,16 +42,25 @@
 //! On open every block is read and its records replayed. Each block's valid length is
 //! known from the next block's header (`prev_len`, the block's length when the next one
 //! started, after it was synced) or, for a block rewritten by compaction, its own
-//! `sealed_len`; only the last block's end is found by scanning. The rules:
+//! `sealed_len`; only the last block's end is found by scanning. Within the last block,
+//! commit records give its *durable end*: every synced batch that writes to the tail
+//! carries one stating how far the tail was on disk before that batch (it rides with the
+//! batch's records: no write or fdatasync of its own), and a clean stop ends the log with
+//! one covering everything (one more fdatasync, at stop only). The rules:
 //!
-//! - **End of log.** In the last block, zero bytes where a record should start, or a record
-//!   cut short by the end of the file, or a record whose bytes run out in zeros (a torn
-//!   write: pages that never reached the disk), end the log. This is not a corruption;
-//!   nothing after it was ever acknowledged.
+//! - **End of log.** In the last block, past its durable end: zero bytes where a record
+//!   should start, a record cut short by the end of the file, a record whose bytes run out
+//!   in zeros, or one holding a sector's worth (512 bytes) of zeros (a torn write: a crash
+//!   may keep any subset of the sectors or pages of the writes in flight). This is not a
+//!   corruption; nothing after it was ever acknowledged, and records after it (pieces of
+//!   the same torn batch) are not used. Without any commit record in the block (its first
+//!   batch) it is the end of the log only when no valid record follows it.
 //! - **Corruption.** Anything else that fails its checks (a bad checksum, inconsistent
-//!   fields, zeros or the end of the file before a block's known length, a block missing
-//!   from the sequence of ordinals, a block header whose both copies are bad) is a
-//!   corruption: it is never served, it is logged (`tracing` at warn level) and counted in
+//!   fields, zeros or the end of the file before a block's known length or before the last
+//!   block's durable end, a block missing from the sequence of ordinals, a block header
+//!   whose both copies are bad), and anywhere a complete record whose length field alone is
+//!   damaged (its length derived from its other fields makes its checksum match: no torn
+//!   write does that), is a corruption: it is never served, it is logged (`tracing` at warn level) and counted in
 //!   [`crate::Store::corruptions`]. The store **skips and resyncs**: it searches forward,
 //!   8 bytes at a time, for the next record that validates, and goes on from there, so
 //!   every readable record after the damage is kept. The damaged bytes are left in place
@@ -50,9 +69,9 @@
 //!   by its checksum when read: the read fails with [`crate::StoreError::Corrupt`] and is
 //!   counted.
 //!
-//! A bit flip in the length field of the very last record of the last block makes it look
-//! cut short: it is then treated as the torn end of the log (not served, logged, not
-//! counted).
+//! What stays ambiguous: past the durable end (the last batch before a crash), a record
+//! that holds 512 zero bytes of its own and then takes a bit flip reads as torn; a cut or
+//! zeroed tail that also removed the commit records is indistinguishable from a torn one.
 //!
 //! # Reads
 //! A load finds the record in the tail's buffer or reads it from its block through the
@@ -69,19 +88,30 @@
 //! after a crash it is absent and the blocks are scanned as above.
 //!
 //! # Space
-//! A block whose messages are all gone is deleted once it is the oldest (the current
-//! sequence range is written and synced first). A sealed block whose live records fill
-//! less than half of it is rewritten without its dead messages and without the tombstones
-//! that can no longer delete anything, automatically, one bounded step per
-//! [`crate::Store::submit`] / [`crate::Store::poll_completions`] (the owner's loop turns),
-//! its writes riding in the store's batches; [`FileStore::compact_blocks`] runs it to the
-//! end at once. Module `compact` has the steps, the crash-safety argument and the rule for
-//! dropping tombstones.
+//! A block whose messages are all gone is deleted once it is the oldest: the current
+//! sequence range is written to the tail, the block is taken off the list, and its file is
+//! deleted when a synced batch holding that range has completed (so a crash before then
+//! leaves the block, and the stream's range is never lost; the owner does not wait). A
+//! sealed block whose live records fill less than half of it is rewritten without its dead
+//! messages and without the tombstones that can no longer delete anything, automatically,
+//! one bounded step per [`crate::Store::submit`] / [`crate::Store::poll_completions`] (the
+//! owner's loop turns), its writes riding in the store's batches;
+//! [`FileStore::compact_blocks`] runs it to the end at once. Module `compact` has the
+//! steps, the crash-safety argument and the rule for dropping tombstones (a dead block
+//! waiting for its deletion still counts as an older block that may hold their messages).
 //!
 //! # Compression and encryption
 //! With [`Compression::S2`] the blocks' message bodies are s2-compressed, each on its own
 //! (so any message is read without decompressing its neighbours; the block header's flag
-//! says its bodies may be). A [`BlockCipher`] seals bodies after compression.
+//! says its bodies may be). A [`BlockCipher`] seals each message's subject, headers length
+//! and (compressed) body as one, after compression; a scan opens every message to rebuild
+//! the subject index. The state file, which lists subjects, is sealed whole. Readable
+//! without the key: sequences, timestamps, TTLs, sizes, and tombstones' and ranges'
+//! numbers. A record that passes its checksum and does not open (a wrong key or cipher, or
+//! none configured) makes [`FileStore::open`] fail with
+//! [`crate::StoreError::Encryption`]: going on would drop its messages and then delete
+//! their blocks as dead. A store that ran without a key keeps its plaintext records (they
+//! stay readable) when a key is configured; new records are sealed.
 
 mod api;
 pub mod cipher;
@@ -184,6 +214,10 @@ pub(crate) struct Block {
     pub base: u64,
     /// Bytes handed to the I/O layer.
     pub flushed: u64,
+    /// Length known on disk (an fdatasync of it completed).
+    pub synced: u64,
+    /// The durable end the block's last commit record states.
+    pub marked: u64,
 }
 
 impl Block {
@@ -201,11 +235,16 @@ pub struct FileStoreStats {
     pub bytes_written: u64,
     pub corruptions: u64,
     pub compactions: u64,
+    /// Times a store call waited for the disk: buffered writes past the hard limit
+    /// ([`FileStore`]'s backpressure), the last resort under sustained overload.
+    pub stalls: u64,
 }
 
 /// A batch in flight.
 struct InFlight {
     token: u64,
+    /// The batch's number (batches are numbered from 1 as they start).
+    no: u64,
     synced: bool,
     /// Per block ordinal, the length that is on disk once the batch completes.
     lens: Vec<(u64, u64)>,
@@ -238,6 +277,18 @@ pub struct FileStore {
     tombs: Vec<(u64, Option<(Loc, i64)>)>,
     /// Automatic compaction (module `compact`).
     auto: compact::Auto,
+    /// Dead blocks taken off the front, deleted once a synced batch started after they
+    /// were taken off (it carries the sequence range that replaces them) has completed.
+    doomed: Vec<Doomed>,
+}
+
+/// A dead block waiting for its deletion.
+pub(crate) struct Doomed {
+    pub ordinal: u64,
+    /// Its open file, kept open while batches in flight may still use it.
+    pub file: Option<FileNo>,
+    /// Deleted after a synced batch numbered above this completed.
+    pub after: u64,
 }
 
 impl FileStore {
@@ -272,6 +323,7 @@ impl FileStore {
             corruptions: 0,
             stats: FileStoreStats::default(),
             tombs: Vec::new(),
+            doomed: Vec::new(),
             open_files: Default::default(),
             from_state: false,
             auto: Default::default(),

@@ -2,11 +2,12 @@
 //! records (the rules of the module docs: end of log, corruption, skip and resync) and
 //! replay them into the engine, then start a fresh tail block.
 
-use super::format::{self, Bad, BlockHeader, Kind, Record, DATA_START};
+use super::cipher::{self, BlockCipher};
+use super::format::{self, Bad, BlockHeader, Kind, Record, DATA_START, RF_SEALED, RF_SUBJECT_SEALED};
 use super::write::FsSink;
 use super::{Block, FileStore, Loc};
 use crate::engine::{Drop as NoSink, Engine, Why};
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::types::file_msg_size;
 
 /// The blocks found on open, with their headers when readable.
@@ -33,6 +34,11 @@ fn is_zero(b: &[u8]) -> bool {
 /// Scan the records of a block. `limit`: the block's known valid length (every block but
 /// the last); `None`: the last block, whose end is found by scanning. Calls `f` with each
 /// valid record, its offset and padded length, in order.
+///
+/// In the last block, the greatest durable end its commit records state (found by a first
+/// pass) divides it: before it, every failing record is a corruption; past it, a record
+/// that runs out in zeros or the end of the file is the torn end of the log (nothing past
+/// it was acknowledged), unless it is a complete record with a damaged length field.
 pub fn scan_block(
     bytes: &[u8],
     hdr: &BlockHeader,
@@ -53,6 +59,11 @@ pub fn scan_block(
         }
     }
     let data = bytes.get(..end).unwrap_or(bytes);
+    let durable = if limit.is_none() {
+        durable_end(data, cs, hdr.file_id)
+    } else {
+        None
+    };
     let mut off = DATA_START;
     while off < end {
         let rest = data.get(off..).unwrap_or(&[]);
@@ -65,12 +76,21 @@ pub fn scan_block(
             }
             Err(bad) => {
                 let next = resync(data, off + 8, cs, hdr.file_id);
-                if next.is_none() && limit.is_none() && torn(rest, bad) {
-                    break;
+                if limit.is_none() && torn(rest, bad) && !format::length_field_damaged(rest, cs, hdr.file_id) {
+                    let past_durable = match durable {
+                        Some(d) => off as u64 >= d,
+                        None => next.is_none(),
+                    };
+                    if past_durable {
+                        break;
+                    }
                 }
                 let what = match bad {
                     Bad::Zero if is_zero(rest) => "zeros before the block's end",
                     Bad::Short => "record cut short",
+                    _ if durable.is_some_and(|d| off as u64 >= d) || next.is_none() => {
+                        "bad record at the end of the log"
+                    }
                     _ => "bad record",
                 };
                 out.corruptions
@@ -85,8 +105,33 @@ pub fn scan_block(
     out
 }
 
+/// The greatest durable end the valid commit records of `data` state (each no greater than
+/// its own offset), skipping over damage.
+fn durable_end(data: &[u8], cs: format::Checksum, file_id: u64) -> Option<u64> {
+    let mut off = DATA_START;
+    let mut best = None;
+    while off < data.len() {
+        let rest = data.get(off..).unwrap_or(&[]);
+        match format::decode_record(rest, cs, file_id) {
+            Ok((r, n)) => {
+                if r.kind == Kind::Commit && r.seq <= off as u64 {
+                    best = best.max(Some(r.seq));
+                }
+                off += n;
+            }
+            Err(_) => match resync(data, off + 8, cs, file_id) {
+                Some(n) => off = n,
+                None => break,
+            },
+        }
+    }
+    best
+}
+
 /// Is the invalid record at the start of `rest` (the rest of the last block) a torn write:
-/// nothing there, cut by the end of the file, or running out in zeros?
+/// nothing there, cut by the end of the file, running out in zeros, or holding a sector's
+/// worth of zeros (a sector of the write that never reached the disk: a crash may keep any
+/// subset of the sectors of a write in flight)?
 fn torn(rest: &[u8], bad: Bad) -> bool {
     if bad == Bad::Short || bad == Bad::Zero {
         return true;
@@ -94,8 +139,22 @@ fn torn(rest: &[u8], bad: Bad) -> bool {
     // The zero run at the end of the file starts inside the record's claimed extent.
     let claimed = format::u32_at(rest, 0).map_or(0, |l| l as usize);
     let zeros_from = rest.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
-    zeros_from < claimed.min(rest.len()) || claimed > rest.len()
+    if zeros_from < claimed.min(rest.len()) || claimed > rest.len() {
+        return true;
+    }
+    // A sector's worth of zeros that starts inside the record's extent.
+    let mut run = 0usize;
+    for (i, &b) in rest.iter().take(claimed.saturating_add(SECTOR)).enumerate() {
+        run = if b == 0 { run + 1 } else { 0 };
+        if run >= SECTOR && i + 1 - run < claimed {
+            return true;
+        }
+    }
+    false
 }
+
+/// The smallest unit a disk writes whole.
+const SECTOR: usize = 512;
 
 /// The next offset (8-aligned, from `from`) where a valid record starts.
 fn resync(data: &[u8], from: usize, cs: format::Checksum, file_id: u64) -> Option<usize> {
@@ -128,15 +187,58 @@ fn apply_range(eng: &mut Engine<Loc>, first: u64, last: u64, ts: i64) {
     eng.last_ts = ts;
 }
 
-/// Replay one record. `Err` describes a record that validated but cannot be used.
-fn replay(eng: &mut Engine<Loc>, ordinal: u64, off: u64, len: u32, r: &Record<'_>) -> std::result::Result<(), String> {
+/// How replay reaches a block's sealed records.
+struct Keys<'a> {
+    cipher: &'a dyn BlockCipher,
+    keyed: bool,
+    file_id: u64,
+}
+
+/// Why a record that validated cannot be replayed.
+enum Unusable {
+    /// Its content does not make sense.
+    Bad(String),
+    /// It is sealed and the configured key (or its absence) does not open it.
+    Key(String),
+}
+
+/// Replay one record.
+fn replay(
+    eng: &mut Engine<Loc>,
+    keys: &Keys<'_>,
+    ordinal: u64,
+    off: u64,
+    len: u32,
+    r: &Record<'_>,
+) -> std::result::Result<(), Unusable> {
     match r.kind {
         Kind::Msg => {
-            let subject = std::str::from_utf8(r.subject).map_err(|_| format!("seq {}: subject not UTF-8", r.seq))?;
-            if r.hdr_len > r.plain_len {
-                return Err(format!("seq {}: headers longer than the body", r.seq));
+            let opened;
+            let (subject, hdr_len) = if r.flags & RF_SUBJECT_SEALED != 0 {
+                if !keys.keyed {
+                    return Err(Unusable::Key(format!(
+                        "seq {}: sealed, and no encryption key is configured",
+                        r.seq
+                    )));
+                }
+                opened = cipher::open_content(keys.cipher, keys.file_id, off, r.body)
+                    .map_err(|e| Unusable::Key(format!("seq {}: {e}", r.seq)))?;
+                (opened.subject.as_slice(), opened.hdr_len)
+            } else {
+                if r.flags & RF_SEALED != 0 && !keys.keyed {
+                    return Err(Unusable::Key(format!(
+                        "seq {}: sealed, and no encryption key is configured",
+                        r.seq
+                    )));
+                }
+                (r.subject, r.hdr_len)
+            };
+            let subject =
+                std::str::from_utf8(subject).map_err(|_| Unusable::Bad(format!("seq {}: subject not UTF-8", r.seq)))?;
+            if hdr_len > r.plain_len {
+                return Err(Unusable::Bad(format!("seq {}: headers longer than the body", r.seq)));
             }
-            let size = file_msg_size(r.subject.len(), r.hdr_len as usize, (r.plain_len - r.hdr_len) as usize);
+            let size = file_msg_size(subject.len(), hdr_len as usize, (r.plain_len - hdr_len) as usize);
             let loc = Loc {
                 blk: ordinal as u32,
                 off: off as u32,
@@ -154,6 +256,7 @@ fn replay(eng: &mut Engine<Loc>, ordinal: u64, off: u64, len: u32, r: &Record<'_
                 let _ = eng.skip(0, r.seq - eng.last_seq, r.ts);
             }
         }
+        Kind::Commit => {}
     }
     Ok(())
 }
@@ -274,11 +377,29 @@ impl FileStore {
             last_untouched = is_zero(bytes.get(DATA_START..).unwrap_or(&[]));
             let mut bad_replays = Vec::new();
             let eng = &mut self.eng;
+            let keys = Keys {
+                cipher: self.cipher.as_ref(),
+                keyed: self.cfg.cipher.is_some(),
+                file_id: hdr.file_id,
+            };
+            let mut key_failure = None;
             let scan = scan_block(&bytes, &hdr, limit, |off, len, r| {
-                if let Err(e) = replay(eng, ord, off, len, r) {
-                    bad_replays.push(e);
+                match replay(eng, &keys, ord, off, len, r) {
+                    Ok(()) => {}
+                    Err(Unusable::Bad(e)) => bad_replays.push(e),
+                    Err(Unusable::Key(e)) => {
+                        key_failure.get_or_insert(e);
+                    }
                 }
             });
+            // A record that passed its checksum and does not open was sealed under another
+            // key: refuse to open (going on would drop its messages, and later delete
+            // their blocks as dead).
+            if let Some(e) = key_failure {
+                return Err(StoreError::Encryption(format!(
+                    "block {ord}: cannot open a sealed record ({e}): wrong key or cipher"
+                )));
+            }
             for c in scan.corruptions.iter().chain(&bad_replays) {
                 self.corrupt(c);
             }
@@ -293,6 +414,8 @@ impl FileStore {
                 buf: Vec::new(),
                 base: scan.end.div_ceil(align) * align,
                 flushed: scan.end,
+                synced: scan.end,
+                marked: scan.end,
             });
         }
         Ok((found, last_untouched))

@@ -13,6 +13,10 @@
 //! first ts, last seq, last ts, the subjects (length, bytes), the entries in sequence order
 //! (seq delta, ts, subject index, accounted size, ttl: 0 none, -1 never, else seconds,
 //! block, offset, record length); then the CRC-32C of everything before it.
+//!
+//! With encryption at rest the file holds subjects, so it is sealed whole: `RNATSSTE`, a
+//! random u64 id, then the block cipher's sealing of the layout above at (id, `u64::MAX`)
+//! (block records are sealed at offsets below 2^32, under their blocks' random file ids).
 
 use super::format::{BlockHeader, DATA_START};
 use super::recover::block_header;
@@ -23,6 +27,8 @@ use std::collections::HashMap;
 use std::io::Write;
 
 const MAGIC: &[u8; 8] = b"RNATSSTA";
+const SEALED_MAGIC: &[u8; 8] = b"RNATSSTE";
+const SEALED_AT: u64 = u64::MAX;
 const VERSION: u16 = 1;
 pub const NAME: &str = "state.rns";
 
@@ -188,7 +194,16 @@ fn encode(fs: &FileStore) -> Result<Vec<u8>> {
 impl FileStore {
     /// Write the state file (at a clean stop, after everything is synced).
     pub(super) fn write_state(&mut self) -> Result<()> {
-        let bytes = encode(self)?;
+        let mut bytes = encode(self)?;
+        if self.cfg.cipher.is_some() {
+            let id = rand::random::<u64>();
+            self.cipher.seal(id, SEALED_AT, &mut bytes)?;
+            let mut out = Vec::with_capacity(bytes.len() + 16);
+            out.extend_from_slice(SEALED_MAGIC);
+            out.extend_from_slice(&id.to_le_bytes());
+            out.extend_from_slice(&bytes);
+            bytes = out;
+        }
         let tmp = self.cfg.dir.join("state.rns.tmp");
         {
             let mut f = std::fs::File::create(&tmp)?;
@@ -209,6 +224,23 @@ impl FileStore {
         };
         std::fs::remove_file(&path)?;
         crate::io::raw::sync_dir(&self.cfg.dir)?;
+        let bytes = match bytes.strip_prefix(SEALED_MAGIC.as_slice()) {
+            Some(rest) if self.cfg.cipher.is_some() => {
+                let id = rest.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+                let mut body = rest.get(8..).unwrap_or(&[]).to_vec();
+                match id.map(|id| self.cipher.open(id, SEALED_AT, &mut body)) {
+                    Some(Ok(())) => body,
+                    _ => {
+                        tracing::warn!(dir = %self.cfg.dir.display(), "storage: state file does not open with the configured key; rebuilding from the blocks");
+                        return Ok(false);
+                    }
+                }
+            }
+            // Sealed and no key, or a plain state file where a key is configured (written
+            // before encryption was turned on: usable, it holds no sealed data).
+            Some(_) => return Ok(false),
+            None => bytes,
+        };
         let Some(st) = decode(&bytes) else {
             tracing::warn!(dir = %self.cfg.dir.display(), "storage: state file damaged; rebuilding from the blocks");
             return Ok(false);
@@ -253,6 +285,8 @@ impl FileStore {
                 buf: Vec::new(),
                 base: len.div_ceil(align) * align,
                 flushed: len,
+                synced: len,
+                marked: len,
             });
         }
         Ok(true)

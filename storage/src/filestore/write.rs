@@ -84,6 +84,8 @@ impl FileStore {
             buf,
             base: 0,
             flushed: 0,
+            synced: DATA_START as u64,
+            marked: DATA_START as u64,
         });
         self.dir_dirty = true;
         Ok(())
@@ -141,11 +143,16 @@ impl FileStore {
                 flags |= format::RF_S2;
             }
         }
+        let mut subject = subject.as_bytes();
+        let mut hdr_len = hdr.len() as u32;
         if self.cfg.cipher.is_some() {
-            // The record lands at the tail's end, or at the start of a new block.
-            let (file_id, off) = self.next_record_place(subject.len(), body.len())?;
-            self.cipher.seal(file_id, off, &mut body)?;
-            flags |= format::RF_SEALED;
+            // The record lands at the tail's end, or at the start of a new block. The
+            // subject and the headers' length are sealed with the body.
+            let (file_id, off) = self.next_record_place(0, 6 + subject.len() + body.len())?;
+            body = super::cipher::seal_content(self.cipher.as_ref(), file_id, off, subject, hdr_len, &body)?;
+            flags |= format::RF_SEALED | format::RF_SUBJECT_SEALED;
+            subject = &[];
+            hdr_len = 0;
         }
         let rec = Record {
             kind: Kind::Msg,
@@ -153,9 +160,9 @@ impl FileStore {
             seq,
             ts,
             ttl,
-            hdr_len: hdr.len() as u32,
+            hdr_len,
             plain_len,
-            subject: subject.as_bytes(),
+            subject,
             body: &body,
         };
         let loc = self.append(&rec)?;
@@ -182,6 +189,35 @@ impl FileStore {
         }
         let b = self.blocks.back().ok_or(StoreError::Closed)?;
         Ok((b.hdr.file_id, b.len))
+    }
+
+    /// Append a commit record to the tail block stating its durable end (the length the
+    /// completed fdatasyncs covered), if that moved since the last one. It goes into the
+    /// tail as it is (never into a new block: its offset is the tail's). Returns whether
+    /// one was appended.
+    pub(super) fn mark_durable_end(&mut self) -> bool {
+        let cs = self.cfg.checksum;
+        let now = self.clock.now_nanos();
+        let Some(b) = self.blocks.back_mut() else { return false };
+        if b.synced <= b.marked {
+            return false;
+        }
+        let rec = Record {
+            kind: Kind::Commit,
+            flags: 0,
+            seq: b.synced,
+            ts: now,
+            ttl: 0,
+            hdr_len: 0,
+            plain_len: 0,
+            subject: &[],
+            body: &[],
+        };
+        let before = b.buf.len();
+        format::encode_record(&mut b.buf, &rec, cs, b.hdr.file_id);
+        b.len += (b.buf.len() - before) as u64;
+        b.marked = b.synced;
+        true
     }
 
     /// The stream's sequence range (first, last, and the last timestamp).
@@ -282,26 +318,48 @@ impl FileStore {
         Ok(())
     }
 
-    /// Delete the oldest blocks once none of their messages is live (never the tail).
-    /// The current sequence range is written to the tail and synced first, so the
-    /// stream's first and last sequence survive the deletion.
+    /// Take the oldest blocks off once none of their messages is live (never the tail).
+    /// The current sequence range is written to the tail first, and the files are deleted
+    /// only once a synced batch holding it has completed (in [`FileStore::complete`]), so
+    /// the stream's first and last sequence survive the deletion; nothing here waits.
     fn drop_dead_blocks(&mut self) -> Result<()> {
         let dead = |b: Option<&Block>| b.is_some_and(|b| b.live == 0);
         if self.blocks.len() < 2 || !dead(self.blocks.front()) {
             return Ok(());
         }
         self.append_range()?;
-        self.sync_all(true)?;
         while self.blocks.len() > 1 && dead(self.blocks.front()) {
             let Some(b) = self.blocks.pop_front() else { break };
-            if let Some(f) = b.file {
-                self.unsynced.remove(&f);
-            }
             self.open_files.retain(|o| *o != b.ordinal);
-            self.io.remove(&Block::name(b.ordinal))?;
-            self.dir_dirty = true;
+            self.doomed.push(super::Doomed {
+                ordinal: b.ordinal,
+                file: b.file,
+                after: self.stats.batches,
+            });
         }
         Ok(())
+    }
+
+    /// Delete the dead blocks whose replacing range is durable now that the synced batch
+    /// `no` completed (nothing is in flight: its files are no longer used).
+    fn delete_doomed(&mut self, no: u64) {
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.doomed).into_iter().partition(|d| d.after < no);
+        self.doomed = keep;
+        if !due.is_empty() {
+            self.auto.doomed_deleted();
+        }
+        for d in due {
+            if let Some(f) = d.file {
+                self.unsynced.remove(&f);
+                self.patches
+                    .retain(|op| !matches!(op, Op::Write { file, .. } | Op::Sync { file } if *file == f));
+            }
+            if let Err(e) = self.io.remove(&Block::name(d.ordinal)) {
+                // Left in place it is replayed at the next open and found dead again.
+                tracing::warn!(dir = %self.cfg.dir.display(), block = d.ordinal, error = %e, "storage: cannot delete a dead block");
+            }
+            self.dir_dirty = true;
+        }
     }
 
     /// Build and start the next batch, if there is something to write and nothing is in
@@ -314,6 +372,11 @@ impl FileStore {
             SyncMode::GroupCommit | SyncMode::Always => true,
             SyncMode::Interval(d) => force_sync || self.last_sync.elapsed() >= d,
         };
+        // A synced batch that writes to the tail also says how far the tail was durable
+        // before it (no write or sync of its own: it rides with the batch's records).
+        if sync && self.blocks.back().is_some_and(|b| b.flushed < b.len) {
+            self.mark_durable_end();
+        }
         let align = self.io.alignment() as u64;
         let mut ops = std::mem::take(&mut self.patches);
         let mut lens = Vec::new();
@@ -358,6 +421,7 @@ impl FileStore {
         }
         let token = self.eng.last_seq;
         self.stats.batches += 1;
+        let no = self.stats.batches;
         if let Err(e) = self.io.start(Batch { token, ops }) {
             return Err(self.fail(&e));
         }
@@ -366,6 +430,7 @@ impl FileStore {
         }
         self.in_flight = Some(InFlight {
             token,
+            no,
             synced: sync,
             lens,
         });
@@ -388,12 +453,18 @@ impl FileStore {
         }
         if inf.synced {
             self.durable = self.durable.max(inf.token);
+            if !self.doomed.is_empty() {
+                self.delete_doomed(inf.no);
+            }
         }
         let align = self.io.alignment() as u64;
         let last = self.blocks.back().map(|b| b.ordinal);
         for (ord, len) in inf.lens {
             let Some(i) = self.block_pos(ord) else { continue };
             let Some(b) = self.blocks.get_mut(i) else { continue };
+            if inf.synced {
+                b.synced = b.synced.max(len);
+            }
             let keep_from = if Some(ord) == last && b.flushed == b.len {
                 floor(len, align)
             } else if b.flushed == b.len {
@@ -438,10 +509,18 @@ impl FileStore {
                 }
                 continue;
             }
-            let dirty = !self.patches.is_empty()
+            let mut dirty = !self.patches.is_empty()
                 || self.blocks.iter().any(|b| b.flushed < b.len)
                 || !self.unsynced.is_empty()
                 || self.dir_dirty;
+            if !dirty && !self.doomed.is_empty() {
+                // Dead blocks wait for a synced batch (their range went out unsynced, in
+                // interval mode): sync the tail for them.
+                if let Some(f) = self.blocks.back().and_then(|b| b.file) {
+                    self.unsynced.insert(f);
+                    dirty = true;
+                }
+            }
             if !dirty {
                 if let Some(f) = &self.failed {
                     return Err(StoreError::WritesRefused(f.clone()));
@@ -461,8 +540,11 @@ impl FileStore {
         }
     }
 
-    /// Bound what is buffered: past [`FileStore::max_buffered`] bytes not yet handed to the
-    /// I/O layer, wait for the batch in flight and start the next one.
+    /// Bound what is buffered without waiting: past [`FileStore::max_buffered`] bytes not
+    /// yet handed to the I/O layer, start a batch if none is in flight (else the next one
+    /// starts when it completes: at the next store call, submit or poll). Only past the
+    /// hard limit (four times that, the disk far slower than the writers for a while) does
+    /// a store call wait for the batch in flight, counted in [`super::FileStoreStats::stalls`].
     pub(super) fn backpressure(&mut self) -> Result<()> {
         let buffered: u64 = self
             .blocks
@@ -474,7 +556,9 @@ impl FileStore {
         if buffered <= self.max_buffered() {
             return Ok(());
         }
-        if self.in_flight.is_some() {
+        self.reap()?;
+        if self.in_flight.is_some() && buffered > 4 * self.max_buffered() {
+            self.stats.stalls += 1;
             if let Some(d) = self.io.wait() {
                 self.complete(d)?;
             }
@@ -482,15 +566,19 @@ impl FileStore {
         self.start_batch(false)
     }
 
-    /// Bytes a store buffers at most before a store call waits for the disk.
+    /// Bytes a store buffers before it starts a batch on its own.
     pub(super) fn max_buffered(&self) -> u64 {
         (2 * self.cfg.block_size).max(4 << 20)
     }
 
-    /// After a write call: sync at once in `sync_always` mode.
+    /// After a write call in `sync_always` mode: hand the write to the I/O layer at once
+    /// (a batch of writes and their fdatasync) without waiting for it; it is acknowledged
+    /// ([`crate::Store::durable_seq`]) when that fdatasync completes. A write made while a
+    /// batch is in flight goes into the next one, started as soon as that completes.
     pub(super) fn after_write(&mut self) -> Result<()> {
         if self.cfg.sync == SyncMode::Always {
-            self.sync_all(true)?;
+            self.reap()?;
+            self.start_batch(false)?;
         }
         Ok(())
     }

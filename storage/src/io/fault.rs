@@ -1,5 +1,7 @@
 //! A fault-injecting file layer for tests: fail the Nth write or fdatasync, make writes
-//! short, or run out of space after a number of bytes (ENOSPC). It sits under the threaded
+//! short, run out of space after a number of bytes (ENOSPC), or hold every fdatasync (of
+//! files and of the directory) until released: a disk whose syncs take as long as a test
+//! likes. It sits under the threaded
 //! backend ([`super::IoChoice::Faulty`]), so the store above sees exactly what a failing
 //! disk would show it.
 
@@ -7,7 +9,7 @@ use super::raw::{Opener, RawFile, StdOpener};
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 /// The faults to inject; clones share their counters, so a test keeps one to arm faults
 /// while the store runs. Counts are 1-based over every file of the store (0: never).
@@ -23,6 +25,27 @@ struct Plan {
     space_limited: AtomicU64,
     writes: AtomicU64,
     syncs: AtomicU64,
+    /// Whether syncs are held, and the wake-up of the held ones.
+    held: Mutex<bool>,
+    release: Condvar,
+    /// Syncs waiting at the gate now.
+    waiting: AtomicU64,
+}
+
+impl Plan {
+    fn gate(&self) {
+        let Ok(mut held) = self.held.lock() else { return };
+        if *held {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            while *held {
+                held = match self.release.wait(held) {
+                    Ok(h) => h,
+                    Err(_) => break,
+                };
+            }
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Faults {
@@ -47,6 +70,23 @@ impl Faults {
     pub fn space_left(&self, bytes: u64) {
         self.0.space_left.store(bytes, Ordering::SeqCst);
         self.0.space_limited.store(1, Ordering::SeqCst);
+    }
+    /// Hold every fdatasync (and directory fsync) from now until [`Faults::release_syncs`].
+    pub fn hold_syncs(&self) {
+        if let Ok(mut h) = self.0.held.lock() {
+            *h = true;
+        }
+    }
+    /// Let held and later syncs run.
+    pub fn release_syncs(&self) {
+        if let Ok(mut h) = self.0.held.lock() {
+            *h = false;
+        }
+        self.0.release.notify_all();
+    }
+    /// Syncs held at the gate right now.
+    pub fn held_syncs(&self) -> u64 {
+        self.0.waiting.load(Ordering::SeqCst)
     }
     pub fn writes(&self) -> u64 {
         self.0.writes.load(Ordering::SeqCst)
@@ -81,6 +121,7 @@ impl Opener for FaultOpener {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.faults.0.gate();
         self.inner.sync_dir(dir)
     }
 }
@@ -118,6 +159,7 @@ impl RawFile for FaultFile {
 
     fn sync_data(&self) -> io::Result<()> {
         let p = &self.faults.0;
+        p.gate();
         let n = p.syncs.fetch_add(1, Ordering::SeqCst) + 1;
         if p.fail_sync_at.load(Ordering::SeqCst) == n {
             return Err(io::Error::from_raw_os_error(libc::EIO));
