@@ -12,7 +12,10 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 fn compare(rx: common::Reactor, shards: &str) {
-    common::jsdiff::compare(rx, shards, scenarios());
+    // Every scenario on file storage, then again with the streams on memory storage.
+    let mut all = scenarios();
+    all.extend(common::jsdiff::on_memory(scenarios()));
+    common::jsdiff::compare(rx, shards, all);
 }
 
 const B1: &str = "Nats-Batch-Id: b1\r\nNats-Batch-Sequence: 1";

@@ -12,7 +12,10 @@ mod common;
 use common::jsdiff::{h, r, Req};
 
 fn compare(rx: common::Reactor, shards: &str) {
-    common::jsdiff::compare(rx, shards, scenarios());
+    // Every scenario on file storage, then again with the streams on memory storage.
+    let mut all = scenarios();
+    all.extend(common::jsdiff::on_memory(scenarios()));
+    common::jsdiff::compare(rx, shards, all);
 }
 
 fn scenarios() -> Vec<(&'static str, Vec<Req>)> {

@@ -9,7 +9,7 @@
 mod common;
 
 use async_nats::jetstream::{self, consumer, stream};
-use common::{reference_server, rt, scratch_dir, Reactor, Server};
+use common::{reference_server, rt, scratch_dir, Raw, Reactor, Server};
 use std::time::Duration;
 
 async fn bound(js: &jetstream::Context, name: &str) -> bool {
@@ -30,10 +30,26 @@ async fn push(js: &jetstream::Context, name: &str, deliver: &str, group: Option<
     .unwrap();
 }
 
+/// Send protocol lines, then PING, and read up to the PONG: the subscription change has
+/// reached every shard then (PING is a barrier). Returns the payload lines seen before.
+fn barrier(raw: &mut Raw, lines: &str) -> Vec<String> {
+    raw.send_str(&format!("{lines}PING\r\n"));
+    let mut seen = Vec::new();
+    loop {
+        let l = raw.read_line(Duration::from_secs(5));
+        if l == "PONG" {
+            return seen;
+        }
+        seen.push(l);
+    }
+}
+
 /// The observations of one run: (case, value) in order.
-async fn scenario(url: &str) -> Vec<(String, String)> {
+async fn scenario(url: &str, port: u16) -> Vec<(String, String)> {
     let admin = async_nats::connect(url).await.unwrap();
-    let subs = async_nats::connect(url).await.unwrap();
+    // The subscribers: raw protocol, for the PING barrier (async-nats's flush is none).
+    let mut subs = Raw::connect(port);
+    subs.handshake();
     let js = jetstream::new(admin.clone());
     let mut out = Vec::new();
     let mut note = |k: &str, v: String| out.push((k.to_string(), v));
@@ -56,31 +72,25 @@ async fn scenario(url: &str) -> Vec<(String, String)> {
     // Exactly the deliver subject: bound while subscribed, unbound after it leaves.
     push(&js, "exact", "dl.a", None).await;
     note("exact before", bound(&js, "exact").await.to_string());
-    let mut s = subs.subscribe("dl.a").await.unwrap();
-    subs.flush().await.unwrap();
+    let mut seen = barrier(&mut subs, "SUB dl.a 1\r\n");
     note("exact subscribed", bound(&js, "exact").await.to_string());
-    let got = tokio::time::timeout(Duration::from_secs(3), futures::StreamExt::next(&mut s)).await;
-    note(
-        "exact delivered",
-        got.ok()
-            .flatten()
-            .map(|m| String::from_utf8_lossy(&m.payload).to_string())
-            .unwrap_or_default(),
-    );
-    s.unsubscribe().await.unwrap();
-    subs.flush().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while !seen.iter().any(|l| l == "one") && std::time::Instant::now() < deadline {
+        seen.extend(barrier(&mut subs, ""));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    note("exact delivered", seen.iter().any(|l| l == "one").to_string());
+    barrier(&mut subs, "UNSUB 1\r\n");
     note("exact after unsubscribe", bound(&js, "exact").await.to_string());
 
     // A wildcard that matches the deliver subject does not bind it.
     push(&js, "wild", "dl.b.x", None).await;
-    let w = subs.subscribe("dl.b.*").await.unwrap();
-    subs.flush().await.unwrap();
+    barrier(&mut subs, "SUB dl.b.* 2\r\n");
     note("wildcard", bound(&js, "wild").await.to_string());
 
     // A queue subscription does not bind a consumer without a deliver group.
     push(&js, "nogroup", "dl.c", None).await;
-    let q = subs.queue_subscribe("dl.c", "G".into()).await.unwrap();
-    subs.flush().await.unwrap();
+    barrier(&mut subs, "SUB dl.c G 3\r\n");
     note(
         "queue member, no deliver_group",
         bound(&js, "nogroup").await.to_string(),
@@ -88,14 +98,11 @@ async fn scenario(url: &str) -> Vec<(String, String)> {
 
     // With a deliver group: a plain subscriber or another group's member does not bind.
     push(&js, "grp", "dl.d", Some("G")).await;
-    let plain = subs.subscribe("dl.d").await.unwrap();
-    subs.flush().await.unwrap();
+    barrier(&mut subs, "SUB dl.d 4\r\n");
     note("group, plain subscriber", bound(&js, "grp").await.to_string());
-    let other = subs.queue_subscribe("dl.d", "H".into()).await.unwrap();
-    subs.flush().await.unwrap();
+    barrier(&mut subs, "SUB dl.d H 5\r\n");
     note("group, other group's member", bound(&js, "grp").await.to_string());
-    let member = subs.queue_subscribe("dl.d", "G".into()).await.unwrap();
-    subs.flush().await.unwrap();
+    barrier(&mut subs, "SUB dl.d G 6\r\n");
     note("group, member", bound(&js, "grp").await.to_string());
 
     // Another stream listening on the deliver subject's space does not bind it, and so
@@ -105,12 +112,11 @@ async fn scenario(url: &str) -> Vec<(String, String)> {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut a = js.get_stream("A").await.unwrap();
     note("stream A messages", a.info().await.unwrap().state.messages.to_string());
-    drop((w, q, plain, other, member));
     out
 }
 
 fn run_on(server: &Server) -> Vec<(String, String)> {
-    rt().block_on(scenario(&server.url()))
+    rt().block_on(scenario(&server.url(), server.port))
 }
 
 fn compare(r: Reactor, shards: &str) {

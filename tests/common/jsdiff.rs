@@ -19,6 +19,31 @@ pub fn h(subject: &'static str, headers: &'static str, body: &str) -> Req {
     Req(subject, headers, body.to_string())
 }
 
+/// The same scenarios with every stream created on memory storage (a create whose body
+/// names no storage gets `"storage":"memory"`), named `<name> (memory)`.
+#[allow(dead_code)]
+pub fn on_memory(scenarios: Vec<(&'static str, Vec<Req>)>) -> Vec<(&'static str, Vec<Req>)> {
+    scenarios
+        .into_iter()
+        .map(|(name, reqs)| {
+            let reqs = reqs
+                .into_iter()
+                .map(|Req(subject, headers, body)| {
+                    let create = subject.starts_with("$JS.API.STREAM.CREATE.");
+                    let body = if create && body.starts_with('{') && !body.contains("\"storage\"") {
+                        format!("{{\"storage\":\"memory\",{}", &body[1..])
+                    } else {
+                        body
+                    };
+                    Req(subject, headers, body)
+                })
+                .collect();
+            let name: &'static str = Box::leak(format!("{name} (memory)").into_boxed_str());
+            (name, reqs)
+        })
+        .collect()
+}
+
 /// Mask what differs between any two servers or runs.
 pub fn mask(v: &mut Value) {
     match v {

@@ -299,7 +299,8 @@ impl ShardCore {
     /// (`queue: None`) or in group `queue`: a push consumer's interest in its deliver
     /// subject. As with the reference's interest notifications, a wildcard subscription
     /// that matches the subject, or a member of another queue group, does not count; nor
-    /// do the server's local-only internal subscriptions.
+    /// do the server's local-only internal subscriptions. An account importing the
+    /// subject as a stream counts (the reference's import is a subscription on it).
     pub fn has_exact_interest(&mut self, acc: AccountId, subject: &[u8], queue: Option<&[u8]>) -> bool {
         let multi = self.nshards > 1;
         let i = acc as usize;
@@ -307,11 +308,17 @@ impl ShardCore {
             return false;
         };
         let local = &self.internals.local;
-        st.sublist
+        if st
+            .sublist
             .exact(subject, queue)
             .iter()
             .any(|id| !local.contains_key(id))
             || (multi && st.remote.has_exact(subject, queue))
+        {
+            return true;
+        }
+        let st = self.acct(acc);
+        st.has_stream_links() && !st.stream_out.matches(subject).psubs.is_empty()
     }
 
     /// Publish what [`Self::publish_later`] queued.
