@@ -12,9 +12,8 @@ mod common;
 
 use common::TempDir;
 use rand::{Rng, SeedableRng};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use storage::{FileStore, FileStoreConfig, Store, StoreConfig};
 
@@ -99,34 +98,12 @@ fn kill9_loop() {
         .unwrap_or(10);
     let base = std::env::var("RNATS_KILL9_DIR").ok().map(PathBuf::from);
     let dir = TempDir::new(base.as_deref(), "kill9");
-    let exe = std::env::current_exe().expect("test binary");
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x6b69_6c6c);
     let mut acked = 0u64;
     let mut backend = String::new();
     let started = Instant::now();
     for cycle in 0..cycles {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "ackwriter_child",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("RNATS_ACKWRITER_DIR", dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn writer");
-        let stdout = child.stdout.take().expect("pipe");
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (mut child, rx, reader) = common::spawn_writer("ackwriter_child", "RNATS_ACKWRITER_DIR", dir.path());
         let run_for = Duration::from_millis(rng.gen_range(20..300));
         let mut until = Instant::now() + Duration::from_secs(20);
         let mut cycle_acks = 0;

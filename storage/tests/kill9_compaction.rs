@@ -14,9 +14,8 @@ mod common;
 
 use common::TempDir;
 use rand::{Rng, SeedableRng};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use storage::{FileStore, FileStoreConfig, Store, StoreConfig, StoreError};
 
@@ -123,33 +122,12 @@ fn kill9_during_compaction() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
     let dir = TempDir::new(None, "kill9-compaction");
-    let exe = std::env::current_exe().expect("test binary");
     let mut rng = rand::rngs::StdRng::seed_from_u64(0x636f_6d70);
     let (mut stored, mut removed, mut rewrites) = (0u64, 0u64, 0u64);
     let mut backend = String::new();
     for cycle in 0..cycles {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "compacting_writer_child",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("RNATS_COMPACTING_WRITER_DIR", dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn writer");
-        let stdout = child.stdout.take().expect("pipe");
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (mut child, rx, reader) =
+            common::spawn_writer("compacting_writer_child", "RNATS_COMPACTING_WRITER_DIR", dir.path());
         let run_for = Duration::from_millis(rng.gen_range(50..400));
         let mut until = Instant::now() + Duration::from_secs(20);
         let mut cycle_rewrites = 0;

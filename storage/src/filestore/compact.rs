@@ -617,17 +617,7 @@ impl FileStore {
 
     fn flush_run(&mut self, job: &mut Job) {
         if let Some((seq, ts)) = job.dropped_run.take() {
-            let rec = Record {
-                kind: Kind::Erased,
-                flags: 0,
-                seq,
-                ts,
-                ttl: 0,
-                hdr_len: 0,
-                plain_len: 0,
-                subject: &[],
-                body: &[],
-            };
+            let rec = Record::erased(seq, ts, &[]);
             format::encode_record(&mut job.out, &rec, job.old_hdr.checksum(), job.new_id);
         }
     }

@@ -193,6 +193,24 @@ pub struct Record<'a> {
     pub body: &'a [u8],
 }
 
+impl<'a> Record<'a> {
+    /// The record left where message `seq` (stored at `ts`) was erased: no subject, and
+    /// `body` (zeros, or nothing) in place of its content.
+    pub fn erased(seq: u64, ts: i64, body: &'a [u8]) -> Record<'a> {
+        Record {
+            kind: Kind::Erased,
+            flags: 0,
+            seq,
+            ts,
+            ttl: 0,
+            hdr_len: 0,
+            plain_len: 0,
+            subject: &[],
+            body,
+        }
+    }
+}
+
 /// Bytes a record of these sizes takes, without padding.
 pub fn record_len(subject: usize, body: usize, cs: Checksum) -> usize {
     REC_HEADER + subject + body + cs.size()

@@ -273,17 +273,7 @@ impl FileStore {
         // An erased record with an empty subject and a zero body: same padded length.
         let blen = (loc.len as usize).saturating_sub(format::REC_HEADER + cs.size());
         let zeros = vec![0u8; blen];
-        let rec = Record {
-            kind: Kind::Erased,
-            flags: 0,
-            seq,
-            ts,
-            ttl: 0,
-            hdr_len: 0,
-            plain_len: 0,
-            subject: &[],
-            body: &zeros,
-        };
+        let rec = Record::erased(seq, ts, &zeros);
         let mut out = Vec::with_capacity(loc.len as usize);
         format::encode_record(&mut out, &rec, cs, file_id);
         if out.len() != loc.len as usize {

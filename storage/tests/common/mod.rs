@@ -116,3 +116,38 @@ pub fn file_store(dir: &Path, sync: SyncMode, io: IoChoice) -> FileStore {
     f.io = io;
     FileStore::open(f, StoreConfig::new("T")).expect("open")
 }
+
+/// A writer process for the kill -9 tests: this test binary again, running only the ignored
+/// test `child` with `env_key` set to `dir`; its stdout lines arrive on the channel (read
+/// by the returned thread) until it dies.
+#[allow(dead_code)]
+pub fn spawn_writer(
+    child: &str,
+    env_key: &str,
+    dir: &Path,
+) -> (
+    std::process::Child,
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<()>,
+) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let exe = std::env::current_exe().expect("test binary");
+    let mut proc = Command::new(exe)
+        .args(["--exact", child, "--ignored", "--nocapture", "--test-threads=1"])
+        .env(env_key, dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn writer");
+    let stdout = proc.stdout.take().expect("pipe");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (proc, rx, reader)
+}
