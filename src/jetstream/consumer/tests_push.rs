@@ -87,9 +87,9 @@ fn flow_control_stalls_until_answered() {
     );
     // A stale answer does nothing; the right one resumes (and widens the window).
     let now = w.now();
-    c.on_flow_control(&mut w.env, "$JS.FC.S.C.zzzz", now);
+    c.on_flow_control_reply(&mut w.env, "$JS.FC.S.C.zzzz", None, now);
     assert!(w.poll(&mut c).is_empty());
-    c.on_flow_control(&mut w.env, &fc_reply, now);
+    c.on_flow_control_reply(&mut w.env, &fc_reply, None, now);
     assert_eq!(seqs(&w.poll(&mut c)), vec![8, 9, 10]);
 }
 

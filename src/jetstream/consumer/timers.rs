@@ -232,12 +232,7 @@ impl Consumer {
         env.publish(&self.cfg.deliver_subject, &fcid, Some(wire::FLOW_CONTROL), b"");
     }
 
-    /// A flow-control reply (`$JS.FC.<S>.<C>.<id>`).
-    pub fn on_flow_control(&mut self, env: &mut dyn ConsumerEnv, subject: &str, now: Instant) {
-        self.on_flow_control_reply(env, subject, None, now);
-    }
-
-    /// A flow-control reply with its headers: with `ack_policy: flow_control` its
+    /// A flow-control reply (`$JS.FC.<S>.<C>.<id>`) with its headers: with `ack_policy: flow_control` its
     /// `Nats-Last-Stream` / `Nats-Last-Consumer` acknowledge everything up to them.
     /// Returns the stream sequences acknowledged.
     pub fn on_flow_control_reply(
