@@ -64,33 +64,35 @@ fn free_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
-/// Starts `bin` with `conf(dir, port)` as its configuration and `extra` flags.
-fn start_with(bin: &PathBuf, extra: &[&str], conf: impl FnOnce(&std::path::Path, u16) -> String) -> Server {
-    let dir = std::env::temp_dir().join(format!("rnats-jwt-ref-{}-{}", std::process::id(), free_port()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let port = free_port();
-    let conf = conf(&dir, port);
-    let conf_path = dir.join("server.conf");
-    std::fs::write(&conf_path, conf).expect("write conf");
-    let log = std::fs::File::create(dir.join("server.log")).expect("log file");
-    let child = Command::new(bin)
-        .arg("-c")
-        .arg(&conf_path)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start reference server");
-    let mut server = Server { child, port, dir };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = server.child.try_wait() {
-            panic!("reference server exited ({status}): {}", server.log());
+/// Starts `bin` with `conf(dir, port)` as its configuration and `extra` flags; on
+/// another port when a parallel test's server took the first one.
+fn start_with(bin: &PathBuf, extra: &[&str], conf: impl Fn(&std::path::Path, u16) -> String) -> Server {
+    for _ in 0..5 {
+        let dir = std::env::temp_dir().join(format!("rnats-jwt-ref-{}-{}", std::process::id(), free_port()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let port = free_port();
+        let conf = conf(&dir, port);
+        let conf_path = dir.join("server.conf");
+        std::fs::write(&conf_path, conf).expect("write conf");
+        let log = std::fs::File::create(dir.join("server.log")).expect("log file");
+        let child = Command::new(bin)
+            .arg("-c")
+            .arg(&conf_path)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start reference server");
+        let mut server = Server { child, port, dir };
+        if common::wait_ready_on(&mut server.child, &server.dir.join("server.log"), port) {
+            return server;
         }
-        assert!(Instant::now() < deadline, "reference server did not start");
-        std::thread::sleep(Duration::from_millis(50));
+        eprintln!(
+            "server exited before it was ready, again on another port:\n{}",
+            server.log()
+        );
     }
-    server
+    panic!("the server would not start in five attempts");
 }
 
 struct Conn {
@@ -235,7 +237,7 @@ fn operator_mode(bin: &PathBuf, extra: &[&str]) {
     ];
     let server = start_with(bin, extra, |dir, port| {
         let op_path = dir.join("op.jwt");
-        std::fs::write(&op_path, op_file).expect("write op.jwt");
+        std::fs::write(&op_path, &op_file).expect("write op.jwt");
         let mut conf = format!(
             "listen: 127.0.0.1:{port}\noperator: \"{}\"\nsystem_account: {}\nresolver: MEMORY\nresolver_preload: {{\n",
             op_path.display(),

@@ -129,39 +129,45 @@ impl Drop for Reference {
 }
 
 fn start_reference(bin: &Path, work: &Path, k: &Keys, resolver: &str) -> Reference {
-    let port = free_port();
-    let op_path = work.join("op.jwt");
-    std::fs::write(&op_path, k.operator_jwt()).expect("op.jwt");
-    let sys_jwt = account(&k.op, &k.sys, 1_000, |_| {});
-    let conf = format!(
-        "listen: 127.0.0.1:{port}\noperator: \"{}\"\nsystem_account: {}\n{resolver}\nresolver_preload: {{ {}: \"{sys_jwt}\" }}\n",
-        op_path.display(),
-        k.sys.public_key(),
-        k.sys.public_key()
-    );
-    let conf_path = work.join(format!("server-{port}.conf"));
-    std::fs::write(&conf_path, conf).expect("conf");
-    let log = work.join(format!("server-{port}.log"));
-    let child = Command::new(bin)
-        .arg("-c")
-        .arg(&conf_path)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("start reference");
-    let mut r = Reference { child, port, log };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = r.child.try_wait() {
-            panic!(
-                "reference exited ({status}): {}",
-                std::fs::read_to_string(&r.log).unwrap_or_default()
-            );
+    // Another port when a parallel test's server took the first between its choice and the bind.
+    for _ in 0..5 {
+        let port = free_port();
+        let op_path = work.join("op.jwt");
+        std::fs::write(&op_path, k.operator_jwt()).expect("op.jwt");
+        let sys_jwt = account(&k.op, &k.sys, 1_000, |_| {});
+        let conf = format!(
+            "listen: 127.0.0.1:{port}\noperator: \"{}\"\nsystem_account: {}\n{resolver}\nresolver_preload: {{ {}: \"{sys_jwt}\" }}\n",
+            op_path.display(),
+            k.sys.public_key(),
+            k.sys.public_key()
+        );
+        let conf_path = work.join(format!("server-{port}.conf"));
+        std::fs::write(&conf_path, conf).expect("conf");
+        let log = work.join(format!("server-{port}.log"));
+        let child = Command::new(bin)
+            .arg("-c")
+            .arg(&conf_path)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("start reference");
+        let mut r = Reference { child, port, log };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let listening = format!("Listening for client connections on 127.0.0.1:{port}");
+        loop {
+            let text = std::fs::read_to_string(&r.log).unwrap_or_default();
+            if text.contains(&listening) && text.contains("Server is ready") {
+                return r;
+            }
+            if let Ok(Some(status)) = r.child.try_wait() {
+                eprintln!("reference exited ({status}), again on another port:\n{text}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "reference did not start:\n{text}");
+            std::thread::sleep(Duration::from_millis(30));
         }
-        assert!(Instant::now() < deadline, "reference did not start");
-        std::thread::sleep(Duration::from_millis(30));
     }
-    r
+    panic!("the reference would not start in five attempts");
 }
 
 struct Conn {

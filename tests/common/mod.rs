@@ -398,6 +398,25 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Wait for a server child that logs to the file `log` and was told to listen on `port`
+/// to say it is ready. `false` when it exited first (most often: a parallel test's server
+/// took the port between [`free_port`] and the bind, so the caller starts again on another).
+pub fn wait_ready_on(child: &mut std::process::Child, log: &std::path::Path, port: u16) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let listening = format!("Listening for client connections on 127.0.0.1:{port}");
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(&listening) && text.contains("Server is ready") {
+            return true;
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        assert!(Instant::now() < deadline, "server did not start:\n{text}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Wait until the file at `path` contains `needle`; its text then.
 pub fn wait_file(path: &std::path::Path, needle: &str, timeout: Duration) -> String {
     let deadline = Instant::now() + timeout;

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -62,10 +62,6 @@ impl Drop for TempDir {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// A running reference server.
 pub struct RefServer {
     pub child: Option<Child>,
@@ -76,34 +72,50 @@ pub struct RefServer {
 
 impl RefServer {
     /// Start with `extra_js` inside the `jetstream { }` block (e.g. `key: "x", cipher: aes`).
+    /// The server picks its own port (`-1`) and the test reads it from the log: a port
+    /// chosen here could be taken by a parallel test's server before this one binds it.
     pub fn start(dir: &Path, extra_js: &str) -> RefServer {
         let store_dir = dir.join("store");
         let conf = dir.join("server.conf");
-        let port = free_port();
         std::fs::write(
             &conf,
             format!(
-                "listen: 127.0.0.1:{port}\njetstream {{\n  store_dir: {:?}\n  {extra_js}\n}}\n",
+                "listen: 127.0.0.1:-1\njetstream {{\n  store_dir: {:?}\n  {extra_js}\n}}\n",
                 store_dir.display().to_string()
             ),
         )
         .unwrap();
-        Self::start_conf(conf, store_dir, port)
+        Self::start_conf(conf, store_dir)
     }
 
-    fn start_conf(conf: PathBuf, store_dir: PathBuf, port: u16) -> RefServer {
-        let child = Command::new(reference_server())
+    fn start_conf(conf: PathBuf, store_dir: PathBuf) -> RefServer {
+        let log = conf.with_extension("log");
+        let _ = std::fs::remove_file(&log);
+        let mut child = Command::new(reference_server())
             .arg("-c")
             .arg(&conf)
+            .arg("-l")
+            .arg(&log)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start the reference");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "reference did not start");
+        let port = loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let listening = text
+                .lines()
+                .find_map(|l| l.split("Listening for client connections on ").nth(1))
+                .and_then(|a| a.trim().rsplit(':').next()?.parse::<u16>().ok());
+            if let (Some(port), true) = (listening, text.contains("Server is ready")) {
+                break port;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the reference exited ({status}) before it was ready:\n{text}");
+            }
+            assert!(Instant::now() < deadline, "reference did not start:\n{text}");
             std::thread::sleep(Duration::from_millis(20));
-        }
+        };
         RefServer {
             child: Some(child),
             port,
@@ -112,10 +124,11 @@ impl RefServer {
         }
     }
 
-    /// Start again on the same config and store (after a stop).
+    /// Start again on the same config and store (after a stop); the port may change.
     pub fn restart(&mut self) {
-        let mut s = Self::start_conf(self.conf.clone(), self.store_dir.clone(), self.port);
+        let mut s = Self::start_conf(self.conf.clone(), self.store_dir.clone());
         self.child = s.child.take();
+        self.port = s.port;
     }
 
     pub fn client(&self) -> Client {
