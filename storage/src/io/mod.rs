@@ -85,6 +85,9 @@ pub enum IoChoice {
     /// io_uring + O_DIRECT where the kernel and file system allow it, else threaded.
     #[default]
     Auto,
+    /// As `Auto`, with reads by `pread` on buffered descriptors instead of O_DIRECT reads
+    /// through the ring (what `RNATS_STORAGE_READS=buffered` makes of `Auto`).
+    AutoBufferedReads,
     /// Always the threaded buffered backend.
     Buffered,
     /// The threaded backend over a fault-injecting file layer (tests).
@@ -94,10 +97,10 @@ pub enum IoChoice {
 /// Open the backend for directory `dir`.
 pub fn open_backend(dir: &Path, choice: &IoChoice) -> io::Result<Box<dyn Io>> {
     match choice {
-        IoChoice::Auto => {
+        IoChoice::Auto | IoChoice::AutoBufferedReads => {
             #[cfg(all(target_os = "linux", feature = "uring"))]
             {
-                match uring::Uring::open(dir) {
+                match uring::Uring::open(dir, matches!(choice, IoChoice::Auto)) {
                     Ok(u) => return Ok(Box::new(u)),
                     Err(e) => {
                         tracing::debug!(dir = %dir.display(), error = %e, "storage: io_uring/O_DIRECT unavailable, buffered I/O")

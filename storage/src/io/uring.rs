@@ -22,12 +22,17 @@
 //! with `load_next_msg` 0.9–1.7 µs/msg direct against 1.3–2.1 µs/msg with the former
 //! buffered `pread` path (both are CPU-bound: one device read per 64 KiB chunk); random
 //! `load_msg` 43–67 µs against 52–79 µs (one device read each either way); last by subject
-//! 0.9–1.3 against 0.8–5.5 µs. The direct path is not slower on any pattern, but it is
-//! opt-in (`RNATS_STORAGE_READS=direct` in the environment): a load of a record whose
-//! O_DIRECT write is still in flight (submitted, not completed, no longer in the block's
-//! memory buffer) can read the zeros that were on disk before; `tests/reads.rs` caught it
-//! once in several runs. The default is `pread` on a second, buffered descriptor of each
-//! file, served by the page cache.
+//! 0.9–1.3 against 0.8–5.5 µs. The direct path is not slower on any pattern and is the
+//! default; `RNATS_STORAGE_READS=buffered` in the environment selects `pread` on a second,
+//! buffered descriptor of each file instead (served by the page cache).
+//!
+//! A read may meet writes of batches still in flight (the tail page is rewritten as the
+//! block grows, and a chunk read spans what is being appended). The device may serve it
+//! before, during or after them, so the bytes those writes carry are copied over what it
+//! returns: a read, and the chunk it may fill, always hold what the disk will hold once
+//! the writes land. (Without that, a chunk read while a write was in flight, and cached
+//! after the write's completion was reaped during the read's own wait, kept the zeros that
+//! were on disk before; `tests/reads.rs` caught it about once in fifteen runs.)
 //!
 //! [`Uring::open`] refuses (and the store falls back to the threaded backend) when the
 //! ring cannot be set up or does not answer (seccomp, `kernel.io_uring_disabled`), on
@@ -95,7 +100,9 @@ struct InBatch {
     /// What the writes cover (file, offset, length): cached chunks to drop on completion.
     writes: Vec<(FileNo, u64, u64)>,
     error: Option<io::Error>,
-    _bufs: Vec<Aligned>,
+    /// The writes' buffers, in the order of `writes`; the kernel reads them until the
+    /// batch completes.
+    bufs: Vec<Aligned>,
 }
 
 /// io_uring + O_DIRECT.
@@ -157,7 +164,10 @@ fn remember_direct_ok(dev: u64) {
 impl Uring {
     /// Set up the ring for directory `dir`, checking that io_uring works and that the
     /// directory's file system takes O_DIRECT.
-    pub fn open(dir: &Path) -> io::Result<Uring> {
+    /// Reads are direct unless `direct_reads` is false or the environment says
+    /// `RNATS_STORAGE_READS=buffered`.
+    pub fn open(dir: &Path, direct_reads: bool) -> io::Result<Uring> {
+        let direct_reads = direct_reads && std::env::var("RNATS_STORAGE_READS").map_or(true, |v| v != "buffered");
         if on_tmpfs(dir) {
             return Err(io::Error::other("tmpfs: no direct I/O"));
         }
@@ -173,7 +183,7 @@ impl Uring {
         // device: a stream create should not pay a probe write each time.
         let dev = std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(dir)?);
         if direct_known_ok(dev) {
-            return Self::with_ring(ring, dir);
+            return Self::with_ring(ring, dir, direct_reads);
         }
         let probe = dir.join(".direct-probe");
         let _ = std::fs::remove_file(&probe);
@@ -189,10 +199,10 @@ impl Uring {
         let _ = std::fs::remove_file(&probe);
         r?;
         remember_direct_ok(dev);
-        Self::with_ring(ring, dir)
+        Self::with_ring(ring, dir, direct_reads)
     }
 
-    fn with_ring(ring: IoUring, dir: &Path) -> io::Result<Uring> {
+    fn with_ring(ring: IoUring, dir: &Path, direct_reads: bool) -> io::Result<Uring> {
         Ok(Uring {
             ring,
             dir: dir.to_path_buf(),
@@ -201,9 +211,7 @@ impl Uring {
             batches: HashMap::new(),
             next_batch: 0,
             finished: VecDeque::new(),
-            // Opt-in until the race below is fixed: a load of a record whose O_DIRECT
-            // write is still in flight can read the zeros that were there before.
-            direct_reads: std::env::var("RNATS_STORAGE_READS").is_ok_and(|v| v == "direct"),
+            direct_reads,
             cache: Vec::new(),
             tick: 0,
             read_done: None,
@@ -238,6 +246,9 @@ impl Uring {
         let fd = self.file(file)?.as_raw_fd();
         let mut buf = Aligned::zeroed(len);
         let mut got = 0usize;
+        // What in-flight writes put in this range: the device may serve the read before
+        // or during them, so their bytes are laid over what it returns.
+        let overlay = self.in_flight_bytes(file, off, len);
         while got < len {
             let dst = buf.as_mut().get_mut(got..).unwrap_or(&mut []);
             let sqe = opcode::Read::new(types::Fd(fd), dst.as_mut_ptr(), dst.len() as u32)
@@ -285,7 +296,42 @@ impl Uring {
                 break;
             }
         }
+        for (at, bytes) in overlay {
+            let from = (at - off) as usize;
+            if let Some(dst) = buf.as_mut().get_mut(from..from + bytes.len()) {
+                dst.copy_from_slice(&bytes);
+                got = got.max(from + bytes.len());
+            }
+        }
         Ok((buf, got.min(len)))
+    }
+
+    /// The bytes that writes of in-flight batches put in `[off, off + len)` of `file`, in
+    /// the order they were started (a later write over the same bytes wins), each with its
+    /// offset.
+    fn in_flight_bytes(&self, file: FileNo, off: u64, len: usize) -> Vec<(u64, Vec<u8>)> {
+        let end = off + len as u64;
+        let mut ids: Vec<u64> = self
+            .batches
+            .iter()
+            .filter(|(_, b)| b.writes.iter().any(|&(f, o, l)| f == file && o < end && o + l > off))
+            .map(|(&id, _)| id)
+            .collect();
+        ids.sort_unstable();
+        let mut out = Vec::new();
+        for id in ids {
+            let Some(b) = self.batches.get(&id) else { continue };
+            for (&(f, o, l), data) in b.writes.iter().zip(&b.bufs) {
+                let (a, z) = (o.max(off), (o + l).min(end));
+                if f != file || a >= z {
+                    continue;
+                }
+                if let Some(src) = data.as_ref().get((a - o) as usize..(z - o) as usize) {
+                    out.push((a, src.to_vec()));
+                }
+            }
+        }
+        out
     }
 
     /// The cached chunk `idx` of `file`, read if needed; returns its position in the cache.
@@ -584,7 +630,7 @@ impl Io for Uring {
                 expect,
                 writes,
                 error: None,
-                _bufs: bufs,
+                bufs,
             },
         );
         // SAFETY: every pointer in `entries` points into a buffer owned by
