@@ -238,11 +238,16 @@ pub struct FileStoreStats {
     /// Times a store call waited for the disk: buffered writes past the hard limit
     /// ([`FileStore`]'s backpressure), the last resort under sustained overload.
     pub stalls: u64,
+    /// Time from the start of a batch to its completion, summed over batches, and the
+    /// longest (what a write acknowledged by group commit waits for, at most twice).
+    pub batch_nanos: u64,
+    pub batch_nanos_max: u64,
 }
 
 /// A batch in flight.
 struct InFlight {
     token: u64,
+    started: std::time::Instant,
     /// The batch's number (batches are numbered from 1 as they start).
     no: u64,
     synced: bool,
@@ -428,5 +433,17 @@ impl Drop for FileStore {
         if !self.closed && self.failed.is_none() {
             let _ = self.sync_all(true);
         }
+        let st = &self.stats;
+        tracing::debug!(
+            dir = %self.cfg.dir.display(),
+            io = self.io.name(),
+            batches = st.batches,
+            syncs = st.syncs,
+            bytes_written = st.bytes_written,
+            batch_avg_us = st.batch_nanos / st.batches.max(1) / 1000,
+            batch_max_us = st.batch_nanos_max / 1000,
+            stalls = st.stalls,
+            "storage: store closed"
+        );
     }
 }

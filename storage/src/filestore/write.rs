@@ -420,6 +420,7 @@ impl FileStore {
         }
         self.in_flight = Some(InFlight {
             token,
+            started: Instant::now(),
             no,
             synced: sync,
             lens,
@@ -441,6 +442,9 @@ impl FileStore {
         if let Err(e) = d.result {
             return Err(self.fail(&e));
         }
+        let took = u64::try_from(inf.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.stats.batch_nanos = self.stats.batch_nanos.saturating_add(took);
+        self.stats.batch_nanos_max = self.stats.batch_nanos_max.max(took);
         if inf.synced {
             self.durable = self.durable.max(inf.token);
             if !self.doomed.is_empty() {
