@@ -173,6 +173,10 @@ pub struct FileStoreConfig {
     /// Rewrite mostly dead blocks by itself, a bounded step per `submit` /
     /// `poll_completions` (module `compact`); off: only [`FileStore::compact_blocks`].
     pub auto_compact: bool,
+    /// Group commit: bytes written to the tail after which the store starts a batch on
+    /// its own when none is in flight, so that its fdatasync overlaps the writes still to
+    /// come (0: batches start only at `submit` / `poll_completions` or under backpressure).
+    pub early_batch: u64,
 }
 
 impl FileStoreConfig {
@@ -186,6 +190,7 @@ impl FileStoreConfig {
             io: IoChoice::Auto,
             cipher: None,
             auto_compact: true,
+            early_batch: 16 * 1024,
         }
     }
 }

@@ -565,14 +565,33 @@ impl FileStore {
         (2 * self.cfg.block_size).max(4 << 20)
     }
 
-    /// After a write call in `sync_always` mode: hand the write to the I/O layer at once
+    /// After a write call. In `sync_always` mode: hand the write to the I/O layer at once
     /// (a batch of writes and their fdatasync) without waiting for it; it is acknowledged
     /// ([`crate::Store::durable_seq`]) when that fdatasync completes. A write made while a
-    /// batch is in flight goes into the next one, started as soon as that completes.
+    /// batch is in flight goes into the next one, started as soon as that completes. In
+    /// group-commit mode: the same once `early_batch` bytes wait and the disk is idle.
     pub(super) fn after_write(&mut self) -> Result<()> {
-        if self.cfg.sync == SyncMode::Always {
-            self.reap()?;
-            self.start_batch(false)?;
+        match self.cfg.sync {
+            SyncMode::Always => {
+                self.reap()?;
+                self.start_batch(false)?;
+            }
+            // With the disk idle and a good part of a batch written, start it now rather
+            // than at the caller's next submit: its fdatasync then overlaps the writes
+            // still coming in the same turn, and their acknowledgements go out sooner.
+            SyncMode::GroupCommit
+                if self.cfg.early_batch > 0
+                    && self
+                        .blocks
+                        .back()
+                        .is_some_and(|b| b.len - b.flushed >= self.cfg.early_batch) =>
+            {
+                self.reap()?;
+                if self.in_flight.is_none() {
+                    self.start_batch(false)?;
+                }
+            }
+            _ => {}
         }
         Ok(())
     }
