@@ -255,12 +255,13 @@ impl ShardJs {
             }
             return;
         }
+        let wall = wall_ns();
         if let Some(done) = st.batch_publish(
             subject,
             &m.reply,
             m.header.as_deref(),
             &m.payload,
-            wall_ns(),
+            wall,
             domain,
             max_payload,
             &js.settings.batch,
@@ -285,7 +286,7 @@ impl ShardJs {
             &m.reply,
             m.header.as_deref(),
             &m.payload,
-            wall_ns(),
+            wall,
             interest,
             domain,
             max_payload,

@@ -77,6 +77,21 @@ pub fn to_vec<T: Serialize>(v: &T) -> Vec<u8> {
     out
 }
 
+/// Append `s` as a JSON string with Go's escaping. Names and subjects (printable ASCII with
+/// nothing to escape) are copied as they are; anything else goes through the serializer.
+pub fn push_quoted(out: &mut Vec<u8>, s: &str) {
+    let plain = s
+        .bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && !matches!(b, b'"' | b'\\' | b'<' | b'>' | b'&'));
+    if plain {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        out.extend_from_slice(&to_vec(&s));
+    }
+}
+
 /// Indented JSON (two spaces, as nats-server's monitoring endpoints) with Go's escaping.
 pub fn to_vec_pretty<T: Serialize>(v: &T) -> Vec<u8> {
     let mut out = Vec::new();
@@ -88,6 +103,26 @@ pub fn to_vec_pretty<T: Serialize>(v: &T) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quoted_strings_match_the_serializer() {
+        for s in [
+            "S0",
+            "KV_bucket-1",
+            "",
+            "a\"b",
+            "back\\slash",
+            "<&>",
+            "tab\there",
+            "\u{2028}",
+            "é",
+            "~!@#$%^*()",
+        ] {
+            let mut out = Vec::new();
+            push_quoted(&mut out, s);
+            assert_eq!(out, to_vec(&s), "{s:?}");
+        }
+    }
 
     #[test]
     fn escapes_like_go() {

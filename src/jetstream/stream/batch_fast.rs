@@ -115,10 +115,6 @@ fn flow_err(seq: u64, err: &ApiError) -> Vec<u8> {
     out
 }
 
-fn quote(s: &str) -> String {
-    String::from_utf8(crate::proto::gojson::to_vec(&s)).unwrap_or_else(|_| "\"\"".into())
-}
-
 impl Fast {
     /// Send a flow-control ack when enough has been stored; tune the ack interval to
     /// the number of batches. Whether one was sent.
@@ -163,7 +159,7 @@ impl Stream {
     fn fast_pub_ack(&self, domain: &str, sseq: u64, id: &str, count: u64) -> Vec<u8> {
         let mut body = pub_ack(&self.name, domain, sseq, false);
         body.pop();
-        body.extend_from_slice(format!(",\"batch\":{},\"count\":{count}}}", quote(id)).as_bytes());
+        body.extend_from_slice(format!(",\"batch\":{},\"count\":{count}}}", super::ingest::json_str(id)).as_bytes());
         body
     }
 
@@ -423,7 +419,9 @@ impl Stream {
                 Some(seq) => {
                     let mut body = pub_ack(&self.name, domain, seq, true);
                     body.pop();
-                    body.extend_from_slice(format!(",\"batch\":{},\"count\":{}}}", quote(&b.id), b.seq).as_bytes());
+                    body.extend_from_slice(
+                        format!(",\"batch\":{},\"count\":{}}}", super::ingest::json_str(&b.id), b.seq).as_bytes(),
+                    );
                     out.replies.push(body);
                 }
                 None => out.replies.push(pub_ack_error(&self.name, &err)),

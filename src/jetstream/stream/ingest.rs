@@ -36,20 +36,21 @@ pub enum Ingested {
 /// The PubAck `{"stream":"S",["domain":"D",]"seq":N}` (the reference writes it by hand in
 /// this order).
 pub fn pub_ack(stream: &str, domain: &str, seq: u64, duplicate: bool) -> Vec<u8> {
-    let mut out = String::with_capacity(48);
-    out.push_str("{\"stream\":");
-    out.push_str(&json_str(stream));
+    use crate::proto::gojson::push_quoted;
+    let mut out = Vec::with_capacity(32 + stream.len() + domain.len());
+    out.extend_from_slice(b"{\"stream\":");
+    push_quoted(&mut out, stream);
     if !domain.is_empty() {
-        out.push_str(",\"domain\":");
-        out.push_str(&json_str(domain));
+        out.extend_from_slice(b",\"domain\":");
+        push_quoted(&mut out, domain);
     }
-    out.push_str(",\"seq\":");
-    out.push_str(&seq.to_string());
+    out.extend_from_slice(b",\"seq\":");
+    out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
     if duplicate {
-        out.push_str(",\"duplicate\": true");
+        out.extend_from_slice(b",\"duplicate\": true");
     }
-    out.push('}');
-    out.into_bytes()
+    out.push(b'}');
+    out
 }
 
 /// The failed PubAck `{"error":{...},"stream":"S","seq":0}`.
@@ -63,8 +64,10 @@ pub fn pub_ack_error(stream: &str, err: &ApiError) -> Vec<u8> {
     out
 }
 
-fn json_str(s: &str) -> String {
-    String::from_utf8(crate::proto::gojson::to_vec(&s)).unwrap_or_else(|_| "\"\"".into())
+pub(super) fn json_str(s: &str) -> String {
+    let mut out = Vec::with_capacity(s.len() + 2);
+    crate::proto::gojson::push_quoted(&mut out, s);
+    String::from_utf8(out).unwrap_or_else(|_| "\"\"".into())
 }
 
 /// Parse `Nats-TTL` as the reference does: seconds > 0, -1 for `never`, 0 for none.
