@@ -39,6 +39,13 @@ pub fn is_service_reply(s: &[u8]) -> bool {
     s.len() > 3 && s.starts_with(b"_R_.")
 }
 
+/// A subject used once: a service reply (`_R_.`) or a JetStream ack subject (`$JS.ACK.`,
+/// unique per delivery). Routed without the sublist caches, which they would only churn
+/// (and evict the subjects that repeat from).
+pub fn is_one_shot(s: &[u8]) -> bool {
+    is_service_reply(s) || s.starts_with(b"$JS.ACK.")
+}
+
 /// The JSON of a `ClientInfo` holding only an account and an RTT, as nats-server writes
 /// it (`{"acc":"B","rtt":123}`, empty fields left out), written directly; names that need
 /// escaping go through the serializer.

@@ -205,8 +205,8 @@ impl ShardCore {
     // Inlined into `route_at` (its hot caller), as before tracing added a second caller.
     #[inline(always)]
     pub(super) fn deliver_in(&mut self, acc: AccountId, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
-        // Response subjects of service imports are unique per request: not cached.
-        let once = super::imports::is_service_reply(m.subject);
+        // Response subjects of service imports and ack subjects are unique: not cached.
+        let once = super::imports::is_one_shot(m.subject);
         let local = if once {
             self.acct(acc).sublist.matches_once(m.subject)
         } else {
@@ -424,7 +424,11 @@ impl ShardCore {
 
     fn deliver_remote_in(&mut self, src: usize, acc: AccountId, rec: &MsgRecord<'_>, m: &Msg<'_>, now: Instant) {
         let m = *m;
-        let local = self.acct(acc).sublist.matches(m.subject);
+        let local = if super::imports::is_one_shot(m.subject) {
+            self.acct(acc).sublist.matches_once(m.subject)
+        } else {
+            self.acct(acc).sublist.matches(m.subject)
+        };
         if rec.flags & flags::QUEUE_ONLY == 0 {
             for &sid in &local.psubs {
                 self.deliver(sid, None, &m, now);
