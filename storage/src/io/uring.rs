@@ -10,8 +10,9 @@
 //! wait on the store's own ring costs no more than a `pread` would (both wait for the
 //! device; neither involves another thread). Small reads go through a bounded cache of
 //! [`CACHE_CHUNKS`] aligned chunks of [`CHUNK`] bytes per store (1 MiB), least recently
-//! used out, so that a consumer reading messages in order pays one device read per 64 KiB
-//! instead of one per message; writes (at the start and at the completion of their batch),
+//! used out (and [`PROCESS_CHUNKS`] for all the stores of the process together), so that a
+//! consumer reading messages in order pays one device read per 64 KiB instead of one per
+//! message; writes (at the start and at the completion of their batch),
 //! opens and closes drop the chunks they touch. A read far from the previous one (a
 //! random access) reads only its own 4 KiB pages, uncached: a whole chunk would cost a
 //! 64 KiB transfer for a few hundred bytes. Reads of a chunk or more (recovery, compaction)
@@ -60,6 +61,24 @@ const RING: u32 = 256;
 pub const CHUNK: usize = 64 * 1024;
 /// Chunks cached per store.
 pub const CACHE_CHUNKS: usize = 16;
+/// Chunks cached by all the stores of the process together, by default (128 MiB): past
+/// it a store recycles its own least recently used chunk instead of taking a new one (it
+/// may still take its first), so hundreds of streams cannot hold 1 MiB each.
+pub const PROCESS_CHUNKS: usize = 2048;
+
+/// Chunks held by every store's cache, and the budget for them.
+static CACHED_CHUNKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static CHUNK_BUDGET: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(PROCESS_CHUNKS);
+
+/// Chunks cached in the whole process now.
+pub fn cached_chunks() -> usize {
+    CACHED_CHUNKS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Change the process-wide chunk budget (default [`PROCESS_CHUNKS`]).
+pub fn set_chunk_budget(chunks: usize) {
+    CHUNK_BUDGET.store(chunks, std::sync::atomic::Ordering::Relaxed);
+}
 /// Reads larger than this go to the device in pieces of this size.
 const BIG_READ: usize = 4 << 20;
 /// `user_data` of a read's completion (batches use `id << 20 | op`).
@@ -230,6 +249,7 @@ impl Uring {
 
     /// Drop the cached chunks of `file` that overlap `[off, off + len)` (all with `None`).
     fn invalidate(&mut self, file: FileNo, range: Option<(u64, u64)>) {
+        let before = self.cache.len();
         self.cache.retain(|c| {
             c.file != file
                 || range.is_some_and(|(off, len)| {
@@ -237,6 +257,19 @@ impl Uring {
                     off + len <= a || off >= b
                 })
         });
+        self.uncount(before - self.cache.len());
+    }
+
+    /// Drop every cached chunk.
+    fn clear_cache(&mut self) {
+        self.uncount(self.cache.len());
+        self.cache.clear();
+    }
+
+    fn uncount(&self, chunks: usize) {
+        if chunks > 0 {
+            CACHED_CHUNKS.fetch_sub(chunks, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Read `len` bytes (a multiple of [`ALIGN`]) at `off` (aligned) with O_DIRECT through
@@ -352,7 +385,9 @@ impl Uring {
             valid,
             used: tick,
         };
-        if self.cache.len() < CACHE_CHUNKS {
+        let room = self.cache.is_empty() || cached_chunks() < CHUNK_BUDGET.load(std::sync::atomic::Ordering::Relaxed);
+        if self.cache.len() < CACHE_CHUNKS && room {
+            CACHED_CHUNKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.cache.push(c);
             return Ok(self.cache.len() - 1);
         }
@@ -523,13 +558,13 @@ impl Io for Uring {
     }
 
     fn remove(&mut self, name: &str) -> io::Result<()> {
-        self.cache.clear();
+        self.clear_cache();
         self.files.close_name(name);
         std::fs::remove_file(self.dir.join(name))
     }
 
     fn rename(&mut self, from: &str, to: &str) -> io::Result<()> {
-        self.cache.clear();
+        self.clear_cache();
         std::fs::rename(self.dir.join(from), self.dir.join(to))
     }
 
@@ -684,6 +719,7 @@ impl Io for Uring {
 
 impl Drop for Uring {
     fn drop(&mut self) {
+        self.clear_cache();
         // The kernel may still use the buffers of batches in flight.
         let mut tries = 0;
         while !self.batches.is_empty() && tries < 1000 {
