@@ -7,15 +7,37 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub fn rfc3339_nano(t: SystemTime) -> String {
     let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     let (y, mo, da, h, mi, s) = civil_utc(d.as_secs() as i64);
-    let mut out = format!("{y:04}-{mo:02}-{da:02}T{h:02}:{mi:02}:{s:02}");
+    let mut out = String::with_capacity(30);
+    if (0..=9999).contains(&y) {
+        // Written digit by digit: this runs for every direct get and every message
+        // header that carries a time.
+        push_digits(&mut out, y as u32, 4);
+        for (sep, v) in [('-', mo), ('-', da), ('T', h), (':', mi), (':', s)] {
+            out.push(sep);
+            push_digits(&mut out, v, 2);
+        }
+    } else {
+        out = format!("{y:04}-{mo:02}-{da:02}T{h:02}:{mi:02}:{s:02}");
+    }
     let nanos = d.subsec_nanos();
     if nanos > 0 {
-        let frac = format!("{nanos:09}");
+        let mut frac = String::with_capacity(9);
+        push_digits(&mut frac, nanos, 9);
         out.push('.');
         out.push_str(frac.trim_end_matches('0'));
     }
     out.push('Z');
     out
+}
+
+/// `v` in decimal, zero-padded to `width` digits.
+fn push_digits(out: &mut String, v: u32, width: usize) {
+    let mut buf = itoa::Buffer::new();
+    let digits = buf.format(v);
+    for _ in digits.len()..width {
+        out.push('0');
+    }
+    out.push_str(digits);
 }
 
 /// UTC calendar fields from Unix seconds (days-from-civil inverse).
@@ -108,4 +130,42 @@ fn broken_down(secs: i64, utc: bool) -> (i32, u32, u32, u32, u32, u32, i64) {
 fn broken_down(secs: i64, _utc: bool) -> (i32, u32, u32, u32, u32, u32, i64) {
     let (y, mo, d, h, mi, s) = civil_utc(secs);
     (y, mo, d, h, mi, s, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    /// The plain formatted version the digit-by-digit writer replaced.
+    fn oracle(t: SystemTime) -> String {
+        let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let (y, mo, da, h, mi, s) = civil_utc(d.as_secs() as i64);
+        let mut out = format!("{y:04}-{mo:02}-{da:02}T{h:02}:{mi:02}:{s:02}");
+        if d.subsec_nanos() > 0 {
+            out.push('.');
+            out.push_str(format!("{:09}", d.subsec_nanos()).trim_end_matches('0'));
+        }
+        out.push('Z');
+        out
+    }
+
+    #[test]
+    fn rfc3339_like_go() {
+        let at = |ns: u64| UNIX_EPOCH + Duration::from_nanos(ns);
+        assert_eq!(rfc3339_nano(at(0)), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339_nano(at(1_700_000_000_000_000_001)),
+            "2023-11-14T22:13:20.000000001Z"
+        );
+        assert_eq!(rfc3339_nano(at(1_700_000_000_120_000_000)), "2023-11-14T22:13:20.12Z");
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let t = at(x % 4_000_000_000_000_000_000);
+            assert_eq!(rfc3339_nano(t), oracle(t));
+        }
+    }
 }

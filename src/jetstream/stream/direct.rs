@@ -36,13 +36,16 @@ fn message(stream: &str, m: &StoredMsg, no_hdr: bool, batch: Option<(u64, u64)>)
         h.extend_from_slice(b"NATS/1.0\r\n");
     }
     let ts = GoTime(m.ts).format();
-    h.extend_from_slice(
-        format!(
-            "Nats-Stream: {stream}\r\nNats-Subject: {}\r\nNats-Sequence: {}\r\nNats-Time-Stamp: {ts}\r\n",
-            m.subject, m.seq
-        )
-        .as_bytes(),
-    );
+    for (name, value) in [
+        (&b"Nats-Stream: "[..], stream.as_bytes()),
+        (b"\r\nNats-Subject: ", m.subject.as_bytes()),
+        (b"\r\nNats-Sequence: ", itoa::Buffer::new().format(m.seq).as_bytes()),
+        (b"\r\nNats-Time-Stamp: ", ts.as_bytes()),
+    ] {
+        h.extend_from_slice(name);
+        h.extend_from_slice(value);
+    }
+    h.extend_from_slice(b"\r\n");
     if let Some((pending, last)) = batch {
         h.extend_from_slice(format!("Nats-Num-Pending: {pending}\r\nNats-Last-Sequence: {last}\r\n").as_bytes());
     }
@@ -56,8 +59,8 @@ fn message(stream: &str, m: &StoredMsg, no_hdr: bool, batch: Option<(u64, u64)>)
 impl Stream {
     /// Answer a direct get on `subject` with `body`.
     pub fn direct_get(&mut self, subject: &str, body: &[u8]) -> Vec<Reply> {
-        let base = format!("$JS.API.DIRECT.GET.{}", self.name);
-        let req = if subject.len() > base.len() {
+        let base = "$JS.API.DIRECT.GET.".len() + self.name.len();
+        let req = if subject.len() > base {
             direct_get_last_by_subject(subject, body)
         } else {
             direct_get_request(body)
