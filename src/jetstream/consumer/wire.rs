@@ -30,10 +30,21 @@ pub struct AckInfo {
 
 /// `$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending>`.
 pub fn ack_subject(stream: &str, consumer: &str, a: &AckInfo) -> String {
-    format!(
-        "$JS.ACK.{stream}.{consumer}.{}.{}.{}.{}.{}",
-        a.deliveries, a.stream_seq, a.consumer_seq, a.ts, a.pending
-    )
+    let mut out = String::with_capacity(48 + stream.len() + consumer.len());
+    out.push_str("$JS.ACK.");
+    out.push_str(stream);
+    out.push('.');
+    out.push_str(consumer);
+    let mut num = itoa::Buffer::new();
+    for n in [a.deliveries, a.stream_seq, a.consumer_seq] {
+        out.push('.');
+        out.push_str(num.format(n));
+    }
+    out.push('.');
+    out.push_str(num.format(a.ts));
+    out.push('.');
+    out.push_str(num.format(a.pending));
+    out
 }
 
 fn ack_num(tok: &str) -> Option<u64> {
@@ -46,11 +57,19 @@ fn ack_num(tok: &str) -> Option<u64> {
 /// Parse an ack subject, v1 (9 tokens) or v2 (11 or more: domain and account hash after
 /// `$JS.ACK`). `None` when it is not one.
 pub fn parse_ack_subject(subject: &str) -> Option<AckInfo> {
-    let toks: Vec<&str> = subject.split('.').collect();
-    if (toks.len() != 9 && toks.len() < 11) || toks.first() != Some(&"$JS") || toks.get(1) != Some(&"ACK") {
+    // The tokens that matter are among the first 11; more only says "v2".
+    let mut toks: [&str; 11] = [""; 11];
+    let mut n = 0usize;
+    for t in subject.split('.') {
+        if let Some(slot) = toks.get_mut(n) {
+            *slot = t;
+        }
+        n += 1;
+    }
+    if (n != 9 && n < 11) || toks[0] != "$JS" || toks[1] != "ACK" {
         return None;
     }
-    let off = if toks.len() >= 11 { 4 } else { 2 };
+    let off = if n >= 11 { 4 } else { 2 };
     let num = |i: usize| toks.get(off + i).and_then(|t| ack_num(t));
     Some(AckInfo {
         deliveries: num(2).unwrap_or(0),
