@@ -256,10 +256,8 @@ both_reactors!(logging_flags, |r| {
     // -T=false drops the timestamp; -D adds debug lines; -l writes to a file.
     let dir = common::scratch_dir();
     let log = dir.join("server.log");
-    let port = common::free_port();
-    let mut s = Server::spawn_on_port(r, port, &["-T=false", "-D", "-l", log.to_str().unwrap()]);
-    common::wait_file(&log, "Server is ready", Duration::from_secs(10));
-    let mut c = common::Raw::connect(port);
+    let mut s = Server::spawn_logging_to(r, &log, &["-T=false", "-D", "-l", log.to_str().unwrap()]);
+    let mut c = common::Raw::connect(s.port);
     c.handshake();
     drop(c);
     std::thread::sleep(Duration::from_millis(200));

@@ -163,21 +163,34 @@ impl Server {
         }
     }
 
-    /// Start on a known `port` for a test whose server logs to a file or syslog, not to
-    /// stderr (so readiness and the port cannot be read from its log): wait for the log
-    /// with [`wait_file`] instead.
-    pub fn spawn_on_port(r: Reactor, port: u16, extra: &[&str]) -> Server {
-        let p = port.to_string();
-        let mut args = vec!["-a", "127.0.0.1", "-p", &p, "--reactor", r.flag()];
+    /// Start on a port the server picks (`-p -1`), not known here: for a test that never
+    /// connects (its server logs to syslog, say).
+    pub fn spawn_any_port(r: Reactor, extra: &[&str]) -> Server {
+        let mut args = vec!["-a", "127.0.0.1", "-p", "-1", "--reactor", r.flag()];
         args.extend_from_slice(extra);
         let child = Command::new(bin()).args(&args).spawn().unwrap();
         Server {
             child: Some(child),
-            port,
+            port: 0,
             http_port: None,
             log: Arc::default(),
             dir: unique_dir(),
         }
+    }
+
+    /// Start on a port the server picks (`-p -1`) for a test whose server logs to the file
+    /// `log` (named by `extra` or its config file): waits until the file says the server is
+    /// ready and reads the port from it. (A port probed free beforehand can be taken by a
+    /// parallel test's server before this one binds it.)
+    pub fn spawn_logging_to(r: Reactor, log: &std::path::Path, extra: &[&str]) -> Server {
+        let mut s = Self::spawn_any_port(r, extra);
+        let text = wait_file(log, "Server is ready", Duration::from_secs(20));
+        s.port = text
+            .lines()
+            .find_map(|l| l.split("Listening for client connections on ").nth(1))
+            .and_then(|hp| hp.trim().rsplit(':').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no listening port in {}:\n{text}", log.display()));
+        s
     }
 
     pub fn url(&self) -> String {
