@@ -77,13 +77,16 @@ pub fn to_vec<T: Serialize>(v: &T) -> Vec<u8> {
     out
 }
 
+/// Whether `s` goes into a JSON string as it is: printable ASCII with nothing Go escapes.
+pub fn is_plain(s: &str) -> bool {
+    s.bytes()
+        .all(|b| (0x20..0x7f).contains(&b) && !matches!(b, b'"' | b'\\' | b'<' | b'>' | b'&'))
+}
+
 /// Append `s` as a JSON string with Go's escaping. Names and subjects (printable ASCII with
 /// nothing to escape) are copied as they are; anything else goes through the serializer.
 pub fn push_quoted(out: &mut Vec<u8>, s: &str) {
-    let plain = s
-        .bytes()
-        .all(|b| (0x20..0x7f).contains(&b) && !matches!(b, b'"' | b'\\' | b'<' | b'>' | b'&'));
-    if plain {
+    if is_plain(s) {
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
         out.push(b'"');

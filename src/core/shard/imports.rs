@@ -50,10 +50,7 @@ pub fn is_one_shot(s: &[u8]) -> bool {
 /// it (`{"acc":"B","rtt":123}`, empty fields left out), written directly; names that need
 /// escaping go through the serializer.
 pub(crate) fn brief_info_json(account: &str, rtt: i64) -> String {
-    let plain = account
-        .bytes()
-        .all(|b| (0x20..0x7f).contains(&b) && !matches!(b, b'"' | b'\\' | b'<' | b'>' | b'&'));
-    if !plain {
+    if !crate::proto::gojson::is_plain(account) {
         let ci = ClientInfo {
             account: account.to_string(),
             rtt,
