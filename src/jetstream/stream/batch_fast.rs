@@ -115,6 +115,17 @@ fn flow_err(seq: u64, err: &ApiError) -> Vec<u8> {
     out
 }
 
+/// A PubAck with a fast batch's `"batch":"<id>","count":N` added before its closing brace.
+fn batch_pub_ack(mut body: Vec<u8>, id: &str, count: u64) -> Vec<u8> {
+    body.pop();
+    body.extend_from_slice(b",\"batch\":");
+    crate::proto::gojson::push_quoted(&mut body, id);
+    body.extend_from_slice(b",\"count\":");
+    body.extend_from_slice(itoa::Buffer::new().format(count).as_bytes());
+    body.push(b'}');
+    body
+}
+
 impl Fast {
     /// Send a flow-control ack when enough has been stored; tune the ack interval to
     /// the number of batches. Whether one was sent.
@@ -157,10 +168,7 @@ impl super::batch::Batches {
 
 impl Stream {
     fn fast_pub_ack(&self, domain: &str, sseq: u64, id: &str, count: u64) -> Vec<u8> {
-        let mut body = pub_ack(&self.name, domain, sseq, false);
-        body.pop();
-        body.extend_from_slice(format!(",\"batch\":{},\"count\":{count}}}", super::ingest::json_str(id)).as_bytes());
-        body
+        batch_pub_ack(pub_ack(&self.name, domain, sseq, false), id, count)
     }
 
     /// End the batch: the PubAck (once durable) for what was stored. The batch is gone
@@ -417,12 +425,8 @@ impl Stream {
             let now = crate::jetstream::shard::wall_ns();
             match self.dedupe.check(msg_id, now, window).filter(|s| dup && *s > 0) {
                 Some(seq) => {
-                    let mut body = pub_ack(&self.name, domain, seq, true);
-                    body.pop();
-                    body.extend_from_slice(
-                        format!(",\"batch\":{},\"count\":{}}}", super::ingest::json_str(&b.id), b.seq).as_bytes(),
-                    );
-                    out.replies.push(body);
+                    out.replies
+                        .push(batch_pub_ack(pub_ack(&self.name, domain, seq, true), &b.id, b.seq));
                 }
                 None => out.replies.push(pub_ack_error(&self.name, &err)),
             }
