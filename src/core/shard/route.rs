@@ -95,6 +95,20 @@ impl ShardSet {
     }
 }
 
+/// The interest in `subject`: through the sublist's caches, or past them for a subject
+/// used once (`once`: a service reply or an ack subject), which would only churn them.
+fn routed_matches<T: Copy + Eq>(
+    sl: &mut crate::core::sublist::Sublist<T>,
+    subject: &[u8],
+    once: bool,
+) -> Rc<Matches<T>> {
+    if once {
+        sl.matches_once(subject)
+    } else {
+        sl.matches(subject)
+    }
+}
+
 fn has_prefix(s: &[u8], p: &[u8]) -> bool {
     s.len() > p.len() && s.starts_with(p)
 }
@@ -205,13 +219,8 @@ impl ShardCore {
     // Inlined into `route_at` (its hot caller), as before tracing added a second caller.
     #[inline(always)]
     pub(super) fn deliver_in(&mut self, acc: AccountId, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
-        // Response subjects of service imports and ack subjects are unique: not cached.
         let once = super::imports::is_one_shot(m.subject);
-        let local = if once {
-            self.acct(acc).sublist.matches_once(m.subject)
-        } else {
-            self.acct(acc).sublist.matches(m.subject)
-        };
+        let local = routed_matches(&mut self.acct(acc).sublist, m.subject, once);
         let mut delivered = false;
         for &sid in &local.psubs {
             delivered |= self.deliver(sid, publisher, m, now);
@@ -424,11 +433,8 @@ impl ShardCore {
 
     fn deliver_remote_in(&mut self, src: usize, acc: AccountId, rec: &MsgRecord<'_>, m: &Msg<'_>, now: Instant) {
         let m = *m;
-        let local = if super::imports::is_one_shot(m.subject) {
-            self.acct(acc).sublist.matches_once(m.subject)
-        } else {
-            self.acct(acc).sublist.matches(m.subject)
-        };
+        let once = super::imports::is_one_shot(m.subject);
+        let local = routed_matches(&mut self.acct(acc).sublist, m.subject, once);
         if rec.flags & flags::QUEUE_ONLY == 0 {
             for &sid in &local.psubs {
                 self.deliver(sid, None, &m, now);
