@@ -120,7 +120,7 @@ impl<L> Engine<L> {
     /// The last message of `subject` (wildcards allowed; `""`/`">"`: the stream's last).
     pub fn last_matching(&mut self, subject: &str) -> Option<u64> {
         // One literal subject (a KV get): straight to its state, no filter built.
-        if !subject.is_empty() && subject != ">" && !crate::subject::has_wildcard(subject) {
+        if !subject.is_empty() && !crate::subject::has_wildcard(subject) {
             let id = self.subjects.find(subject)?;
             self.fix_subject(id);
             return self.subjects.state(id).map(|st| st.last);
