@@ -306,13 +306,13 @@ fn scenarios() -> Vec<Scenario> {
         sc(
             "user-info",
             1,
-            vec![Send(
-                0,
-                msg(
-                    "c",
-                    "SUB _INBOX.u 1\r\nPUB $SYS.REQ.USER.INFO _INBOX.u 0\r\n\r\nPING\r\n",
-                ),
-            )],
+            // nats-server answers from another goroutine, before or after a PONG that
+            // follows at once; rnats always before. The PING waits for the answer.
+            vec![
+                Send(0, msg("c", "SUB _INBOX.u 1\r\nPUB $SYS.REQ.USER.INFO _INBOX.u 0\r\n\r\n")),
+                Await(0, "MSG _INBOX.u 1 "),
+                Send(0, b"PING\r\n".to_vec()),
+            ],
         ),
     ]
 }

@@ -404,3 +404,22 @@ fn requests_across_shards_are_answered_once_from_shard_0() {
     w.input(1, admin, "PUB $SYS.REQ.SERVER.PING.IDZ _R.3 0\r\n\r\n");
     assert!(w.messages(1, admin).is_empty());
 }
+
+#[test]
+fn a_user_info_request_is_answered_before_the_pong_that_follows_it() {
+    let mut w = world();
+    for shard in [0, 1] {
+        // This world has no imports: the system account's user asks its direct subject.
+        let a = w.connect(shard, "sys", "asker");
+        // One read holds the request and the PING: the answer must come first, as it does
+        // from nats-server (a PONG acknowledges everything sent before the PING).
+        w.input(
+            shard,
+            a,
+            "SUB _INBOX.u 1\r\nPUB $SYS.REQ.USER.SYS.INFO _INBOX.u 0\r\n\r\nPING\r\n",
+        );
+        let out = w.take(shard, a);
+        let (msg, pong) = (out.find("MSG _INBOX.u 1 "), out.find("PONG\r\n"));
+        assert!(msg.is_some() && pong.is_some() && msg < pong, "{out}");
+    }
+}

@@ -17,6 +17,10 @@ pub enum Step {
     /// Wait (up to 2 s) on connection `n` for a message with a reply subject and publish
     /// this payload to that reply (a responder whose reply subject is not known ahead).
     Reply(usize, Vec<u8>),
+    /// Wait (up to 5 s) until connection `n` has received these bytes (for replies whose
+    /// order against a PONG nats-server does not fix: it answers system requests from
+    /// another goroutine).
+    Await(usize, &'static str),
 }
 
 pub struct Scenario {
@@ -143,6 +147,7 @@ pub fn play(port: u16, sc: &Scenario) -> Vec<String> {
                 let _ = conns[*n].write_all(data);
             }
             Sleep(ms) => std::thread::sleep(Duration::from_millis(*ms)),
+            Await(n, what) => wait_for(&mut conns[*n], &mut early[*n], what.as_bytes()),
             Reply(n, payload) => {
                 if let Some(reply) = wait_reply(&mut conns[*n], &mut early[*n]) {
                     let mut m = format!("PUB {reply} {}\r\n", payload.len()).into_bytes();
@@ -190,6 +195,20 @@ pub fn play(port: u16, sc: &Scenario) -> Vec<String> {
             s
         })
         .collect()
+}
+
+/// Read from `c` (appending to `seen`) until `seen` holds `what`.
+fn wait_for(c: &mut TcpStream, seen: &mut Vec<u8>, what: &[u8]) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    while Instant::now() < deadline && !seen.windows(what.len()).any(|w| w == what) {
+        let mut buf = [0u8; 65536];
+        match c.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
 }
 
 /// Read from `c` (appending to `seen`) until a MSG/HMSG with a reply subject arrives.

@@ -409,6 +409,17 @@ impl ShardCore {
         true
     }
 
+    /// Run queued internal deliveries now, in the middle of a step, unless handlers are
+    /// already running (or an extension holds the shard).
+    pub(super) fn run_internal_early(&mut self, now: Instant) {
+        if self.internals.queue.is_empty() || self.internals.running || self.ext_busy {
+            return;
+        }
+        self.internals.running = true;
+        self.run_internal(now);
+        self.internals.running = false;
+    }
+
     /// Run the handlers of queued internal deliveries (bounded per call).
     pub(super) fn run_internal(&mut self, now: Instant) {
         let mut budget = INTERNAL_BUDGET;
