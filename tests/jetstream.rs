@@ -298,6 +298,86 @@ fn restart_keeps_state(r: common::Reactor, shards: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A consumer's `o.dat` follows its state down as well as up: 40 deliveries awaiting
+/// acks make it long, acking them all makes it short again (the file is cut to the new
+/// state), and a restart reads that state.
+fn consumer_state_shrinks(r: common::Reactor, shards: &str) {
+    let dir = store_dir("shrink");
+    {
+        let s = start(r, shards, &dir);
+        rt().block_on(async {
+            let (_c, js) = js(&s).await;
+            let st = js
+                .create_stream(stream::Config {
+                    name: "SHRINK".into(),
+                    subjects: vec!["shrink".into()],
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            for i in 0..40 {
+                js.publish("shrink", format!("{i}").into())
+                    .await
+                    .unwrap()
+                    .await
+                    .unwrap();
+            }
+            let c = st
+                .create_consumer(consumer::pull::Config {
+                    durable_name: Some("D".into()),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            let mut held = Vec::new();
+            let mut b = c.fetch().max_messages(40).messages().await.unwrap();
+            while let Some(m) = b.next().await {
+                held.push(m.unwrap());
+            }
+            assert_eq!(held.len(), 40);
+            let odat = find_file(&dir, "o.dat").expect("o.dat");
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while std::fs::metadata(&odat).map_or(0, |m| m.len()) < 40 * 3 {
+                assert!(std::time::Instant::now() < deadline, "o.dat never held 40 pending");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            for m in held {
+                m.double_ack().await.unwrap();
+            }
+            let len = std::fs::metadata(&odat).unwrap().len();
+            assert!(len < 20, "o.dat is {len} bytes with nothing pending");
+        });
+    }
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let mut st = js.get_stream("SHRINK").await.unwrap();
+        let mut c: consumer::PullConsumer = st.get_consumer("D").await.unwrap();
+        let info = c.info().await.unwrap();
+        assert_eq!(info.num_ack_pending, 0);
+        assert_eq!(info.ack_floor.stream_sequence, 40);
+        assert_eq!(info.delivered.stream_sequence, 40);
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The first file called `name` under `dir`.
+fn find_file(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if let Some(f) = find_file(&p, name) {
+                return Some(f);
+            }
+        } else if p.file_name().is_some_and(|n| n == name) {
+            return Some(p);
+        }
+    }
+    None
+}
+
 /// Work-queue and interest retention: acknowledged messages leave the stream.
 fn retention(r: common::Reactor, shards: &str) {
     let dir = store_dir("retention");
@@ -403,6 +483,7 @@ js_tests!(
     key_value,
     object_store_round_trip,
     restart_keeps_state,
+    consumer_state_shrinks,
     retention
 );
 

@@ -34,30 +34,49 @@ pub struct Slot {
     /// `obs/<name>` of a durable consumer on file storage.
     pub dir: Option<PathBuf>,
     /// Its open `o.dat`.
-    pub state_file: Option<std::fs::File>,
+    pub state_file: Option<StateFile>,
     /// Answers to acks (their reply subjects), sent once the consumer's state is written.
     pub confirms: Vec<String>,
 }
 
+/// An open `o.dat`, its length, and the buffer its state is encoded into.
+pub struct StateFile {
+    file: std::fs::File,
+    len: u64,
+    buf: Vec<u8>,
+}
+
 impl Slot {
     /// Write the consumer's state over `o.dat` (page cache; `sync`: and fdatasync it).
+    /// The state is encoded from the consumer's own maps into a reused buffer, and the
+    /// file is truncated only when the state got shorter (the decoder reads counted
+    /// entries, so a crash between the write and the truncation leaves a readable file).
     fn persist(&mut self, sync: bool) -> bool {
         let Some(d) = &self.dir else { return true };
-        let bytes = storage::consumer_state::encode(&self.c.state());
         let r = (|| -> std::io::Result<()> {
             if self.state_file.is_none() {
-                let f = std::fs::OpenOptions::new()
+                let file = std::fs::OpenOptions::new()
                     .write(true)
                     .create(true)
                     .truncate(false)
                     .open(d.join("o.dat"))?;
-                self.state_file = Some(f);
+                let len = file.metadata()?.len();
+                self.state_file = Some(StateFile {
+                    file,
+                    len,
+                    buf: Vec::new(),
+                });
             }
-            let Some(f) = &self.state_file else { return Ok(()) };
-            write_at(f, &bytes)?;
-            f.set_len(bytes.len() as u64)?;
+            let Some(sf) = &mut self.state_file else { return Ok(()) };
+            storage::consumer_state::encode_into(&mut sf.buf, self.c.state_ref(), storage::consumer_state::now_secs());
+            write_at(&sf.file, &sf.buf)?;
+            let len = sf.buf.len() as u64;
+            if len < sf.len {
+                sf.file.set_len(len)?;
+            }
+            sf.len = len;
             if sync {
-                f.sync_data()?;
+                sf.file.sync_data()?;
             }
             Ok(())
         })();

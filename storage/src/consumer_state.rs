@@ -56,41 +56,73 @@ fn put_varint(out: &mut Vec<u8>, v: i64) {
     put_uvarint(out, ((v << 1) ^ (v >> 63)) as u64);
 }
 
+/// A consumer's state by reference (what [`encode_into`] writes without a copy of the
+/// pending and redelivery maps).
+#[derive(Clone, Copy, Debug)]
+pub struct StateRef<'a> {
+    pub delivered: SeqPair,
+    pub ack_floor: SeqPair,
+    pub pending: &'a BTreeMap<u64, Pending>,
+    pub redelivered: &'a BTreeMap<u64, u64>,
+}
+
+impl<'a> From<&'a ConsumerState> for StateRef<'a> {
+    fn from(s: &'a ConsumerState) -> Self {
+        StateRef {
+            delivered: s.delivered,
+            ack_floor: s.ack_floor,
+            pending: &s.pending,
+            redelivered: &s.redelivered,
+        }
+    }
+}
+
 /// Encode as the reference's `o.dat`, with `now_secs` (Unix seconds) as the base the
 /// pending timestamps are stored against (whole seconds).
 pub fn encode_at(state: &ConsumerState, now_secs: i64) -> Vec<u8> {
-    let mut out = Vec::with_capacity(2 + 10 * (5 + 3 * state.pending.len() + 2 * state.redelivered.len()));
+    let mut out = Vec::new();
+    encode_into(&mut out, state.into(), now_secs);
+    out
+}
+
+/// [`encode_at`] into `out` (cleared first; its capacity is reused).
+pub fn encode_into(out: &mut Vec<u8>, state: StateRef<'_>, now_secs: i64) {
+    out.clear();
+    out.reserve(2 + 10 * (5 + 3 * state.pending.len() + 2 * state.redelivered.len()));
     out.extend_from_slice(&[MAGIC, VERSION]);
     let (adflr, asflr) = (state.ack_floor.consumer, state.ack_floor.stream);
-    put_uvarint(&mut out, adflr);
-    put_uvarint(&mut out, asflr);
-    put_uvarint(&mut out, state.delivered.consumer);
-    put_uvarint(&mut out, state.delivered.stream);
-    put_uvarint(&mut out, state.pending.len() as u64);
+    put_uvarint(out, adflr);
+    put_uvarint(out, asflr);
+    put_uvarint(out, state.delivered.consumer);
+    put_uvarint(out, state.delivered.stream);
+    put_uvarint(out, state.pending.len() as u64);
     if !state.pending.is_empty() {
-        put_varint(&mut out, now_secs);
-        for (sseq, p) in &state.pending {
-            put_uvarint(&mut out, sseq.wrapping_sub(asflr));
-            put_uvarint(&mut out, p.sequence.wrapping_sub(adflr));
-            put_varint(&mut out, now_secs.wrapping_sub(p.timestamp / NANOS_PER_SEC));
+        put_varint(out, now_secs);
+        for (sseq, p) in state.pending {
+            put_uvarint(out, sseq.wrapping_sub(asflr));
+            put_uvarint(out, p.sequence.wrapping_sub(adflr));
+            put_varint(out, now_secs.wrapping_sub(p.timestamp / NANOS_PER_SEC));
         }
     }
-    put_uvarint(&mut out, state.redelivered.len() as u64);
-    for (sseq, n) in &state.redelivered {
-        put_uvarint(&mut out, sseq.wrapping_sub(asflr));
-        put_uvarint(&mut out, *n);
+    put_uvarint(out, state.redelivered.len() as u64);
+    for (sseq, n) in state.redelivered {
+        put_uvarint(out, sseq.wrapping_sub(asflr));
+        put_uvarint(out, *n);
     }
-    out
+}
+
+/// Unix seconds, rounded, as the pending timestamps' base.
+pub fn now_secs() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    i64::try_from((now + 500) / 1000).unwrap_or(i64::MAX)
 }
 
 /// Encode as the reference's `o.dat` (pending timestamps relative to now, rounded to the
 /// second).
 pub fn encode(state: &ConsumerState) -> Vec<u8> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    let secs = i64::try_from((now + 500) / 1000).unwrap_or(i64::MAX);
-    encode_at(state, secs)
+    encode_at(state, now_secs())
 }
 
 /// A cursor over the encoded bytes; a failed read poisons it.
@@ -217,6 +249,22 @@ pub fn decode(buf: &[u8]) -> Result<ConsumerState, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoding_into_a_used_buffer_gives_the_same_bytes() {
+        let big = sample();
+        let small = ConsumerState {
+            delivered: SeqPair { consumer: 9, stream: 9 },
+            ack_floor: SeqPair { consumer: 9, stream: 9 },
+            ..ConsumerState::default()
+        };
+        let mut buf = Vec::new();
+        encode_into(&mut buf, (&big).into(), 1_796_131_100);
+        assert_eq!(buf, encode_at(&big, 1_796_131_100));
+        encode_into(&mut buf, (&small).into(), 1_796_131_100);
+        assert_eq!(buf, encode_at(&small, 1_796_131_100));
+        assert_eq!(decode(&buf).unwrap(), small);
+    }
 
     fn sample() -> ConsumerState {
         ConsumerState {

@@ -73,6 +73,22 @@ impl Consumer {
         }
     }
 
+    /// The state to persist, borrowed (no copy of the pending and redelivery maps).
+    pub fn state_ref(&self) -> storage::consumer_state::StateRef<'_> {
+        storage::consumer_state::StateRef {
+            delivered: SeqPair {
+                consumer: self.dseq.saturating_sub(1),
+                stream: self.sseq.saturating_sub(1),
+            },
+            ack_floor: SeqPair {
+                consumer: self.adflr,
+                stream: self.asflr,
+            },
+            pending: &self.pending,
+            redelivered: &self.rdc,
+        }
+    }
+
     /// Whether the state changed since the last call.
     pub fn take_dirty(&mut self) -> bool {
         std::mem::take(&mut self.dirty)
