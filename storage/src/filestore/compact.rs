@@ -197,6 +197,12 @@ pub(super) struct Auto {
 }
 
 impl Auto {
+    /// Compaction has a step to take (it runs only with no batch in flight, so the store
+    /// does not start a second batch meanwhile).
+    pub(super) fn wants_turn(&self, auto_compact: bool) -> bool {
+        self.survey.is_some() || self.job.is_some() || (self.dirty && (auto_compact || self.forced))
+    }
+
     pub(super) fn opened(&mut self, upto: u64) {
         self.opened_upto = upto;
         self.dirty = true;
@@ -303,7 +309,7 @@ impl FileStore {
     /// itself (a damaged old block, a read error) abandon it and are logged; only the
     /// store's own batch failures are errors.
     pub(super) fn compaction_step(&mut self) -> Result<()> {
-        if self.in_flight.is_some() || self.failed.is_some() || self.closed {
+        if !self.in_flight.is_empty() || self.failed.is_some() || self.closed {
             return Ok(());
         }
         if let Some(sv) = self.auto.survey.take() {

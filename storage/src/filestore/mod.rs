@@ -130,13 +130,17 @@ use crate::engine::Engine;
 use crate::error::{Result, StoreError};
 use crate::io::{FileNo, Io, IoChoice};
 use crate::types::{file_msg_size, StoreConfig};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Sealed block files kept open for reads at most.
 const MAX_OPEN: usize = 32;
+
+/// Batches a store keeps in flight at most: the next batch's writes go to the device
+/// while the previous batch's fdatasync runs (see [`FileStore::may_pipeline`]).
+const MAX_IN_FLIGHT: usize = 2;
 
 /// When writes become durable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -247,6 +251,8 @@ pub struct FileStoreStats {
     /// longest (what a write acknowledged by group commit waits for, at most twice).
     pub batch_nanos: u64,
     pub batch_nanos_max: u64,
+    /// Batches started while another was in flight (their writes overlapped its sync).
+    pub pipelined: u64,
 }
 
 /// A batch in flight.
@@ -272,7 +278,8 @@ pub struct FileStore {
     patches: Vec<crate::io::Op>,
     unsynced: BTreeSet<FileNo>,
     dir_dirty: bool,
-    in_flight: Option<InFlight>,
+    /// Batches in flight, oldest first (at most [`MAX_IN_FLIGHT`]).
+    in_flight: VecDeque<InFlight>,
     durable: u64,
     last_sync: Instant,
     failed: Option<String>,
@@ -325,7 +332,7 @@ impl FileStore {
             patches: Vec::new(),
             unsynced: BTreeSet::new(),
             dir_dirty: false,
-            in_flight: None,
+            in_flight: VecDeque::new(),
             durable: 0,
             last_sync: Instant::now(),
             failed: None,
@@ -406,10 +413,7 @@ impl FileStore {
                         .blocks
                         .get(j)
                         .is_some_and(|b| b.flushed < b.len || b.file.is_some_and(|f| self.unsynced.contains(&f)))
-                    || self
-                        .in_flight
-                        .as_ref()
-                        .is_some_and(|inf| inf.lens.iter().any(|(o, _)| *o == old));
+                    || self.in_flight.iter().any(|inf| inf.lens.iter().any(|(o, _)| *o == old));
                 if busy {
                     self.open_files.push_back(old);
                     break;
@@ -448,6 +452,7 @@ impl Drop for FileStore {
             batch_avg_us = st.batch_nanos / st.batches.max(1) / 1000,
             batch_max_us = st.batch_nanos_max / 1000,
             stalls = st.stalls,
+            pipelined = st.pipelined,
             "storage: store closed"
         );
     }

@@ -355,7 +355,7 @@ impl FileStore {
     /// Build and start the next batch, if there is something to write and nothing is in
     /// flight. With `force_sync` the batch syncs even in interval mode.
     pub(super) fn start_batch(&mut self, force_sync: bool) -> Result<()> {
-        if self.in_flight.is_some() || self.failed.is_some() {
+        if self.failed.is_some() || (!self.in_flight.is_empty() && !self.may_pipeline()) {
             return Ok(());
         }
         let sync = match self.cfg.sync {
@@ -418,14 +418,46 @@ impl FileStore {
         if sync {
             self.last_sync = Instant::now();
         }
-        self.in_flight = Some(InFlight {
+        self.in_flight.push_back(InFlight {
             token,
             started: Instant::now(),
             no,
             synced: sync,
             lens,
         });
+        if self.in_flight.len() > 1 {
+            self.stats.pipelined += 1;
+        }
         Ok(())
+    }
+
+    /// May a second batch start while one is in flight? Only a plain append: every batch
+    /// syncs (group commit or `sync_always`), nothing but the tail block has bytes to
+    /// write or sync (no patches, no new directory entries, no block to retire, no
+    /// compaction waiting for a quiet moment), and the writes of the batch in flight have
+    /// ended, so the new writes overlap its fdatasync. The I/O layer also holds a batch
+    /// until the writes before it end (both may rewrite the tail's last page), and
+    /// reports completions in order.
+    pub(super) fn may_pipeline(&mut self) -> bool {
+        if self.in_flight.len() >= super::MAX_IN_FLIGHT
+            || matches!(self.cfg.sync, SyncMode::Interval(_))
+            || !self.patches.is_empty()
+            || self.dir_dirty
+            || !self.doomed.is_empty()
+            || self.auto.wants_turn(self.cfg.auto_compact)
+        {
+            return false;
+        }
+        let n = self.blocks.len();
+        let Some(tail) = self.blocks.back() else { return false };
+        let Some(tail_file) = tail.file else { return false };
+        if tail.flushed >= tail.len
+            || self.blocks.iter().take(n.saturating_sub(1)).any(|b| b.flushed < b.len)
+            || self.unsynced.iter().any(|f| *f != tail_file)
+        {
+            return false;
+        }
+        self.io.writes_idle()
     }
 
     fn fail(&mut self, e: &std::io::Error) -> StoreError {
@@ -436,7 +468,7 @@ impl FileStore {
     }
 
     fn complete(&mut self, d: Done) -> Result<()> {
-        let Some(inf) = self.in_flight.take() else {
+        let Some(inf) = self.in_flight.pop_front() else {
             return Ok(());
         };
         if let Err(e) = d.result {
@@ -447,7 +479,8 @@ impl FileStore {
         self.stats.batch_nanos_max = self.stats.batch_nanos_max.max(took);
         if inf.synced {
             self.durable = self.durable.max(inf.token);
-            if !self.doomed.is_empty() {
+            // With a later batch in flight its completion deletes them.
+            if !self.doomed.is_empty() && self.in_flight.is_empty() {
                 self.delete_doomed(inf.no);
             }
         }
@@ -474,8 +507,11 @@ impl FileStore {
                     b.buf = Vec::new();
                 }
             }
-            // A sealed block that is all on disk needs no open file until it is read.
-            if Some(ord) != last && b.flushed == b.len && b.file.is_some_and(|f| !self.unsynced.contains(&f)) {
+            // A sealed block that is all on disk needs no open file until it is read
+            // (unless a later batch in flight writes to it: its completion closes it).
+            let later = self.in_flight.iter().any(|l| l.lens.iter().any(|(o, _)| *o == ord));
+            if Some(ord) != last && !later && b.flushed == b.len && b.file.is_some_and(|f| !self.unsynced.contains(&f))
+            {
                 if let Some(f) = b.file.take() {
                     self.io.close(f);
                 }
@@ -497,7 +533,7 @@ impl FileStore {
     pub(super) fn sync_all(&mut self, force: bool) -> Result<()> {
         loop {
             self.reap()?;
-            if self.in_flight.is_some() {
+            if !self.in_flight.is_empty() {
                 if let Some(d) = self.io.wait() {
                     self.complete(d)?;
                 }
@@ -523,7 +559,7 @@ impl FileStore {
                 return Ok(());
             }
             self.start_batch(force)?;
-            if self.in_flight.is_none() {
+            if self.in_flight.is_empty() {
                 if let Some(f) = &self.failed {
                     return Err(StoreError::WritesRefused(f.clone()));
                 }
@@ -551,7 +587,7 @@ impl FileStore {
             return Ok(());
         }
         self.reap()?;
-        if self.in_flight.is_some() && buffered > 4 * self.max_buffered() {
+        if !self.in_flight.is_empty() && buffered > 4 * self.max_buffered() {
             self.stats.stalls += 1;
             if let Some(d) = self.io.wait() {
                 self.complete(d)?;
@@ -587,9 +623,7 @@ impl FileStore {
                         .is_some_and(|b| b.len - b.flushed >= self.cfg.early_batch) =>
             {
                 self.reap()?;
-                if self.in_flight.is_none() {
-                    self.start_batch(false)?;
-                }
+                self.start_batch(false)?;
             }
             _ => {}
         }

@@ -77,6 +77,13 @@ pub trait Io {
     fn wait(&mut self) -> Option<Done>;
     /// Batches started and not yet returned by poll/wait.
     fn in_flight(&self) -> usize;
+    /// May a batch start now with its writes under way at once? True when the writes of
+    /// every batch in flight have ended (only their syncs may still run), so a batch
+    /// started now overlaps the device's flush instead of queueing behind writes.
+    /// Backends that cannot tell say so only when nothing is in flight.
+    fn writes_idle(&mut self) -> bool {
+        self.in_flight() == 0
+    }
 }
 
 /// Which backend a store asks for.

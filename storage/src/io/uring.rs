@@ -122,6 +122,12 @@ struct InBatch {
     /// The writes' buffers, in the order of `writes`; the kernel reads them until the
     /// batch completes.
     bufs: Vec<Aligned>,
+    /// Writes of the batch not completed yet.
+    writes_left: usize,
+    /// Handed to the kernel (else held until the writes of the batches before it end).
+    submitted: bool,
+    /// Every completion reaped (its `Done` waits for the batches before it).
+    done: bool,
 }
 
 /// io_uring + O_DIRECT.
@@ -133,6 +139,10 @@ pub struct Uring {
     /// buffered, a buffered one.
     files: FileTable<(File, Option<File>)>,
     batches: HashMap<u64, InBatch>,
+    /// Batch ids in the order they started: completions are reported in this order.
+    order: VecDeque<u64>,
+    /// Batches waiting for the writes of earlier ones to end, with their chains.
+    held: VecDeque<(u64, Vec<squeue::Entry>)>,
     next_batch: u64,
     finished: VecDeque<Done>,
     /// Reads through the ring (else `pread` on the buffered descriptors).
@@ -228,6 +238,8 @@ impl Uring {
             dir_file: File::open(dir)?,
             files: FileTable::default(),
             batches: HashMap::new(),
+            order: VecDeque::new(),
+            held: VecDeque::new(),
             next_batch: 0,
             finished: VecDeque::new(),
             direct_reads,
@@ -473,6 +485,9 @@ impl Uring {
             let op = (cqe.user_data() & 0xf_ffff) as usize;
             let Some(b) = self.batches.get_mut(&id) else { continue };
             b.pending = b.pending.saturating_sub(1);
+            if b.expect.get(op).is_some_and(|&w| w > 0) {
+                b.writes_left = b.writes_left.saturating_sub(1);
+            }
             let res = cqe.result();
             if b.error.is_none() {
                 if res < 0 {
@@ -484,20 +499,71 @@ impl Uring {
                 }
             }
             if b.pending == 0 {
-                if let Some(b) = self.batches.remove(&id) {
-                    // A read while the batch was in flight may have cached what it
-                    // overwrote.
-                    stale.extend_from_slice(&b.writes);
-                    self.finished.push_back(Done {
-                        token: b.token,
-                        result: b.error.map_or(Ok(()), Err),
-                    });
-                }
+                b.done = true;
+            }
+        }
+        // Report finished batches in the order they started.
+        while let Some(&id) = self.order.front() {
+            if !self.batches.get(&id).is_some_and(|b| b.done) {
+                break;
+            }
+            self.order.pop_front();
+            if let Some(b) = self.batches.remove(&id) {
+                // A read while the batch was in flight may have cached what it
+                // overwrote.
+                stale.extend_from_slice(&b.writes);
+                self.finished.push_back(Done {
+                    token: b.token,
+                    result: b.error.map_or(Ok(()), Err),
+                });
             }
         }
         for (f, off, len) in stale {
             self.invalidate(f, Some((off, len)));
         }
+        self.release_held();
+    }
+
+    /// True while a batch handed to the kernel still has writes to finish: a later batch
+    /// may rewrite the same tail page, so its writes must not start before these end (two
+    /// direct writes of one page in flight land in either order).
+    fn writes_busy(&self) -> bool {
+        self.batches.values().any(|b| b.submitted && b.writes_left > 0)
+    }
+
+    /// True while the kernel has completions of batches to deliver.
+    fn kernel_busy(&self) -> bool {
+        self.batches.values().any(|b| b.submitted && !b.done)
+    }
+
+    /// Hand held batches to the kernel once nothing before them is still writing.
+    fn release_held(&mut self) {
+        while !self.held.is_empty() && !self.writes_busy() {
+            let Some((id, entries)) = self.held.pop_front() else {
+                break;
+            };
+            if let Err(e) = self.push_chain(id, &entries) {
+                if let Some(b) = self.batches.get_mut(&id) {
+                    b.error = Some(e);
+                    b.done = true;
+                    b.submitted = false;
+                }
+            }
+        }
+    }
+
+    /// Push a batch's chain and submit it.
+    fn push_chain(&mut self, id: u64, entries: &[squeue::Entry]) -> io::Result<()> {
+        // SAFETY: every pointer in `entries` points into a buffer owned by
+        // `self.batches[id]`, kept until all of the batch's completions are reaped (and
+        // `Drop` waits for them); file descriptors stay open while the store has writes
+        // in flight to them (it never closes a file with a batch in flight).
+        unsafe { self.ring.submission().push_multiple(entries) }.map_err(|_| io::Error::other("ring full"))?;
+        if let Some(b) = self.batches.get_mut(&id) {
+            b.submitted = true;
+        }
+        self.ring.submit()?;
+        Ok(())
     }
 
     /// Run a batch too large for the ring with plain syscalls (rare: many erasures).
@@ -603,6 +669,11 @@ impl Io for Uring {
         }
         let free = (RING as usize).saturating_sub(self.ring.submission().len());
         if batch.ops.len() > free || batch.ops.len() >= 1 << 20 {
+            // Synchronous writes must not overtake batches in flight.
+            while self.kernel_busy() {
+                self.ring.submit_and_wait(1)?;
+                self.reap();
+            }
             self.run_blocking(batch);
             return Ok(());
         }
@@ -657,6 +728,7 @@ impl Io for Uring {
         }
         // The buffers move into the batch entry (the heap memory does not move), which
         // lives until the last completion of the batch is reaped.
+        let writes_left = writes.len();
         self.batches.insert(
             id,
             InBatch {
@@ -666,15 +738,29 @@ impl Io for Uring {
                 writes,
                 error: None,
                 bufs,
+                writes_left,
+                submitted: false,
+                done: false,
             },
         );
-        // SAFETY: every pointer in `entries` points into a buffer owned by
-        // `self.batches[id]`, kept until all of the batch's completions are reaped (and
-        // `Drop` waits for them); file descriptors stay open while the store has writes
-        // in flight to them (it never closes a file with a batch in flight).
-        unsafe { self.ring.submission().push_multiple(&entries) }.map_err(|_| io::Error::other("ring full"))?;
-        self.ring.submit()?;
+        self.order.push_back(id);
+        if self.writes_busy() || !self.held.is_empty() {
+            self.held.push_back((id, entries));
+            return Ok(());
+        }
+        if let Err(e) = self.push_chain(id, &entries) {
+            self.batches.remove(&id);
+            self.order.retain(|&o| o != id);
+            return Err(e);
+        }
         Ok(())
+    }
+
+    fn writes_idle(&mut self) -> bool {
+        if self.writes_busy() {
+            self.reap();
+        }
+        !self.writes_busy() && self.held.is_empty()
     }
 
     fn poll(&mut self) -> Option<Done> {
@@ -691,6 +777,14 @@ impl Io for Uring {
             }
             if self.batches.is_empty() {
                 return None;
+            }
+            if !self.kernel_busy() {
+                // Finished (or refused) batches not reported yet: no completion is coming.
+                self.reap();
+                if self.finished.is_empty() && !self.kernel_busy() {
+                    return None;
+                }
+                continue;
             }
             if let Err(e) = self.ring.submit_and_wait(1) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -722,10 +816,15 @@ impl Drop for Uring {
         self.clear_cache();
         // The kernel may still use the buffers of batches in flight.
         let mut tries = 0;
-        while !self.batches.is_empty() && tries < 1000 {
+        while self.kernel_busy() && tries < 1000 {
             let _ = self.ring.submit_and_wait(1);
             self.reap();
             tries += 1;
+        }
+        if !self.kernel_busy() {
+            // Held batches never reached the kernel.
+            self.held.clear();
+            self.batches.clear();
         }
         if !self.batches.is_empty() {
             // Never free memory the kernel may write from: leak it instead.
