@@ -20,7 +20,9 @@
 //! the writes, then one fdatasync per file written. A write counts as durable
 //! ([`crate::Store::durable_seq`]) when the fdatasync of its batch has completed; everything
 //! stored while a batch is in flight goes into the next batch and shares its fdatasync
-//! (group commit). [`SyncMode::Always`] hands every store call's writes to the I/O layer at
+//! (group commit). Up to two batches are in flight: once the writes of the one in flight
+//! have ended (only its fdatasync runs), a plain append to the tail starts the next, so the
+//! device writes while it flushes; completions are taken in start order. [`SyncMode::Always`] hands every store call's writes to the I/O layer at
 //! once (a batch of its writes and their fdatasync, or the next batch if one is in flight)
 //! and acknowledges each write when that fdatasync has completed, as group commit does;
 //! [`SyncMode::Interval`] is the reference's lazy `sync_interval`: a write counts as durable

@@ -604,8 +604,9 @@ impl FileStore {
     /// After a write call. In `sync_always` mode: hand the write to the I/O layer at once
     /// (a batch of writes and their fdatasync) without waiting for it; it is acknowledged
     /// ([`crate::Store::durable_seq`]) when that fdatasync completes. A write made while a
-    /// batch is in flight goes into the next one, started as soon as that completes. In
-    /// group-commit mode: the same once `early_batch` bytes wait and the disk is idle.
+    /// batch is in flight goes into the next one, started as soon as that completes (or,
+    /// for a plain append, once its writes have ended: [`FileStore::may_pipeline`]). In
+    /// group-commit mode: the same once `early_batch` bytes wait.
     pub(super) fn after_write(&mut self) -> Result<()> {
         match self.cfg.sync {
             SyncMode::Always => {

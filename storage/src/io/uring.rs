@@ -1,6 +1,10 @@
 //! The io_uring backend (Linux, feature `uring`): block files opened with O_DIRECT, each
 //! batch submitted as one chain of linked SQEs (writes, then fdatasyncs) on a ring owned by
-//! the calling thread; completions are reaped by [`Io::poll`] without blocking. Writes
+//! the calling thread; completions are reaped by [`Io::poll`] without blocking, and
+//! reported in the order the batches started. A batch started while an earlier one still
+//! has writes under way is held until they end (both may rewrite the tail's last page, and
+//! two direct writes of one page in flight land in either order); it may then run while
+//! the earlier batch's fdatasync does. Writes
 //! come aligned from the store (the partial tail block is rewritten as it grows) and are
 //! copied into 4096-aligned buffers that live until their batch completes.
 //!
