@@ -352,7 +352,7 @@ fn consumer_state_shrinks(r: common::Reactor, shards: &str) {
     let s = start(r, shards, &dir);
     rt().block_on(async {
         let (_c, js) = js(&s).await;
-        let mut st = js.get_stream("SHRINK").await.unwrap();
+        let st = js.get_stream("SHRINK").await.unwrap();
         let mut c: consumer::PullConsumer = st.get_consumer("D").await.unwrap();
         let info = c.info().await.unwrap();
         assert_eq!(info.num_ack_pending, 0);

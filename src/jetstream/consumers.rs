@@ -521,10 +521,10 @@ fn subscribe_consumer(
     for (subject, kind) in subjects {
         let key: StreamKey = (acc, stream.to_string());
         let cname = name.to_string();
-        let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+        let h: Handler = Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| {
             with_js(core, |sjs, core| {
-                let subject = String::from_utf8_lossy(&m.subject).to_string();
-                let reply = String::from_utf8_lossy(&m.reply).to_string();
+                let subject = String::from_utf8_lossy(&m.subject);
+                let reply = String::from_utf8_lossy(&m.reply);
                 let mut held = Vec::new();
                 with_consumer(sjs, core, &key, &cname, now, |c, env| match kind {
                     Kind::Ack => {

@@ -225,7 +225,7 @@ impl ShardJs {
     }
 
     /// A publish on one of a stream's subjects.
-    fn on_publish(&mut self, core: &mut ShardCore, key: &StreamKey, m: InternalMsg, now: Instant) {
+    fn on_publish(&mut self, core: &mut ShardCore, key: &StreamKey, m: &InternalMsg, now: Instant) {
         let acc = key.0;
         // The settings are shared: no per-message copy of the domain.
         let js = self.js.clone();
@@ -483,7 +483,7 @@ fn subscribe_stream(
     for subject in &cfg.subjects {
         // The stream's key is built once here, not per message.
         let key: StreamKey = (acc, cfg.name.clone());
-        let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+        let h: Handler = Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| {
             let out = with_js(core, |js, core| {
                 js.on_publish(core, &key, m, now);
                 js.streams.get_mut(&key).map(|st| std::mem::take(&mut st.outbox))
@@ -502,7 +502,7 @@ fn subscribe_stream(
             format!("$JS.API.DIRECT.GET.{}.>", cfg.name),
         ] {
             let name = cfg.name.clone();
-            let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+            let h: Handler = Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| {
                 if m.reply.is_empty() {
                     return;
                 }

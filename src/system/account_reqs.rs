@@ -28,7 +28,7 @@ type CountDone = Box<dyn FnOnce(&mut ShardCore, i64, Instant) + Send>;
 
 fn handler(sys: &Arc<System>, serve: Serve) -> Handler {
     let sys = sys.clone();
-    Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| serve(core, &sys, m, now))
+    Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| serve(core, &sys, m.take(), now))
 }
 
 /// Subscribe the account services in the system account `acc` (shard 0).

@@ -194,7 +194,8 @@ pub fn subscribe(core: &mut ShardCore, sys: AccountId, ctx: Arc<ClaimsContext>, 
             _ => delete,
         };
         let c = ctx.clone();
-        let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| service(core, &c, &m, now));
+        let h: Handler =
+            Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| service(core, &c, m, now));
         match core.subscribe_internal(sys, subject, queue, false, h, now) {
             Some(id) => subs.push(id),
             None => tracing::error!("Error setting up claims handling on {subject}"),

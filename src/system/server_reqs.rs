@@ -56,7 +56,7 @@ pub fn server_hash(name: &str) -> String {
 
 fn handler(sys: &Arc<System>, serve: Serve) -> Handler {
     let sys = sys.clone();
-    Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| serve(core, &sys, m, now))
+    Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| serve(core, &sys, m.take(), now))
 }
 
 /// Subscribe the server services in the system account `acc` (shard 0).
@@ -79,7 +79,7 @@ pub fn subscribe(core: &mut ShardCore, acc: AccountId, sys: &Arc<System>, now: I
         inert.push("$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE".to_string());
     }
     for s in &inert {
-        let h: Handler = Box::new(|_: &mut ShardCore, _: InternalMsg, _: Instant| {});
+        let h: Handler = Box::new(|_: &mut ShardCore, _: &mut InternalMsg, _: Instant| {});
         core.subscribe_internal(acc, s, None, true, h, now);
     }
     core.subscribe_internal(acc, "$SYS.REQ.SERVER.PING", None, false, handler(sys, statsz_req), now);

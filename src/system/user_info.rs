@@ -136,11 +136,11 @@ fn answer(core: &ShardCore, server: &ServerIdentity, m: &InternalMsg) -> Vec<u8>
 
 /// Subscribe the service in the system account `sys` of this shard.
 pub fn subscribe(core: &mut ShardCore, sys: AccountId, system: Arc<System>, now: Instant) {
-    let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+    let h: Handler = Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| {
         if m.reply.is_empty() || system.stopped() {
             return;
         }
-        let body = answer(core, system.server(), &m);
+        let body = answer(core, system.server(), m);
         core.publish_internal(m.account, &m.reply, b"", None, &body, now);
     });
     core.subscribe_internal(sys, USER_DIRECT_PATTERN, None, true, h, now);

@@ -38,8 +38,28 @@ pub struct InternalMsg {
     pub sender: Option<ConnKey>,
 }
 
-/// What an internal subscription does with a message. Runs on the owning shard.
-pub type Handler = Box<dyn FnMut(&mut ShardCore, InternalMsg, Instant)>;
+impl InternalMsg {
+    /// Move the message out (a handler that keeps it), leaving empty buffers behind.
+    pub fn take(&mut self) -> InternalMsg {
+        InternalMsg {
+            account: self.account,
+            subject: std::mem::take(&mut self.subject),
+            reply: std::mem::take(&mut self.reply),
+            header: self.header.take(),
+            payload: std::mem::take(&mut self.payload),
+            sender: self.sender,
+        }
+    }
+}
+
+/// What an internal subscription does with a message. Runs on the owning shard. The
+/// message is lent: what the handler leaves in it is reused for later deliveries
+/// ([`InternalMsg::take`] keeps it).
+pub type Handler = Box<dyn FnMut(&mut ShardCore, &mut InternalMsg, Instant)>;
+
+/// Buffers kept for reuse by internal deliveries, at most, and the largest kept.
+const POOL_BUFS: usize = 256;
+const POOL_MAX_CAP: usize = 64 * 1024;
 
 /// A shard's part of a [`ShardCore::gather`].
 pub type PartFn<T> = Arc<dyn Fn(&mut ShardCore, Instant) -> T + Send + Sync>;
@@ -61,6 +81,8 @@ pub(crate) struct Internals {
     /// Subscriptions that see only local publishes.
     local: FastMap<SubId, ()>,
     queue: VecDeque<(SubId, InternalMsg)>,
+    /// Buffers of handled messages, for the copies of the next ones.
+    pool: Vec<Vec<u8>>,
     /// Pending requests by inbox subject.
     requests: FastMap<Vec<u8>, (Instant, Option<ReplyHandler>)>,
     /// The inbox subscription of each account for requests.
@@ -74,6 +96,31 @@ pub(crate) struct Internals {
 }
 
 impl Internals {
+    /// `data` in a buffer from the pool (no allocation once the pool is warm).
+    fn copy(&mut self, data: &[u8]) -> Vec<u8> {
+        if data.is_empty() {
+            return Vec::new();
+        }
+        match self.pool.pop() {
+            Some(mut v) => {
+                v.clear();
+                v.extend_from_slice(data);
+                v
+            }
+            None => data.to_vec(),
+        }
+    }
+
+    /// Keep a handled message's buffers for later copies.
+    fn recycle(&mut self, m: InternalMsg) {
+        let bufs = [Some(m.subject), Some(m.reply), m.header, Some(m.payload)];
+        for v in bufs.into_iter().flatten() {
+            if self.pool.len() < POOL_BUFS && v.capacity() > 0 && v.capacity() <= POOL_MAX_CAP {
+                self.pool.push(v);
+            }
+        }
+    }
+
     /// True if internal deliveries wait to be handled.
     pub(crate) fn busy(&self) -> bool {
         !self.queue.is_empty() || !self.deferred.is_empty()
@@ -346,9 +393,9 @@ impl ShardCore {
         let prefix = self.inbox_prefix(acc);
         if !self.internals.inboxes.contains_key(&acc) {
             let pattern = format!("{prefix}>");
-            let h: Handler = Box::new(|core: &mut ShardCore, m: InternalMsg, now: Instant| {
+            let h: Handler = Box::new(|core: &mut ShardCore, m: &mut InternalMsg, now: Instant| {
                 if let Some((_, Some(f))) = core.internals.requests.remove(&m.subject) {
-                    f(core, Some(m), now);
+                    f(core, Some(m.take()), now);
                 }
             });
             if let Some(id) = self.subscribe_internal(acc, &pattern, None, false, h, now) {
@@ -396,14 +443,17 @@ impl ShardCore {
         let Some(sub) = self.subs.get(id as usize) else {
             return false;
         };
+        let account = sub.account;
+        let sender = publisher.filter(|k| self.client(*k).is_some_and(|c| !c.internal));
+        let i = &mut self.internals;
         let msg = InternalMsg {
-            account: sub.account,
+            account,
             // What a client would see: a JetStream delivery shows the stored subject.
-            subject: m.shown_subject().to_vec(),
-            reply: m.reply.to_vec(),
-            header: m.header().map(<[u8]>::to_vec),
-            payload: m.payload().to_vec(),
-            sender: publisher.filter(|k| self.client(*k).is_some_and(|c| !c.internal)),
+            subject: i.copy(m.shown_subject()),
+            reply: i.copy(m.reply),
+            header: m.header().map(|h| i.copy(h)),
+            payload: i.copy(m.payload()),
+            sender,
         };
         self.internals.queue.push_back((id, msg));
         true
@@ -432,7 +482,9 @@ impl ShardCore {
                 continue;
             };
             let Some(mut h) = slot.take() else { continue };
-            h(self, msg, now);
+            let mut msg = msg;
+            h(self, &mut msg, now);
+            self.internals.recycle(msg);
             if let Some(slot) = self.internals.handlers.get_mut(&id) {
                 if slot.is_none() {
                     *slot = Some(h);

@@ -8,7 +8,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 fn echo_service() -> Handler {
-    Box::new(|core: &mut ShardCore, m: InternalMsg, now: Instant| {
+    Box::new(|core: &mut ShardCore, m: &mut InternalMsg, now: Instant| {
+        let m = m.take();
         let mut body = b"echo:".to_vec();
         body.extend_from_slice(&m.payload);
         core.publish_internal(m.account, &m.reply, b"", None, &body, now);
@@ -43,7 +44,8 @@ fn local_internal_subscriptions_see_only_local_publishes() {
     let seen: Rc<RefCell<Vec<Option<ConnKey>>>> = Rc::default();
     for s in 0..2 {
         let seen = seen.clone();
-        let h: Handler = Box::new(move |_core: &mut ShardCore, m: InternalMsg, _now: Instant| {
+        let h: Handler = Box::new(move |_core: &mut ShardCore, m: &mut InternalMsg, _now: Instant| {
+            let m = m.take();
             seen.borrow_mut().push(m.sender);
         });
         w.shards[s].subscribe_internal(GLOBAL, "who", None, true, h, now);
@@ -123,7 +125,7 @@ fn internal_handlers_see_the_extension_even_when_queued_during_its_step() {
     // (ext available, messages) as seen by the handler.
     let seen: Rc<RefCell<Vec<bool>>> = Rc::default();
     let s2 = seen.clone();
-    let h: Handler = Box::new(move |core: &mut ShardCore, _m: InternalMsg, _now: Instant| {
+    let h: Handler = Box::new(move |core: &mut ShardCore, _m: &mut InternalMsg, _now: Instant| {
         s2.borrow_mut().push(core.with_ext(|_, _| ()).is_some());
     });
     w.shards[0].subscribe_internal(GLOBAL, "ping", None, false, h, now);

@@ -23,7 +23,8 @@ const SUFFIX: &str = "account_purge_response";
 /// Subscribe the purge endpoint in the system account `sys` on this shard.
 pub fn subscribe(core: &mut ShardCore, js: &Arc<JetStream>, sys: AccountId, now: Instant) {
     let js = js.clone();
-    let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+    let h: Handler = Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| {
+        let m = m.take();
         handle(core, &js, m, now);
     });
     core.subscribe_internal(sys, SUBJECT, Some(API_QUEUE), false, h, now);

@@ -242,7 +242,8 @@ pub fn subscribe_accounts(
         for subject in subjects {
             let js = js.clone();
             let name = name.clone();
-            let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+            let h: Handler = Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| {
+                let m = m.take();
                 // Asked per request: a JWT update can turn JetStream on or off.
                 let enabled = js.enabled_for(&name, false);
                 dispatch(core, &js, enabled, m, now);

@@ -328,7 +328,8 @@ fn resources_exceeded(cfg: &StreamConfig) -> ApiError {
 }
 
 fn chunk_handler(ctx: Arc<Ctx>, upload: Arc<Mutex<Upload>>) -> Handler {
-    Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+    Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| {
+        let m = m.take();
         let mut u = lock(&upload);
         if u.done {
             return;

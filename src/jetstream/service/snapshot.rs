@@ -310,7 +310,7 @@ fn start(
         crate::system::nuid::Nuid::new().next_id()
     );
     let acks = tx.clone();
-    let h: Handler = Box::new(move |_core: &mut ShardCore, _m: InternalMsg, _now: Instant| {
+    let h: Handler = Box::new(move |_core: &mut ShardCore, _m: &mut InternalMsg, _now: Instant| {
         let _ = acks.send(Event::Ack);
     });
     let Some(sub) = core.subscribe_internal(key.0, &format!("{ack_subject}.>"), None, false, h, now) else {

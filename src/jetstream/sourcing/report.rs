@@ -94,7 +94,8 @@ pub fn mirror_direct(sjs: &mut ShardJs, core: &mut ShardCore, key: &StreamKey, n
     ] {
         let k = key.clone();
         let from = format!("$JS.API.DIRECT.GET.{origin}");
-        let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+        let h: Handler = Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| {
+            let m = m.take();
             if m.reply.is_empty() {
                 return;
             }

@@ -231,7 +231,8 @@ pub fn run(sjs: &mut ShardJs, core: &mut ShardCore, key: &StreamKey, id: &LinkId
     let posted = Arc::new(AtomicBool::new(false));
     let k = key.clone();
     let lid = id.clone();
-    let h: Handler = Box::new(move |core: &mut ShardCore, m: InternalMsg, now: Instant| {
+    let h: Handler = Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| {
+        let m = m.take();
         inbox.lock().unwrap_or_else(|p| p.into_inner()).push_back(m);
         drain_or_defer(core, &k, &lid, attempt, &posted, false, now);
     });
