@@ -247,3 +247,41 @@ both_reactors!(auth_timeout_for_a_silent_client, |r| {
     );
     assert!(t.elapsed() >= Duration::from_millis(1500), "not before the timeout");
 });
+
+/// CPU time (user + system) of a process so far, in clock ticks (Linux `/proc`).
+#[cfg(target_os = "linux")]
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which may hold spaces): state is field 3, utime 14.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+// A shard busy-polls only while traffic flows in short gaps: after a request/reply
+// ping-pong across two shards (which makes both spin), an idle server sleeps.
+#[cfg(target_os = "linux")]
+both_reactors!(an_idle_server_stops_spinning, |r| {
+    let s = Server::start(r, &["--shards", "2", "--spin_us", "5000"]);
+    // Two connections, one per shard (they are placed round-robin).
+    let mut req = s.raw();
+    let mut rep = s.raw();
+    rep.send_str("CONNECT {\"verbose\":false}\r\nSUB svc 1\r\nPING\r\n");
+    rep.expect("PONG\r\n");
+    req.send_str("CONNECT {\"verbose\":false}\r\nSUB r 1\r\nPING\r\n");
+    req.expect("PONG\r\n");
+    for i in 0..200 {
+        req.send_str("PUB svc r 1\r\nq\r\n");
+        rep.expect("MSG svc 1 r 1\r\nq\r\n");
+        let body = format!("{i}");
+        rep.send_str(&format!("PUB r {}\r\n{body}\r\n", body.len()));
+        req.expect(&format!("MSG r 1 {}\r\n{body}\r\n", body.len()));
+    }
+    // The spin window is 5 ms: well past it, a second of idleness costs (next to) no CPU.
+    std::thread::sleep(Duration::from_millis(200));
+    let before = cpu_ticks(s.pid());
+    std::thread::sleep(Duration::from_secs(1));
+    let used = cpu_ticks(s.pid()) - before;
+    // Clock ticks are 10 ms: a spinning shard would show about 100.
+    assert!(used <= 5, "{used} ticks of CPU in one idle second");
+});

@@ -171,6 +171,9 @@ impl<P: Poller> EventLoop<P> {
         let mut last_work = Instant::now();
         let mut counters = crate::core::stats::LoopCounters::default();
         let mut awake_since = last_work;
+        // Traffic flows: the last work came within the spin window of the work before it
+        // (busy-polling then saves the wake-up of the next message; otherwise sleep at once).
+        let mut flowing = false;
         loop {
             let now = Instant::now();
             counters.turns += 1;
@@ -193,7 +196,12 @@ impl<P: Poller> EventLoop<P> {
                 None => Duration::from_secs(1),
             }
             .min(Duration::from_secs(1));
-            if busy || now.duration_since(last_work) < self.spin {
+            if busy {
+                timeout = Duration::ZERO;
+            } else if flowing && now.duration_since(last_work) < self.spin {
+                // Busy-poll, but let a runnable client of this CPU go first: the spin
+                // then only takes time nobody else wants.
+                std::thread::yield_now();
                 timeout = Duration::ZERO;
             } else if !self.wake_list.is_empty() || !self.pre_wake.is_empty() {
                 // A closing connection waits to flush: look again soon.
@@ -264,6 +272,7 @@ impl<P: Poller> EventLoop<P> {
             self.service(now);
             self.service_pre(now);
             if worked {
+                flowing = now.duration_since(last_work) < self.spin;
                 last_work = now;
             }
         }

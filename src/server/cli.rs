@@ -764,7 +764,8 @@ rnats Options (not nats-server flags):
                                      (default: 0, one per usable CPU; at most 256)
         --reactor <auto|uring|mio>   Event loop: io_uring, or the portable mio reactor (default: auto,
                                      io_uring when it can be set up, else mio with a log line why)
-        --spin_us <us>               Microseconds an idle shard busy-polls before sleeping (default: 0)
+        --spin_us <us>               Microseconds an idle shard busy-polls before sleeping, while traffic
+                                     flows (default: 100; 0: never)
 
 Common Options:
     -h, --help                       Show this message

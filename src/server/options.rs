@@ -104,6 +104,9 @@ impl FlagsNotYet {
     }
 }
 
+/// The default of [`Options::spin_us`].
+pub const DEFAULT_SPIN_US: u64 = 100;
+
 /// All options. Field names follow nats-server's.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -188,9 +191,11 @@ pub struct Options {
     pub shards: usize,
     /// rnats: which reactor to use.
     pub reactor: ReactorChoice,
-    /// rnats: busy-poll an idle shard this long before sleeping (microseconds). Default 0:
-    /// on a machine shared with its clients, spinning takes the CPU they need (see
-    /// perf/RESULTS.md).
+    /// rnats: how long an idle shard busy-polls before sleeping (microseconds), and only
+    /// while traffic flows: when its last work came back within this long of the work
+    /// before it (a request/reply ping-pong); a shard whose traffic pauses longer sleeps at
+    /// once. 0: never. Default [`DEFAULT_SPIN_US`] (see perf/RESULTS.md: it halves a
+    /// cross-shard round trip and costs no throughput).
     pub spin_us: u64,
 }
 
@@ -253,7 +258,7 @@ impl Default for Options {
             no_sublist_cache: false,
             shards: 0,
             reactor: ReactorChoice::Auto,
-            spin_us: 0,
+            spin_us: DEFAULT_SPIN_US,
         }
     }
 }
