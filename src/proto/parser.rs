@@ -175,6 +175,9 @@ pub struct Parser {
     msg_start: usize,
     pa: PubArgs,
     stash: Stash,
+    /// Tests compare the whole-frame path with the byte-wise one.
+    #[cfg(test)]
+    no_fast: bool,
 }
 
 impl Default for Parser {
@@ -187,6 +190,8 @@ impl Default for Parser {
             msg_start: 0,
             pa: PubArgs::default(),
             stash: Stash::default(),
+            #[cfg(test)]
+            no_fast: false,
         }
     }
 }
@@ -275,6 +280,17 @@ impl Parser {
                     }
                     if lim.awaiting_auth && upper(b) != b'C' {
                         return Err(ParseError::AuthViolation);
+                    }
+                    // A whole PUB frame in the buffer: one pass, no state changes.
+                    #[cfg(test)]
+                    let fast = !self.no_fast;
+                    #[cfg(not(test))]
+                    let fast = true;
+                    if fast && upper(b) == b'P' && !lim.pedantic {
+                        if let Some(end) = self.whole_pub(buf, i, pos, lim)? {
+                            *pos = end;
+                            return Ok(Some(self.msg_event(buf)));
+                        }
                     }
                     // The common ops, whole in the buffer, skip the byte-wise name match
                     // (same states, same result).
@@ -454,27 +470,85 @@ impl Parser {
                     }
                     *pos = i + 1;
                     self.state = State::Start;
-                    let pa = &self.pa;
-                    let line: &[u8] = if pa.base_in_stash {
-                        self.stash.arg.as_deref().unwrap_or_default()
-                    } else {
-                        buf
-                    };
-                    let data: &[u8] = match self.stash.msg.as_deref() {
-                        Some(m) => m,
-                        None => buf.get(self.msg_start..self.msg_start + pa.size).unwrap_or_default(),
-                    };
-                    return Ok(Some(Event::Msg {
-                        subject: line.get(pa.subject.clone()).unwrap_or_default(),
-                        reply: pa.reply.clone().map(|r| line.get(r).unwrap_or_default()),
-                        header_len: pa.hdr,
-                        data,
-                        size_text: line.get(pa.size_text.clone()).unwrap_or_default(),
-                        hdr_text: pa.hdr_text.clone().map(|r| line.get(r).unwrap_or_default()),
-                    }));
+                    return Ok(Some(self.msg_event(buf)));
                 }
             }
         }
+    }
+
+    /// The message whose arguments are in `self.pa` (its line and payload in `buf` or in
+    /// the stash).
+    fn msg_event<'a>(&'a self, buf: &'a [u8]) -> Event<'a> {
+        let pa = &self.pa;
+        let line: &[u8] = if pa.base_in_stash {
+            self.stash.arg.as_deref().unwrap_or_default()
+        } else {
+            buf
+        };
+        let data: &[u8] = match self.stash.msg.as_deref() {
+            Some(m) => m,
+            None => buf.get(self.msg_start..self.msg_start + pa.size).unwrap_or_default(),
+        };
+        Event::Msg {
+            subject: line.get(pa.subject.clone()).unwrap_or_default(),
+            reply: pa.reply.clone().map(|r| line.get(r).unwrap_or_default()),
+            header_len: pa.hdr,
+            data,
+            size_text: line.get(pa.size_text.clone()).unwrap_or_default(),
+            hdr_text: pa.hdr_text.clone().map(|r| line.get(r).unwrap_or_default()),
+        }
+    }
+
+    /// The common case in one pass: `PUB ` at `i` with its whole line (ending in CR LF, no
+    /// other CR, no blank before the first argument, within the control-line limit), its
+    /// payload and the CR LF after it all in `buf`. Returns where the frame ends, with
+    /// `self.pa` and `self.msg_start` set; `None` leaves everything to the byte-wise path,
+    /// which then reaches the same result or error. An argument error is the one that path
+    /// gives at the end of the line (and `*pos` is left there, as it leaves it).
+    fn whole_pub(&mut self, buf: &[u8], i: usize, pos: &mut usize, lim: &Limits) -> Result<Option<usize>, ParseError> {
+        let Some([_, u, b, b' ', first, ..]) = buf.get(i..i + 5).map(|w| <[u8; 5]>::try_from(w).unwrap_or_default())
+        else {
+            return Ok(None);
+        };
+        if upper(u) != b'U' || upper(b) != b'B' || is_space(first) {
+            return Ok(None);
+        }
+        let start = i + 4;
+        let rest = buf.get(start..).unwrap_or_default();
+        // One scalar pass (lines are short: cheaper than two memchr calls): the LF, and
+        // the first CR, which must be the one just before it.
+        let limit = rest.len().min(lim.max_control_line.saturating_add(2));
+        let mut cr = None;
+        let mut nl = None;
+        for (k, &c) in rest.iter().take(limit).enumerate() {
+            if c == b'\n' {
+                nl = Some(k);
+                break;
+            }
+            if c == b'\r' && cr.is_none() {
+                cr = Some(k);
+            }
+        }
+        let Some(nl) = nl else { return Ok(None) };
+        let Some(arg_len) = nl.checked_sub(1) else {
+            return Ok(None);
+        };
+        if cr != Some(arg_len) || arg_len > lim.max_control_line {
+            return Ok(None);
+        }
+        self.arg_start = start;
+        self.arg_end = start + arg_len;
+        let msg_start = start + nl + 1;
+        if let Err(e) = self.pub_line(Kind::Pub, buf, lim) {
+            *pos = msg_start;
+            return Err(e);
+        }
+        let end = msg_start + self.pa.size;
+        if buf.get(end..end + 2) != Some(&b"\r\n"[..]) {
+            return Ok(None);
+        }
+        self.msg_start = msg_start;
+        Ok(Some(end + 2))
     }
 
     /// Call after handling an event: frees the buffers of a finished split op.

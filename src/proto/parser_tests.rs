@@ -401,3 +401,79 @@ fn byte_by_byte_matches_whole() {
     assert_eq!(run_with(&chunks, lim()), run(STREAM));
     assert_eq!(run(STREAM).len(), 10);
 }
+
+/// Every event with all its fields (size texts included), and the position after it.
+fn run_full(chunks: &[&[u8]], l: Limits, fast: bool) -> Vec<String> {
+    let mut p = Parser {
+        no_fast: !fast,
+        ..Parser::default()
+    };
+    let mut out = Vec::new();
+    let mut consumed = 0;
+    for c in chunks {
+        let mut pos = 0;
+        loop {
+            match p.next(c, &mut pos, &l) {
+                Ok(None) => break,
+                Ok(Some(e)) => {
+                    out.push(format!("{e:?} @{}", consumed + pos));
+                    p.release();
+                }
+                Err(e) => {
+                    out.push(format!("{e:?} @{}", consumed + pos));
+                    return out;
+                }
+            }
+        }
+        consumed += c.len();
+    }
+    out
+}
+
+/// Frames and near-frames around the whole-PUB fast path.
+const PIECES: &[&[u8]] = &[
+    b"PUB a 1\r\nx\r\n",
+    b"pub a.b r 2\r\nxy\r\n",
+    b"PuB  a   3\r\nabc\r\n",
+    b"PUB\ta 1\r\nx\r\n",
+    b"PUB a \t r\t 05\r\nhello\r\n",
+    b"PUB a 0\r\n\r\n",
+    b"PUB a 1\r\nxx\r\n",
+    b"PUB a 1\r\nx\n",
+    b"PUB a b c d 1\r\nx\r\n",
+    b"PUB a 99999999999\r\n",
+    b"PUB a 2000\r\n",
+    b"PUB a 1\nx\r\n",
+    b"PUB a\r 1\r\nx\r\n",
+    b"PUB a x\r\n",
+    b"PUB \r\n",
+    b"PUB a 3\r\n\r\n\r\r\n",
+    b"PUBa 1\r\n",
+    b"PING\r\n",
+    b"SUB a 1\r\n",
+    b"HPUB a 12 14\r\nNATS/1.0\r\n\r\nhi\r\n",
+    b"PUB",
+    b" ",
+    b"\r\n",
+];
+
+proptest! {
+    // The whole-frame PUB path gives what the byte-wise path gives on the same reads:
+    // events, their fields, errors and where each leaves the input.
+    #[test]
+    fn whole_pub_frames_match_the_bytewise_parse(
+        picks in proptest::collection::vec(0..PIECES.len(), 1..12),
+        cut in any::<prop::sample::Index>(),
+        small in any::<bool>(),
+    ) {
+        let stream: Vec<u8> = picks.iter().flat_map(|&i| PIECES[i].iter().copied()).collect();
+        let mut l = lim();
+        if small {
+            l.max_payload = 2;
+            l.max_control_line = 8;
+        }
+        prop_assert_eq!(run_full(&[&stream], l, true), run_full(&[&stream], l, false));
+        let (a, b) = stream.split_at(cut.index(stream.len() + 1));
+        prop_assert_eq!(run_full(&[a, b], l, true), run_full(&[a, b], l, false));
+    }
+}
