@@ -820,3 +820,66 @@ fn memory_stream_gone_file_stream_kept(r: Reactor) {
 both_reactors!(memory_stream_gone_file_stream_kept, |r| {
     super::memory_stream_gone_file_stream_kept(r)
 });
+
+/// What a consumer was given survives a kill -9, even when its publisher never waited for
+/// the ack: a push consumer is handed a message only once the store holds it durably.
+/// Each round publishes without waiting, kills the server the moment the message arrives,
+/// restarts it and finds the message at its sequence.
+fn delivered_survives_kill(r: Reactor) {
+    let dir = store_dir("delivered");
+    let rounds: u64 = 12;
+    for round in 1..=rounds {
+        let mut s = start(r, &dir);
+        rt().block_on(async {
+            let c = async_nats::connect(s.url()).await.unwrap();
+            let js = jetstream::new(c.clone());
+            let st = js
+                .get_or_create_stream(stream::Config {
+                    name: "SEEN".into(),
+                    subjects: vec!["seen.>".into()],
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(
+                st.cached_info().state.messages,
+                round - 1,
+                "round {round}: messages kept"
+            );
+            let mut sub = c.subscribe("deliver.seen").await.unwrap();
+            st.create_consumer(consumer::push::Config {
+                deliver_subject: "deliver.seen".into(),
+                deliver_policy: consumer::DeliverPolicy::New,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+            c.publish(format!("seen.{round}"), format!("{round}").into())
+                .await
+                .unwrap();
+            c.flush().await.unwrap();
+            let m = tokio::time::timeout(Duration::from_secs(5), sub.next())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(&m.payload[..], format!("{round}").as_bytes());
+        });
+        kill9(&mut s);
+    }
+    let s = start(r, &dir);
+    rt().block_on(async {
+        let js = jetstream::new(async_nats::connect(s.url()).await.unwrap());
+        let mut st = js.get_stream("SEEN").await.unwrap();
+        assert_eq!(st.info().await.unwrap().state.messages, rounds);
+        for seq in 1..=rounds {
+            let m = st.get_raw_message(seq).await.unwrap();
+            assert_eq!(&m.payload[..], format!("{seq}").as_bytes(), "seq {seq}");
+        }
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+both_reactors!(what_a_consumer_saw_survives_kill9, |r| super::delivered_survives_kill(
+    r
+));

@@ -342,14 +342,23 @@ impl ShardJs {
             return;
         }
         self.attention = false;
-        let more = self.poll_consumers(core, now);
-        let mut waiting = more;
+        // Writes first: consumers deliver what is durable by now.
         let mut out = Vec::new();
         for st in self.streams.values_mut() {
             st.sync_usage();
+            let before = st.store.durable_seq();
             for a in st.durable_acks() {
                 out.push((st.account, a));
             }
+            if st.store.durable_seq() > before {
+                for slot in st.consumers.values_mut() {
+                    slot.c.on_durable();
+                }
+            }
+        }
+        let more = self.poll_consumers(core, now);
+        let mut waiting = more;
+        for st in self.streams.values() {
             waiting |= st.waiting();
         }
         for (acc, a) in out {

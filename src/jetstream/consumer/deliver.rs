@@ -204,7 +204,15 @@ impl Consumer {
             }
         }
         let store = env.store();
+        // Only what the store holds durably is delivered (file streams acknowledge after
+        // their sync): a message a consumer has seen never vanishes in a crash. The
+        // consumer is woken again when the sync completes.
+        let durable = store.durable_seq();
+        if self.sseq > durable && durable < store.fast_state().last_seq {
+            return Next::None { eos: false };
+        }
         match store.load_next_msg(&self.filter, self.sseq) {
+            Ok(m) if m.seq > durable => Next::None { eos: false },
             Ok(m) => {
                 if m.seq >= self.sseq {
                     // The count from the old start less this message is the count from

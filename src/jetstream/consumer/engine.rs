@@ -488,6 +488,11 @@ impl Consumer {
         Ok(seq)
     }
 
+    /// More of the stream became durable: look for deliveries again.
+    pub fn on_durable(&mut self) {
+        self.wake = true;
+    }
+
     /// A message was stored in the stream: wake deliveries when it is ours.
     pub fn on_stored(&mut self, seq: u64, subject: &str) {
         if self.filter.matches(subject) {

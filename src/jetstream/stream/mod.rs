@@ -208,7 +208,7 @@ impl Stream {
                 tracing::error!("JetStream stream '{}' write failed: {e}", self.name);
             }
         }
-        if self.acks.is_empty() {
+        if self.acks.is_empty() && !self.syncing() {
             return Vec::new();
         }
         let durable = match self.store.poll_completions() {
@@ -258,6 +258,11 @@ impl Stream {
 
     /// Acknowledgements still wait for the disk.
     pub fn waiting(&self) -> bool {
-        !self.acks.is_empty() || self.dirty
+        !self.acks.is_empty() || self.dirty || self.syncing()
+    }
+
+    /// Stored messages wait for their sync (consumers see them once it completes).
+    pub fn syncing(&self) -> bool {
+        self.store.durable_seq() < self.store.fast_state().last_seq
     }
 }
