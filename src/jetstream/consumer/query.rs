@@ -59,17 +59,12 @@ impl Consumer {
 
     /// The state to persist.
     pub fn state(&self) -> ConsumerState {
+        let r = self.state_ref();
         ConsumerState {
-            delivered: SeqPair {
-                consumer: self.dseq.saturating_sub(1),
-                stream: self.sseq.saturating_sub(1),
-            },
-            ack_floor: SeqPair {
-                consumer: self.adflr,
-                stream: self.asflr,
-            },
-            pending: self.pending.clone(),
-            redelivered: self.rdc.clone(),
+            delivered: r.delivered,
+            ack_floor: r.ack_floor,
+            pending: r.pending.clone(),
+            redelivered: r.redelivered.clone(),
         }
     }
 
