@@ -506,8 +506,7 @@ impl Parser {
     /// which then reaches the same result or error. An argument error is the one that path
     /// gives at the end of the line (and `*pos` is left there, as it leaves it).
     fn whole_pub(&mut self, buf: &[u8], i: usize, pos: &mut usize, lim: &Limits) -> Result<Option<usize>, ParseError> {
-        let Some([_, u, b, b' ', first, ..]) = buf.get(i..i + 5).map(|w| <[u8; 5]>::try_from(w).unwrap_or_default())
-        else {
+        let Some(&[_, u, b, b' ', first]) = buf.get(i..i + 5) else {
             return Ok(None);
         };
         if upper(u) != b'U' || upper(b) != b'B' || is_space(first) {

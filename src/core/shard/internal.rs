@@ -459,22 +459,11 @@ impl ShardCore {
         true
     }
 
-    /// Run queued internal deliveries now, in the middle of a step, unless handlers are
-    /// already running (or an extension holds the shard).
-    pub(super) fn run_internal_early(&mut self, now: Instant) {
-        if self.internals.queue.is_empty() || self.internals.running || self.ext_busy {
-            return;
-        }
-        self.internals.running = true;
-        self.run_internal(now);
-        self.internals.running = false;
-    }
-
     /// Run the handlers of queued internal deliveries (bounded per call).
     pub(super) fn run_internal(&mut self, now: Instant) {
         let mut budget = INTERNAL_BUDGET;
         while budget > 0 {
-            let Some((id, msg)) = self.internals.queue.pop_front() else {
+            let Some((id, mut msg)) = self.internals.queue.pop_front() else {
                 break;
             };
             budget -= 1;
@@ -482,7 +471,6 @@ impl ShardCore {
                 continue;
             };
             let Some(mut h) = slot.take() else { continue };
-            let mut msg = msg;
             h(self, &mut msg, now);
             self.internals.recycle(msg);
             if let Some(slot) = self.internals.handlers.get_mut(&id) {

@@ -506,6 +506,18 @@ impl ShardCore {
     /// End of a processing step: run internal handlers, push staged records, publish
     /// statistics.
     fn finish(&mut self, now: Instant) {
+        self.run_handlers(now);
+        self.ext_after_step(now);
+        if self.nshards > 1 {
+            self.flush_mesh(now);
+        }
+        self.publish_counters();
+    }
+
+    /// Publish what routing deferred and the ready traces, then run queued internal
+    /// deliveries: at the end of a step, or earlier when a PING must come after them.
+    /// Nothing when handlers are already running (or an extension holds the shard).
+    pub(super) fn run_handlers(&mut self, now: Instant) {
         if (self.internals.busy() || self.traces.has_ready()) && !self.internals.running && !self.ext_busy {
             self.internals.running = true;
             self.publish_deferred(now);
@@ -513,11 +525,6 @@ impl ShardCore {
             self.run_internal(now);
             self.internals.running = false;
         }
-        self.ext_after_step(now);
-        if self.nshards > 1 {
-            self.flush_mesh(now);
-        }
-        self.publish_counters();
     }
 
     /// Make this shard's counters visible to monitoring now (the end of every step

@@ -223,7 +223,7 @@ impl ShardCore {
         // A PONG acknowledges what came before it: requests this connection made to a
         // service on this shard (`$SYS.REQ.USER.INFO`) are answered first, as a client
         // of nats-server sees them.
-        self.run_internal_early(now);
+        self.run_handlers(now);
         let Some(c) = self.client_mut(key) else { return };
         c.last_in = now;
         let changed = c.interest_changed;
