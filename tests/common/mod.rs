@@ -83,6 +83,9 @@ fn unique_dir() -> std::path::PathBuf {
         std::process::id(),
         N.fetch_add(1, Ordering::SeqCst)
     ));
+    // A directory of this name is left from a dead process whose pid was reused (pids
+    // wrap at 32,768 here): its old streams must not leak into this test.
+    let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }

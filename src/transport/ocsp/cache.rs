@@ -498,6 +498,8 @@ mod tests {
     #[test]
     fn counts_and_preserves_as_the_reference() {
         let dir = std::env::temp_dir().join(format!("rnats-ocsp-cache-{}", std::process::id()));
+        // A cache left by a dead process with the same pid must not be loaded.
+        let _ = std::fs::remove_dir_all(&dir);
         let cfg = CacheConfig {
             local_store: dir.display().to_string(),
             preserve_revoked: true,
