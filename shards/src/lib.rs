@@ -8,8 +8,11 @@
 //!   and a return ring per link so buffers are recycled instead of freed cross-core.
 //! - [`listener`]: exclusive TCP listeners (no `SO_REUSEPORT`), as nats-server binds them.
 //! - `uring` (feature `uring`, Linux): probing whether io_uring can really be used, and the
-//!   readiness poller of the io_uring shards (multishot polls, one `io_uring_enter` per
+//!   poller of the io_uring shards (multishot polls, one `io_uring_enter` per
 //!   wake-up, an eventfd for wake-ups from other threads).
+//! - `uring_io` (with `uring`): completion I/O on that ring: multishot receives into
+//!   provided buffers and submitted sends.
+//! - `uring_bufs` (with `uring`): the provided-buffer ring those receives fill.
 
 pub mod cpus;
 pub mod listener;
@@ -23,5 +26,21 @@ pub struct Ready {
     pub writable: bool,
 }
 
+/// What completion I/O reported for one connection token (io_uring only; a readiness
+/// poller reports none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completion {
+    /// `len` bytes arrived in receive buffer `bid` (hand it back once used).
+    Data { token: usize, bid: u16, len: usize },
+    /// The receive ended: the peer closed (`err` 0) or it failed (an errno).
+    RecvEnd { token: usize, err: i32 },
+    /// A send ended: all `n` bytes handed to it went out (`err` 0), or it failed.
+    Sent { token: usize, n: usize, err: i32 },
+}
+
 #[cfg(all(target_os = "linux", feature = "uring"))]
 pub mod uring;
+#[cfg(all(target_os = "linux", feature = "uring"))]
+pub mod uring_bufs;
+#[cfg(all(target_os = "linux", feature = "uring"))]
+pub mod uring_io;

@@ -13,7 +13,7 @@
 //! shards), which tripled the CPU cost of request/reply compared with epoll.
 
 use crate::mesh::Notify;
-use crate::Ready;
+use crate::{Completion, Ready};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -40,24 +40,30 @@ pub fn probe(entries: u32) -> io::Result<()> {
     }
 }
 
-const KIND_READ: u64 = 0;
-const KIND_WRITE: u64 = 1;
-const KIND_IGNORE: u64 = 2;
+pub(crate) const KIND_READ: u64 = 0;
+pub(crate) const KIND_WRITE: u64 = 1;
+pub(crate) const KIND_IGNORE: u64 = 2;
+/// A connection's multishot receive (completion I/O).
+pub(crate) const KIND_RECV: u64 = 3;
+/// A connection's send (completion I/O).
+pub(crate) const KIND_SEND: u64 = 4;
 /// Token of the shard's own wake-up eventfd.
-const WAKE_TOKEN: usize = (1 << 30) - 1;
+const WAKE_TOKEN: usize = (1 << 28) - 1;
 
-fn user_data(token: usize, gen: u32, kind: u64) -> u64 {
-    ((token as u64) << 34) | (u64::from(gen) << 2) | kind
+pub(crate) fn user_data(token: usize, gen: u32, kind: u64) -> u64 {
+    ((token as u64) << 35) | (u64::from(gen) << 3) | kind
 }
 
-fn decode(ud: u64) -> (usize, u32, u64) {
-    ((ud >> 34) as usize, ((ud >> 2) & 0xffff_ffff) as u32, ud & 3)
+pub(crate) fn decode(ud: u64) -> (usize, u32, u64) {
+    ((ud >> 35) as usize, ((ud >> 3) & 0xffff_ffff) as u32, ud & 7)
 }
 
-struct Reg {
-    fd: RawFd,
-    gen: u32,
-    write_armed: bool,
+pub(crate) struct Reg {
+    pub(crate) fd: RawFd,
+    pub(crate) gen: u32,
+    pub(crate) write_armed: bool,
+    /// Completion I/O: the receive and send state (`None`: watched by polls).
+    pub(crate) io: Option<crate::uring_io::ConnIo>,
 }
 
 /// Wakes a shard that sleeps in [`UringPoller::wait`], from any thread.
@@ -73,12 +79,16 @@ impl Notify for EventFdNotify {
 
 /// A shard's ring and the sockets registered with it. Owned by one shard thread.
 pub struct UringPoller {
-    ring: IoUring,
-    regs: Vec<Option<Reg>>,
+    pub(crate) ring: IoUring,
+    pub(crate) regs: Vec<Option<Reg>>,
     next_gen: u32,
     /// Entries that did not fit in the submission queue yet.
     backlog: Vec<squeue::Entry>,
     wake: Arc<OwnedFd>,
+    /// Completion I/O: receive buffers, sends in flight (`None`: readiness only).
+    pub(crate) cio: Option<crate::uring_io::CompletionIo>,
+    /// Completions taken off the ring this turn (kept for its allocation).
+    cqes: Vec<cqueue::Entry>,
 }
 
 impl UringPoller {
@@ -98,6 +108,8 @@ impl UringPoller {
             next_gen: 1,
             backlog: Vec::new(),
             wake,
+            cio: None,
+            cqes: Vec::new(),
         };
         let ud = user_data(WAKE_TOKEN, 0, KIND_READ);
         p.queue(Self::poll_in(efd, ud));
@@ -117,7 +129,7 @@ impl UringPoller {
             .user_data(ud)
     }
 
-    fn queue(&mut self, e: squeue::Entry) {
+    pub(crate) fn queue(&mut self, e: squeue::Entry) {
         if !self.backlog.is_empty() {
             self.backlog.push(e);
             return;
@@ -129,7 +141,7 @@ impl UringPoller {
         }
     }
 
-    fn drain_backlog(&mut self) {
+    pub(crate) fn drain_backlog(&mut self) {
         while !self.backlog.is_empty() {
             let mut sq = self.ring.submission();
             let mut moved = 0;
@@ -153,14 +165,20 @@ impl UringPoller {
         if self.regs.len() <= token {
             self.regs.resize_with(token + 1, || None);
         }
-        let gen = self.next_gen;
-        self.next_gen = self.next_gen.wrapping_add(1).max(1);
+        let gen = self.new_gen();
         self.regs[token] = Some(Reg {
             fd,
             gen,
             write_armed: false,
+            io: None,
         });
         self.queue(Self::poll_in(fd, user_data(token, gen, KIND_READ)));
+    }
+
+    pub(crate) fn new_gen(&mut self) -> u32 {
+        let gen = self.next_gen;
+        self.next_gen = self.next_gen.wrapping_add(1).max(1);
+        gen
     }
 
     /// A write on `token` would block: report it writable once it has room.
@@ -185,6 +203,12 @@ impl UringPoller {
             return;
         };
         let ignore = user_data(token, r.gen, KIND_IGNORE);
+        if let Some(io) = r.io {
+            self.forget_io(token, r.gen, io);
+            self.drain_backlog();
+            let _ = self.ring.submit();
+            return;
+        }
         self.queue(
             opcode::PollRemove::new(user_data(token, r.gen, KIND_READ))
                 .build()
@@ -201,8 +225,10 @@ impl UringPoller {
         let _ = self.ring.submit();
     }
 
-    /// Submit what is queued and wait up to `timeout` for readiness; append it to `out`.
-    pub fn wait(&mut self, out: &mut Vec<Ready>, timeout: Duration) -> io::Result<()> {
+    /// Submit what is queued and wait up to `timeout` for readiness and completions;
+    /// append them to `out` and `done`.
+    pub fn wait(&mut self, out: &mut Vec<Ready>, done: &mut Vec<Completion>, timeout: Duration) -> io::Result<()> {
+        self.rearm_starved();
         self.drain_backlog();
         let r = if timeout.is_zero() {
             // Completions of this ring's polls are posted without entering the kernel (no
@@ -230,15 +256,21 @@ impl UringPoller {
             Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {}
             Err(e) => return Err(e),
         }
-        self.reap(out);
+        self.reap(out, done);
         Ok(())
     }
 
-    fn reap(&mut self, out: &mut Vec<Ready>) {
+    fn reap(&mut self, out: &mut Vec<Ready>, done: &mut Vec<Completion>) {
         let mut rearm: Vec<squeue::Entry> = Vec::new();
-        for cqe in self.ring.completion() {
+        let mut cqes = std::mem::take(&mut self.cqes);
+        cqes.extend(self.ring.completion());
+        for cqe in cqes.drain(..) {
             let (token, gen, kind) = decode(cqe.user_data());
             if kind == KIND_IGNORE {
+                continue;
+            }
+            if kind == KIND_RECV || kind == KIND_SEND {
+                self.complete(token, gen, kind, &cqe, &mut rearm, done);
                 continue;
             }
             let more = cqueue::more(cqe.flags());
@@ -276,9 +308,16 @@ impl UringPoller {
                 }
             }
         }
+        self.cqes = cqes;
         for e in rearm {
             self.queue(e);
         }
+    }
+}
+
+impl Drop for UringPoller {
+    fn drop(&mut self) {
+        self.quiesce();
     }
 }
 
@@ -305,10 +344,10 @@ mod tests {
         s.set_nonblocking(true).unwrap();
         p.add(s.as_raw_fd(), 3);
         let mut out = Vec::new();
-        p.wait(&mut out, Duration::from_millis(20)).unwrap();
+        p.wait(&mut out, &mut Vec::new(), Duration::from_millis(20)).unwrap();
         assert!(out.is_empty(), "nothing to read yet: {out:?}");
         c.write_all(b"hi").unwrap();
-        p.wait(&mut out, Duration::from_secs(5)).unwrap();
+        p.wait(&mut out, &mut Vec::new(), Duration::from_secs(5)).unwrap();
         assert_eq!(
             out,
             vec![Ready {
@@ -320,14 +359,14 @@ mod tests {
         // Multishot: a second arrival is reported without re-registering.
         out.clear();
         c.write_all(b"again").unwrap();
-        p.wait(&mut out, Duration::from_secs(5)).unwrap();
+        p.wait(&mut out, &mut Vec::new(), Duration::from_secs(5)).unwrap();
         assert!(out.iter().any(|r| r.token == 3 && r.readable));
         let mut buf = [0u8; 16];
         assert_eq!((&s).read(&mut buf).unwrap(), 7);
         // Write interest fires once.
         out.clear();
         p.want_write(3);
-        p.wait(&mut out, Duration::from_secs(5)).unwrap();
+        p.wait(&mut out, &mut Vec::new(), Duration::from_secs(5)).unwrap();
         assert!(out.iter().any(|r| r.token == 3 && r.writable));
         // A notifier from another thread ends a long wait.
         out.clear();
@@ -337,14 +376,14 @@ mod tests {
             n.notify();
         });
         let start = std::time::Instant::now();
-        p.wait(&mut out, Duration::from_secs(10)).unwrap();
+        p.wait(&mut out, &mut Vec::new(), Duration::from_secs(10)).unwrap();
         assert!(start.elapsed() < Duration::from_secs(5));
         t.join().unwrap();
         // After removal nothing more is reported for the token.
         p.remove(3);
         c.write_all(b"late").unwrap();
         out.clear();
-        p.wait(&mut out, Duration::from_millis(50)).unwrap();
+        p.wait(&mut out, &mut Vec::new(), Duration::from_millis(50)).unwrap();
         assert!(!out.iter().any(|r| r.token == 3), "{out:?}");
     }
 }

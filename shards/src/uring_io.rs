@@ -1,0 +1,432 @@
+//! Completion I/O on a shard's ring: connections whose bytes arrive as completions of one
+//! multishot receive into the shard's provided buffers ([`crate::uring_bufs`]), and whose
+//! writes are submitted as sends, all of a loop turn's submissions going in with its one
+//! `io_uring_enter`.
+//!
+//! - **Receive**: one `RECV` with `IORING_RECV_MULTISHOT` per connection for its whole
+//!   life; each completion names the buffer it filled. When the buffers run out the kernel
+//!   ends that receive with `ENOBUFS`; the connection waits (it is not failed) until
+//!   buffers come back, then its receive is armed again. A paused connection's receive is
+//!   cancelled; a new one is armed only after the old one's last completion, so bytes never
+//!   arrive out of order.
+//! - **Send**: at most one send in flight per connection, from a buffer the connection
+//!   owns (the caller's bytes are copied, so the core may keep appending to its own). A
+//!   short send is continued here; the caller hears of the send once all of it went (or
+//!   it failed), and only then counts the bytes as written.
+//! - **Removal** cancels both; a send buffer the kernel may still read is kept until that
+//!   send's last completion.
+
+use crate::uring::{decode, user_data, Reg, UringPoller, KIND_IGNORE, KIND_RECV, KIND_SEND};
+use crate::uring_bufs::BufRing;
+use crate::Completion;
+use io_uring::{cqueue, opcode, squeue, types};
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::RawFd;
+
+/// Most bytes one send takes from the caller.
+pub const SEND_MAX: usize = 256 * 1024;
+/// Send buffers larger than this are not kept for the next send.
+const KEEP_SEND: usize = 64 * 1024;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Recv {
+    Off,
+    Armed,
+    /// Cancelled; its last completion has not arrived yet.
+    Ending,
+}
+
+/// One connection's completion I/O state.
+pub(crate) struct ConnIo {
+    recv: Recv,
+    /// Whether the connection wants its receive running (not paused).
+    want_recv: bool,
+    send: Vec<u8>,
+    send_off: usize,
+    sending: bool,
+}
+
+/// The shard-wide part: receive buffers, buffers of cancelled sends, waiting receives.
+pub(crate) struct CompletionIo {
+    bufs: BufRing,
+    /// Connections whose receive ended for want of buffers: (token, generation).
+    starved: Vec<(usize, u32)>,
+    /// Send buffers of removed connections, by the user data of their send.
+    graveyard: HashMap<u64, Vec<u8>>,
+}
+
+fn recv_entry(fd: RawFd, ud: u64, group: u16) -> squeue::Entry {
+    opcode::RecvMulti::new(types::Fd(fd), group).build().user_data(ud)
+}
+
+fn cancel_entry(target: u64, token: usize, gen: u32) -> squeue::Entry {
+    opcode::AsyncCancel::new(target)
+        .build()
+        .user_data(user_data(token, gen, KIND_IGNORE))
+}
+
+impl UringPoller {
+    /// Receive and send through completions from now on: `count` receive buffers of
+    /// `size` bytes. Fails where the kernel lacks provided-buffer rings.
+    pub fn enable_completion(&mut self, count: u16, size: usize) -> io::Result<()> {
+        let bufs = BufRing::new(&self.ring.submitter(), count, size, 0)?;
+        self.cio = Some(CompletionIo {
+            bufs,
+            starved: Vec::new(),
+            graveyard: HashMap::new(),
+        });
+        Ok(())
+    }
+
+    /// Whether connections can be added with [`UringPoller::add_stream`].
+    pub fn completion(&self) -> bool {
+        self.cio.is_some()
+    }
+
+    /// Receive from `fd` under `token` through completions. False without completion I/O.
+    pub fn add_stream(&mut self, fd: RawFd, token: usize) -> bool {
+        let Some(group) = self.cio.as_ref().map(|c| c.bufs.group()) else {
+            return false;
+        };
+        if self.regs.len() <= token {
+            self.regs.resize_with(token + 1, || None);
+        }
+        let gen = self.new_gen();
+        self.regs[token] = Some(Reg {
+            fd,
+            gen,
+            write_armed: false,
+            io: Some(ConnIo {
+                recv: Recv::Armed,
+                want_recv: true,
+                send: Vec::new(),
+                send_off: 0,
+                sending: false,
+            }),
+        });
+        self.queue(recv_entry(fd, user_data(token, gen, KIND_RECV), group));
+        true
+    }
+
+    /// The bytes a [`Completion::Data`] reported.
+    pub fn data(&self, bid: u16, len: usize) -> &[u8] {
+        self.cio.as_ref().map_or(&[][..], |c| c.bufs.get(bid, len))
+    }
+
+    /// Give a [`Completion::Data`]'s buffer back.
+    pub fn recycle(&mut self, bid: u16) {
+        if let Some(c) = &mut self.cio {
+            c.bufs.recycle(bid);
+        }
+    }
+
+    /// Receive buffers the kernel can fill now.
+    pub fn free_buffers(&self) -> usize {
+        self.cio.as_ref().map_or(0, |c| c.bufs.free())
+    }
+
+    /// A send of `token` is in flight.
+    pub fn send_busy(&self, token: usize) -> bool {
+        matches!(self.regs.get(token), Some(Some(Reg { io: Some(io), .. })) if io.sending)
+    }
+
+    /// Send (a copy of) up to [`SEND_MAX`] bytes of `data`; returns how many were taken.
+    /// Nothing while a send of `token` is in flight.
+    pub fn send(&mut self, token: usize, data: &[u8]) -> usize {
+        let Some(Some(Reg {
+            fd, gen, io: Some(io), ..
+        })) = self.regs.get_mut(token)
+        else {
+            return 0;
+        };
+        if io.sending || data.is_empty() {
+            return 0;
+        }
+        let n = data.len().min(SEND_MAX);
+        io.send.clear();
+        io.send.extend_from_slice(data.get(..n).unwrap_or_default());
+        io.send_off = 0;
+        io.sending = true;
+        let e = send_entry(*fd, &io.send, user_data(token, *gen, KIND_SEND));
+        self.queue(e);
+        n
+    }
+
+    /// Stop receiving for `token` (its bytes already received still arrive).
+    pub fn pause_recv(&mut self, token: usize) {
+        let Some(Some(Reg { gen, io: Some(io), .. })) = self.regs.get_mut(token) else {
+            return;
+        };
+        io.want_recv = false;
+        if io.recv == Recv::Armed {
+            io.recv = Recv::Ending;
+            let e = cancel_entry(user_data(token, *gen, KIND_RECV), token, *gen);
+            self.queue(e);
+        }
+    }
+
+    /// Receive again for `token` (once a cancelled receive has ended).
+    pub fn resume_recv(&mut self, token: usize) {
+        let Some(group) = self.cio.as_ref().map(|c| c.bufs.group()) else {
+            return;
+        };
+        let Some(Some(Reg {
+            fd, gen, io: Some(io), ..
+        })) = self.regs.get_mut(token)
+        else {
+            return;
+        };
+        io.want_recv = true;
+        if io.recv == Recv::Off {
+            io.recv = Recv::Armed;
+            let e = recv_entry(*fd, user_data(token, *gen, KIND_RECV), group);
+            self.queue(e);
+        }
+    }
+
+    /// A removed connection's I/O: cancel what is in flight, keep a send's buffer until
+    /// the kernel is done with it.
+    pub(crate) fn forget_io(&mut self, token: usize, gen: u32, io: ConnIo) {
+        if io.recv == Recv::Armed {
+            self.queue(cancel_entry(user_data(token, gen, KIND_RECV), token, gen));
+        }
+        if io.sending {
+            let ud = user_data(token, gen, KIND_SEND);
+            if let Some(c) = &mut self.cio {
+                c.graveyard.insert(ud, io.send);
+            }
+            self.queue(cancel_entry(ud, token, gen));
+        }
+        if let Some(c) = &mut self.cio {
+            c.starved.retain(|(t, g)| !(*t == token && *g == gen));
+        }
+    }
+
+    /// Arm again the receives that ended for want of buffers, now that some are back.
+    pub(crate) fn rearm_starved(&mut self) {
+        let Some(c) = &mut self.cio else { return };
+        if c.starved.is_empty() || c.bufs.free() == 0 {
+            return;
+        }
+        let group = c.bufs.group();
+        let starved = std::mem::take(&mut c.starved);
+        for (token, gen) in starved {
+            if let Some(Some(Reg {
+                fd,
+                gen: g,
+                io: Some(io),
+                ..
+            })) = self.regs.get_mut(token)
+            {
+                if *g == gen && io.want_recv && io.recv == Recv::Off {
+                    io.recv = Recv::Armed;
+                    let e = recv_entry(*fd, user_data(token, gen, KIND_RECV), group);
+                    self.queue(e);
+                }
+            }
+        }
+    }
+
+    /// A receive or send completion.
+    pub(crate) fn complete(
+        &mut self,
+        token: usize,
+        gen: u32,
+        kind: u64,
+        cqe: &cqueue::Entry,
+        rearm: &mut Vec<squeue::Entry>,
+        done: &mut Vec<Completion>,
+    ) {
+        let (res, flags) = (cqe.result(), cqe.flags());
+        let Some(c) = &mut self.cio else { return };
+        let bid = cqueue::buffer_select(flags);
+        if bid.is_some() {
+            c.bufs.taken();
+        }
+        let live = match self.regs.get_mut(token) {
+            Some(Some(r)) if r.gen == gen && r.io.is_some() => Some(r),
+            _ => None,
+        };
+        let Some(reg) = live else {
+            // An earlier registration of this token: return what it holds.
+            if let Some(b) = bid {
+                c.bufs.recycle(b);
+            }
+            if kind == KIND_SEND && !cqueue::more(flags) {
+                c.graveyard.remove(&cqe.user_data());
+            }
+            return;
+        };
+        let (fd, Some(io)) = (reg.fd, reg.io.as_mut()) else {
+            return;
+        };
+        if kind == KIND_SEND {
+            if res < 0 || (res == 0 && io.send_off < io.send.len()) {
+                io.sending = false;
+                let err = if res < 0 { -res } else { libc::EPIPE };
+                done.push(Completion::Sent { token, n: 0, err });
+                return;
+            }
+            io.send_off += res as usize;
+            if io.send_off < io.send.len() {
+                // A short send: the rest goes now, in order.
+                let rest = io.send.get(io.send_off..).unwrap_or_default();
+                rearm.push(send_entry(fd, rest, cqe.user_data()));
+                return;
+            }
+            io.sending = false;
+            let n = io.send.len();
+            if io.send.capacity() > KEEP_SEND {
+                io.send = Vec::new();
+            }
+            done.push(Completion::Sent { token, n, err: 0 });
+            return;
+        }
+        // KIND_RECV
+        let more = cqueue::more(flags);
+        if res > 0 {
+            if let Some(b) = bid {
+                done.push(Completion::Data {
+                    token,
+                    bid: b,
+                    len: res as usize,
+                });
+            }
+        } else if res == 0 {
+            io.recv = Recv::Off;
+            io.want_recv = false;
+            done.push(Completion::RecvEnd { token, err: 0 });
+            return;
+        } else if res == -libc::ENOBUFS {
+            if !more {
+                io.recv = Recv::Off;
+                if io.want_recv {
+                    c.starved.push((token, gen));
+                }
+            }
+            return;
+        } else if res != -libc::ECANCELED {
+            io.recv = Recv::Off;
+            io.want_recv = false;
+            done.push(Completion::RecvEnd { token, err: -res });
+            return;
+        }
+        if !more {
+            // The receive ended (cancelled, or the kernel stopped it): arm it again if it
+            // is still wanted.
+            io.recv = Recv::Off;
+            if io.want_recv {
+                io.recv = Recv::Armed;
+                rearm.push(recv_entry(fd, cqe.user_data(), c.bufs.group()));
+            }
+        }
+    }
+
+    /// Before the ring and the buffers go: cancel every receive and send and wait
+    /// (briefly) for their last completions, so the kernel no longer uses our memory.
+    pub(crate) fn quiesce(&mut self) {
+        let Some(c) = &self.cio else { return };
+        let mut cancels = Vec::new();
+        for (token, r) in self.regs.iter().enumerate() {
+            let Some(Reg { gen, io: Some(io), .. }) = r else {
+                continue;
+            };
+            if io.recv != Recv::Off {
+                cancels.push(cancel_entry(user_data(token, *gen, KIND_RECV), token, *gen));
+            }
+            if io.sending {
+                cancels.push(cancel_entry(user_data(token, *gen, KIND_SEND), token, *gen));
+            }
+        }
+        let mut pending = cancels.len() + c.graveyard.len();
+        for e in cancels {
+            self.queue(e);
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
+        while pending > 0 && std::time::Instant::now() < deadline {
+            self.drain_backlog();
+            let ts = types::Timespec::new().nsec(10_000_000);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            let _ = self.ring.submitter().submit_with_args(1, &args);
+            for cqe in self.ring.completion() {
+                let (_, _, kind) = decode(cqe.user_data());
+                if (kind == KIND_RECV || kind == KIND_SEND) && !cqueue::more(cqe.flags()) {
+                    pending = pending.saturating_sub(1);
+                }
+            }
+        }
+        if let Some(c) = &self.cio {
+            c.bufs.unregister(&self.ring.submitter());
+        }
+    }
+}
+
+fn send_entry(fd: RawFd, data: &[u8], ud: u64) -> squeue::Entry {
+    opcode::Send::new(types::Fd(fd), data.as_ptr(), data.len() as u32)
+        .flags(libc::MSG_NOSIGNAL)
+        .build()
+        .user_data(ud)
+}
+
+/// Can this kernel do completion I/O (provided-buffer rings, multishot receive, send)?
+/// Round-trips bytes both ways over a socket pair on a small ring.
+pub fn probe_completion() -> io::Result<()> {
+    let mut p = UringPoller::new(8)?;
+    p.enable_completion(2, 64)?;
+    let mut fds = [0; 2];
+    // SAFETY: socketpair fills the two fds, which we own and close below.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    } < 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    let (a, b) = unsafe {
+        use std::os::fd::FromRawFd;
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    use std::os::fd::AsRawFd;
+    p.add_stream(a.as_raw_fd(), 1);
+    p.send(1, b"ping");
+    // SAFETY: writes 4 bytes from a static slice to a socket we own.
+    unsafe { libc::write(b.as_raw_fd(), b"pong".as_ptr().cast(), 4) };
+    let (mut got, mut sent) = (Vec::new(), false);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    let mut done = Vec::new();
+    while (got.len() < 4 || !sent) && std::time::Instant::now() < deadline {
+        p.wait(&mut Vec::new(), &mut done, std::time::Duration::from_millis(50))?;
+        for c in done.drain(..) {
+            match c {
+                Completion::Data { bid, len, .. } => {
+                    got.extend_from_slice(p.data(bid, len));
+                    p.recycle(bid);
+                }
+                Completion::Sent { n: 4, err: 0, .. } => sent = true,
+                other => return Err(io::Error::other(format!("unexpected {other:?}"))),
+            }
+        }
+    }
+    let mut buf = [0u8; 8];
+    // SAFETY: reads into a local buffer of the given size.
+    let n = unsafe { libc::read(b.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if got != b"pong" || !sent || n != 4 || buf.get(..4) != Some(&b"ping"[..]) {
+        return Err(io::Error::other("completion receive or send did not round-trip"));
+    }
+    p.remove(1);
+    drop(a);
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "uring_io_tests.rs"]
+mod tests;

@@ -1,0 +1,223 @@
+//! Completion I/O against real sockets: order, end of stream, buffer exhaustion, short
+//! sends, pause and resume, removal with sends in flight.
+
+use super::*;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+fn poller(count: u16, size: usize) -> Option<UringPoller> {
+    if crate::uring::probe(64).is_err() || probe_completion().is_err() {
+        eprintln!("io_uring completion I/O unavailable here; skipping");
+        return None;
+    }
+    let mut p = UringPoller::new(64).unwrap();
+    p.enable_completion(count, size).unwrap();
+    Some(p)
+}
+
+fn pair() -> (TcpStream, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    s.set_nonblocking(true).unwrap();
+    (c, s)
+}
+
+/// What completions reported: bytes per token, receive ends, sends.
+#[derive(Default)]
+struct Seen {
+    bytes: std::collections::HashMap<usize, Vec<u8>>,
+    ends: Vec<(usize, i32)>,
+    sent: Vec<(usize, usize, i32)>,
+}
+
+/// Wait for completions (at least once) until `until` holds of what was gathered.
+fn pump(p: &mut UringPoller, seen: &mut Seen, recycle: bool, held: &mut Vec<u16>, until: impl Fn(&Seen) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut done = Vec::new();
+    loop {
+        assert!(Instant::now() < deadline, "timed out");
+        p.wait(&mut Vec::new(), &mut done, Duration::from_millis(20)).unwrap();
+        for c in done.drain(..) {
+            match c {
+                Completion::Data { token, bid, len } => {
+                    let d = p.data(bid, len).to_vec();
+                    seen.bytes.entry(token).or_default().extend(d);
+                    if recycle {
+                        p.recycle(bid);
+                    } else {
+                        held.push(bid);
+                    }
+                }
+                Completion::RecvEnd { token, err } => seen.ends.push((token, err)),
+                Completion::Sent { token, n, err } => seen.sent.push((token, n, err)),
+            }
+        }
+        if until(seen) {
+            return;
+        }
+    }
+}
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i % 251) as u8).collect()
+}
+
+#[test]
+fn the_probe_round_trips() {
+    if crate::uring::probe(64).is_err() {
+        return;
+    }
+    probe_completion().unwrap();
+}
+
+#[test]
+fn bytes_arrive_in_order_then_the_end() {
+    let Some(mut p) = poller(8, 64) else { return };
+    let (mut c, s) = pair();
+    assert!(p.add_stream(s.as_raw_fd(), 5));
+    let want = pattern(10_000);
+    for part in want.chunks(700) {
+        c.write_all(part).unwrap();
+    }
+    drop(c);
+    let mut seen = Seen::default();
+    pump(&mut p, &mut seen, true, &mut Vec::new(), |s| !s.ends.is_empty());
+    assert_eq!(seen.bytes.get(&5).map(Vec::len), Some(want.len()));
+    assert_eq!(seen.bytes[&5], want);
+    assert_eq!(seen.ends, vec![(5, 0)]);
+    assert_eq!(p.free_buffers(), 8, "every buffer came back");
+}
+
+#[test]
+fn running_out_of_buffers_stops_reading_instead_of_failing() {
+    let Some(mut p) = poller(2, 16) else { return };
+    let (mut a, sa) = pair();
+    let (mut b, sb) = pair();
+    p.add_stream(sa.as_raw_fd(), 1);
+    p.add_stream(sb.as_raw_fd(), 2);
+    let (wa, wb) = (pattern(200), pattern(90));
+    a.write_all(&wa).unwrap();
+    b.write_all(&wb).unwrap();
+    let mut seen = Seen::default();
+    let mut held = Vec::new();
+    // Both buffers filled and kept: reading stops, nothing fails.
+    let until_two = |s: &Seen| s.bytes.values().map(Vec::len).sum::<usize>() >= 32;
+    pump(&mut p, &mut seen, false, &mut held, until_two);
+    std::thread::sleep(Duration::from_millis(50));
+    pump(&mut p, &mut seen, false, &mut held, |_| true);
+    assert_eq!(held.len(), 2, "only the two buffers were filled");
+    assert_eq!(p.free_buffers(), 0);
+    assert!(seen.ends.is_empty(), "no connection failed: {:?}", seen.ends);
+    // Buffers back: both connections are read to the end, in order.
+    for b in held.drain(..) {
+        p.recycle(b);
+    }
+    pump(&mut p, &mut seen, true, &mut held, |s| {
+        s.bytes.get(&1).map_or(0, Vec::len) == 200 && s.bytes.get(&2).map_or(0, Vec::len) == 90
+    });
+    assert_eq!(seen.bytes[&1], wa);
+    assert_eq!(seen.bytes[&2], wb);
+    assert!(seen.ends.is_empty());
+}
+
+#[test]
+fn short_sends_are_continued_in_order() {
+    let Some(mut p) = poller(8, 4096) else { return };
+    let (mut c, s) = pair();
+    p.add_stream(s.as_raw_fd(), 3);
+    let want = pattern(6 * 1024 * 1024);
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 7000];
+        while got.len() < 6 * 1024 * 1024 {
+            // A slow reader: the kernel's socket buffer fills and sends come back short.
+            std::thread::sleep(Duration::from_micros(200));
+            let n = c.read(&mut buf).unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&buf[..n]);
+        }
+        got
+    });
+    let mut off = 0;
+    let mut seen = Seen::default();
+    while off < want.len() {
+        let n = p.send(3, &want[off..]);
+        assert!(n > 0 && n <= SEND_MAX);
+        assert!(p.send_busy(3));
+        assert_eq!(p.send(3, &want[off..]), 0, "one send in flight");
+        let before = seen.sent.len();
+        pump(&mut p, &mut seen, true, &mut Vec::new(), |s| s.sent.len() > before);
+        assert_eq!(seen.sent.last(), Some(&(3, n, 0)), "all of it, once");
+        off += n;
+    }
+    assert_eq!(reader.join().unwrap(), want);
+}
+
+#[test]
+fn a_paused_receive_resumes_without_reordering() {
+    let Some(mut p) = poller(16, 32) else { return };
+    let (mut c, s) = pair();
+    p.add_stream(s.as_raw_fd(), 4);
+    let want = pattern(5000);
+    let mut seen = Seen::default();
+    for (i, part) in want.chunks(500).enumerate() {
+        c.write_all(part).unwrap();
+        if i % 2 == 0 {
+            p.pause_recv(4);
+        } else {
+            p.resume_recv(4);
+        }
+        pump(&mut p, &mut seen, true, &mut Vec::new(), |_| true);
+    }
+    p.resume_recv(4);
+    pump(&mut p, &mut seen, true, &mut Vec::new(), |s| {
+        s.bytes.get(&4).map_or(0, Vec::len) >= 5000
+    });
+    assert_eq!(seen.bytes[&4], want);
+}
+
+#[test]
+fn removing_a_connection_with_a_send_in_flight_cancels_it() {
+    let Some(mut p) = poller(8, 256) else { return };
+    let (c, s) = pair();
+    p.add_stream(s.as_raw_fd(), 6);
+    // The peer never reads: sends stall once the socket buffers are full.
+    let big = pattern(SEND_MAX);
+    let mut seen = Seen::default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline);
+        if !p.send_busy(6) {
+            p.send(6, &big);
+        }
+        pump(&mut p, &mut seen, true, &mut Vec::new(), |_| true);
+        std::thread::sleep(Duration::from_millis(20));
+        pump(&mut p, &mut seen, true, &mut Vec::new(), |_| true);
+        if p.send_busy(6) {
+            break;
+        }
+    }
+    p.remove(6);
+    drop(s);
+    assert_eq!(p.cio.as_ref().map(|c| c.graveyard.len()), Some(1), "its buffer is kept");
+    pump(&mut p, &mut seen, true, &mut Vec::new(), |_| true);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.cio.as_ref().map(|c| c.graveyard.len()) != Some(0) {
+        assert!(Instant::now() < deadline, "the cancelled send never ended");
+        pump(&mut p, &mut seen, true, &mut Vec::new(), |_| true);
+    }
+    assert!(seen.sent.iter().all(|(t, _, _)| *t == 6));
+    // The ring still serves other connections.
+    let (mut c2, s2) = pair();
+    p.add_stream(s2.as_raw_fd(), 6);
+    c2.write_all(b"after").unwrap();
+    let mut seen2 = Seen::default();
+    pump(&mut p, &mut seen2, true, &mut Vec::new(), |s| {
+        s.bytes.get(&6).map_or(0, Vec::len) == 5
+    });
+    assert_eq!(seen2.bytes[&6], b"after");
+    drop(c);
+}
