@@ -245,11 +245,32 @@ fn falls_back_to_mio_when_io_uring_is_unavailable() {
 fn default_reactor_is_uring_when_it_works() {
     let s = Server::start_cmd(bin(), &["-a", "127.0.0.1", "-p", "-1"]);
     let text = s.log_lines().join("\n");
-    if shards::uring::probe(rnats::driver::uring::RING_ENTRIES).is_ok() {
-        assert!(text.contains("Using the io_uring reactor"), "{text}");
-    } else {
+    if shards::uring::probe(rnats::driver::uring::RING_ENTRIES).is_err() {
         assert!(text.contains("using mio"), "{text}");
+    } else if shards::uring_io::probe_completion().is_ok() {
+        assert!(text.contains("Using the io_uring reactor on"), "{text}");
+    } else {
+        assert!(text.contains("using readiness polls"), "{text}");
+        assert!(text.contains("Using the io_uring-poll reactor"), "{text}");
     }
+}
+
+/// `--reactor uring-poll` runs the ring as on a kernel without completion I/O (multishot
+/// readiness polls, reads and writes by system call), and serves the same bytes.
+#[cfg(all(target_os = "linux", feature = "uring"))]
+#[test]
+fn uring_poll_runs_without_completion_io() {
+    if shards::uring::probe(rnats::driver::uring::RING_ENTRIES).is_err() {
+        return;
+    }
+    let s = Server::start_cmd(bin(), &["-a", "127.0.0.1", "-p", "-1", "--reactor", "uring-poll"]);
+    let text = s.log_lines().join("\n");
+    assert!(text.contains("Using the io_uring-poll reactor"), "{text}");
+    let mut c = s.raw();
+    c.handshake();
+    let body = "z".repeat(300_000);
+    c.send_str(&format!("SUB x 1\r\nPUB x {}\r\n{body}\r\nPING\r\n", body.len()));
+    c.expect(&format!("MSG x 1 {}\r\n{body}\r\nPONG\r\n", body.len()));
 }
 
 both_reactors!(logging_flags, |r| {

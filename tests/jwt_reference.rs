@@ -490,10 +490,16 @@ fn callout_round_trip(bin: &PathBuf, extra: &[&str]) {
             resp.nats.error = "not today".into();
         }
         let resp_jwt = resp.encode(&issuer, t).expect("response");
+        if allow && !proxy {
+            // Sent while the server waits for the verdict: read once it arrives, in order.
+            client.send("SUB t 1\r\nPUB t 5\r\nheld!\r\nPING\r\n");
+            std::thread::sleep(Duration::from_millis(50));
+        }
         svc.send(&format!("PUB {reply} {}\r\n{resp_jwt}\r\n", resp_jwt.len()));
         let answer = client.until_pong();
         if allow && !proxy {
             assert_eq!(answer, ["PONG"], "{}", server.log());
+            assert_eq!(client.until_pong(), ["MSG t 1 5", "held!", "PONG"]);
         } else {
             assert_eq!(answer.first().map(String::as_str), Some(AUTH_VIOLATION), "{answer:?}");
         }

@@ -26,7 +26,7 @@ const READ_BUF: usize = 256 * 1024;
 /// How long a closing connection may take to flush.
 pub(super) const FLUSH_GRACE: Duration = Duration::from_millis(100);
 
-pub use shards::Ready;
+pub use shards::{Completion, Ready};
 
 /// A reactor's readiness source, owned by one shard thread.
 pub trait Poller: Send + 'static {
@@ -41,8 +41,34 @@ pub trait Poller: Send + 'static {
     fn remove(&mut self, s: &mut Self::Stream, token: usize);
     /// A write would block: report the connection writable when it has room.
     fn want_write(&mut self, s: &mut Self::Stream, token: usize);
-    /// Wait up to `timeout` (or until woken) and append readiness to `out`.
-    fn wait(&mut self, out: &mut Vec<Ready>, timeout: Duration) -> io::Result<()>;
+    /// Wait up to `timeout` (or until woken); append readiness to `out` and completions
+    /// to `done`.
+    fn wait(&mut self, out: &mut Vec<Ready>, done: &mut Vec<Completion>, timeout: Duration) -> io::Result<()>;
+
+    /// Completion I/O (io_uring): bytes of `s` arrive as [`Completion::Data`] and its
+    /// writes are submitted with [`Poller::send`]. False where the poller only reports
+    /// readiness (the caller then uses [`Poller::add`]).
+    fn add_completion(&mut self, _s: &mut Self::Stream, _token: usize) -> bool {
+        false
+    }
+    /// The bytes of a [`Completion::Data`].
+    fn data(&self, _bid: u16, _len: usize) -> &[u8] {
+        &[]
+    }
+    /// Give a [`Completion::Data`]'s buffer back.
+    fn recycle(&mut self, _bid: u16) {}
+    /// Submit a send of (a copy of) a prefix of `data`; returns its length. Its
+    /// [`Completion::Sent`] says when it went.
+    fn send(&mut self, _token: usize, _data: &[u8]) -> usize {
+        0
+    }
+    /// A send of `token` is in flight.
+    fn send_busy(&self, _token: usize) -> bool {
+        false
+    }
+    /// Stop receiving for `token` until [`Poller::resume_recv`].
+    fn pause_recv(&mut self, _token: usize) {}
+    fn resume_recv(&mut self, _token: usize) {}
 }
 
 pub(super) struct Conn<S> {
@@ -62,6 +88,13 @@ pub(super) struct Conn<S> {
     pub(super) readable: bool,
     pub(super) writable: bool,
     pub(super) closing_since: Option<Instant>,
+    /// Completion I/O: received bytes arrive as completions, sends are submitted.
+    pub(super) completion: bool,
+    /// Completion I/O: bytes that arrived while the core paused reading, and how the
+    /// receive ended meanwhile (an errno, 0 for the peer's close).
+    pub(super) held: Vec<u8>,
+    pub(super) held_end: Option<i32>,
+    pub(super) recv_paused: bool,
 }
 
 /// Start one shard thread per poller, serving `listener`.
@@ -136,6 +169,8 @@ pub(super) struct EventLoop<P: Poller> {
     pub(super) deadlines: BinaryHeap<Reverse<(Instant, usize)>>,
     /// Connections without a core connection that need writing or closing.
     pub(super) pre_wake: Vec<usize>,
+    /// Completions of the last wait, not yet handled.
+    pub(super) done: Vec<Completion>,
 }
 
 impl<P: Poller> EventLoop<P> {
@@ -163,6 +198,7 @@ impl<P: Poller> EventLoop<P> {
             app: Vec::new(),
             deadlines: BinaryHeap::new(),
             pre_wake: Vec::new(),
+            done: Vec::new(),
         }
     }
 
@@ -212,7 +248,7 @@ impl<P: Poller> EventLoop<P> {
                 timeout = Duration::ZERO;
             }
             events.clear();
-            if self.poller.wait(&mut events, timeout).is_err() {
+            if self.poller.wait(&mut events, &mut self.done, timeout).is_err() {
                 events.clear();
             }
             if parked {
@@ -262,6 +298,7 @@ impl<P: Poller> EventLoop<P> {
             if self.core.poll_mesh(now) > 0 {
                 worked = true;
             }
+            worked |= self.on_completions(now);
             worked |= self.read_ready(now);
             if self.core.next_deadline().is_some_and(|d| d <= now) {
                 self.core.tick(now);
@@ -289,9 +326,6 @@ impl<P: Poller> EventLoop<P> {
         let mut stream = P::wrap(acc.stream);
         let entry = self.conns.vacant_entry();
         let t = entry.key();
-        if self.poller.add(&mut stream, t).is_err() {
-            return;
-        }
         // `connection_rate_limit` (TLS-only client listener): a refused client never
         // starts TLS; it gets the INFO (unless the handshake was to come first), the
         // error and a close, in plaintext, as from the reference.
@@ -336,6 +370,15 @@ impl<P: Poller> EventLoop<P> {
                 Some(key)
             }
         };
+        // Plain TCP goes through completions where the poller has them; TLS and WebSocket
+        // read and write through their state machines on readiness.
+        let completion = transport.is_none() && self.poller.add_completion(&mut stream, t);
+        if !completion && self.poller.add(&mut stream, t).is_err() {
+            if let Some(key) = key {
+                self.core.remove(key, now);
+            }
+            return;
+        }
         let deadline = transport.as_ref().and_then(|tr| tr.deadline());
         entry.insert(Conn {
             stream,
@@ -345,9 +388,13 @@ impl<P: Poller> EventLoop<P> {
             transport,
             tls_peer: None,
             deadline,
-            readable: true,
+            readable: !completion,
             writable: true,
             closing_since: None,
+            completion,
+            held: Vec::new(),
+            held_end: None,
+            recv_paused: false,
         });
         if let Some(d) = deadline {
             self.deadlines.push(Reverse((d, t)));
@@ -428,7 +475,7 @@ impl<P: Poller> EventLoop<P> {
     }
 
     /// End of file from the peer.
-    fn on_eof(&mut self, t: usize, now: Instant) {
+    pub(super) fn on_eof(&mut self, t: usize, now: Instant) {
         let Some(c) = self.conns.get_mut(t) else { return };
         let failed = c.transport.as_mut().and_then(|tr| tr.on_eof());
         match (c.key, failed) {
@@ -473,7 +520,11 @@ impl<P: Poller> EventLoop<P> {
                 match self.core.status(key) {
                     ConnStatus::Open { read: true } => {
                         if let Some(c) = self.conns.get(t) {
-                            if c.readable && !self.ready.contains(&t) {
+                            if c.completion {
+                                if c.recv_paused || !c.held.is_empty() || c.held_end.is_some() {
+                                    self.resume_completion(t, key, now);
+                                }
+                            } else if c.readable && !self.ready.contains(&t) {
                                 self.ready.push(t);
                             }
                         }
@@ -530,6 +581,16 @@ impl<P: Poller> EventLoop<P> {
     pub(super) fn write(&mut self, t: usize, key: ConnKey, now: Instant) {
         if self.conns.get(t).is_some_and(|c| c.transport.is_some()) {
             self.write_transport(t, key, now);
+            return;
+        }
+        if self.conns.get(t).is_some_and(|c| c.completion) {
+            // One send in flight; its completion counts the bytes and comes back here.
+            if !self.poller.send_busy(t) {
+                let out = self.core.output(key);
+                if !out.is_empty() {
+                    self.poller.send(t, out);
+                }
+            }
             return;
         }
         loop {
@@ -597,7 +658,8 @@ impl<P: Poller> EventLoop<P> {
         let mut events: Vec<Ready> = Vec::with_capacity(256);
         while !self.conns.is_empty() && start.elapsed() < Duration::from_secs(1) {
             events.clear();
-            let _ = self.poller.wait(&mut events, Duration::from_millis(10));
+            let _ = self.poller.wait(&mut events, &mut self.done, Duration::from_millis(10));
+            self.on_completions(Instant::now());
             for ev in events.iter() {
                 if let Some(c) = self.conns.get_mut(ev.token) {
                     if ev.writable {

@@ -1,7 +1,7 @@
 //! The portable reactor: the shared event loop over mio (epoll, kqueue, IOCP). Used where
 //! io_uring is missing or forbidden, and on every non-Linux target.
 
-use super::event_loop::{self, Poller, Ready};
+use super::event_loop::{self, Completion, Poller, Ready};
 use super::{Running, RuntimeConfig};
 use fallback::reactor::{shard_poll, MioNotify, ShardPoll, WAKE_TOKEN};
 use mio::net::TcpStream;
@@ -41,7 +41,7 @@ impl Poller for MioPoller {
     /// Registered for writability from the start: edges arrive without asking.
     fn want_write(&mut self, _s: &mut TcpStream, _token: usize) {}
 
-    fn wait(&mut self, out: &mut Vec<Ready>, timeout: Duration) -> io::Result<()> {
+    fn wait(&mut self, out: &mut Vec<Ready>, _done: &mut Vec<Completion>, timeout: Duration) -> io::Result<()> {
         self.sp.poll.poll(&mut self.events, Some(timeout))?;
         for ev in self.events.iter() {
             if ev.token() == WAKE_TOKEN {

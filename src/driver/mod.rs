@@ -3,13 +3,16 @@
 //! keeps time and follows `ShardCore::status`.
 //!
 //! - [`accept`]: the acceptor thread that hands connections to shards round-robin.
-//! - [`event_loop`]: the shard loop both reactors share, over a readiness `Poller`.
+//! - [`event_loop`]: the shard loop both reactors share, over a `Poller` (readiness, and
+//!   on io_uring completion I/O for plain TCP).
+//! - `completion`: the loop's handling of receive and send completions.
 //! - [`uring`] (feature `uring`, Linux): the io_uring poller (multishot polls).
 //! - [`mio`]: the portable poller (epoll, kqueue, IOCP).
 //! - `transport`: the event loop's handling of TLS and WebSocket connections (their
 //!   state machines are `crate::transport`'s).
 
 pub mod accept;
+mod completion;
 pub mod event_loop;
 pub mod mio;
 mod transport;

@@ -1,8 +1,10 @@
 //! The io_uring reactor (Linux, feature `uring`): the shared event loop over one ring per
-//! shard (`shards::uring::UringPoller`: multishot polls, one `io_uring_enter` per
-//! wake-up).
+//! shard (`shards::uring::UringPoller`: one `io_uring_enter` per loop turn). Plain TCP
+//! connections use completion I/O (multishot receives into provided buffers, submitted
+//! sends) where the kernel has it; TLS and WebSocket connections, and every connection
+//! with `--reactor uring-poll` or on an older kernel, use multishot readiness polls.
 
-use super::event_loop::{self, Poller, Ready};
+use super::event_loop::{self, Completion, Poller, Ready};
 use super::{Running, RuntimeConfig};
 use shards::mesh::Notify;
 use shards::uring::UringPoller;
@@ -13,6 +15,9 @@ use std::time::Duration;
 
 /// Submission queue entries per shard ring (more are queued in memory).
 pub const RING_ENTRIES: u32 = 1024;
+/// Receive buffers per shard (completion I/O), and their size: 4 MiB a shard.
+pub const RECV_BUFFERS: u16 = 256;
+pub const RECV_BUFFER_SIZE: usize = 16 * 1024;
 
 /// The shard's ring as the event loop's poller.
 pub struct IoUringPoller {
@@ -43,19 +48,55 @@ impl Poller for IoUringPoller {
         self.ring.want_write(token);
     }
 
-    fn wait(&mut self, out: &mut Vec<Ready>, timeout: Duration) -> io::Result<()> {
-        self.ring.wait(out, timeout)
+    fn wait(&mut self, out: &mut Vec<Ready>, done: &mut Vec<Completion>, timeout: Duration) -> io::Result<()> {
+        self.ring.wait(out, done, timeout)
+    }
+
+    fn add_completion(&mut self, s: &mut TcpStream, token: usize) -> bool {
+        self.ring.add_stream(s.as_raw_fd(), token)
+    }
+
+    fn data(&self, bid: u16, len: usize) -> &[u8] {
+        self.ring.data(bid, len)
+    }
+
+    fn recycle(&mut self, bid: u16) {
+        self.ring.recycle(bid)
+    }
+
+    fn send(&mut self, token: usize, data: &[u8]) -> usize {
+        self.ring.send(token, data)
+    }
+
+    fn send_busy(&self, token: usize) -> bool {
+        self.ring.send_busy(token)
+    }
+
+    fn pause_recv(&mut self, token: usize) {
+        self.ring.pause_recv(token)
+    }
+
+    fn resume_recv(&mut self, token: usize) {
+        self.ring.resume_recv(token)
     }
 }
 
-/// Start `cfg.nshards` io_uring shards serving `listener`.
-pub fn start(cfg: RuntimeConfig, listener: std::net::TcpListener) -> io::Result<Running> {
+/// Start `cfg.nshards` io_uring shards serving `listener`, with completion I/O when
+/// `completion` (the caller probed it).
+pub fn start(cfg: RuntimeConfig, listener: std::net::TcpListener, completion: bool) -> io::Result<Running> {
     let pollers = (0..cfg.nshards)
         .map(|_| {
-            Ok(IoUringPoller {
-                ring: UringPoller::new(RING_ENTRIES)?,
-            })
+            let mut ring = UringPoller::new(RING_ENTRIES)?;
+            if completion {
+                ring.enable_completion(RECV_BUFFERS, RECV_BUFFER_SIZE)?;
+            }
+            Ok(IoUringPoller { ring })
         })
         .collect::<io::Result<Vec<_>>>()?;
-    event_loop::start(cfg, listener, pollers, "io_uring")
+    event_loop::start(
+        cfg,
+        listener,
+        pollers,
+        if completion { "io_uring" } else { "io_uring-poll" },
+    )
 }

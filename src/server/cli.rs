@@ -448,6 +448,7 @@ const FLAGS: &[Flag] = &[
         set: |p, v| {
             p.opts.reactor = match s(v).as_str() {
                 "uring" => ReactorChoice::Uring,
+                "uring-poll" => ReactorChoice::UringPoll,
                 "mio" => ReactorChoice::Mio,
                 "auto" | "" => ReactorChoice::Auto,
                 _ => return Err("parse error".into()),
@@ -762,8 +763,10 @@ Profiling Options (accepted; refused at startup, rnats has no Go profiler):
 rnats Options (not nats-server flags):
         --shards <n>                 Number of shards, threads that each own their connections
                                      (default: 0, one per usable CPU; at most 256)
-        --reactor <auto|uring|mio>   Event loop: io_uring, or the portable mio reactor (default: auto,
-                                     io_uring when it can be set up, else mio with a log line why)
+        --reactor <auto|uring|uring-poll|mio>
+                                     Event loop: io_uring, or the portable mio reactor (default: auto,
+                                     io_uring when it can be set up, else mio with a log line why);
+                                     uring-poll: io_uring readiness polls, no completion I/O
         --spin_us <us>               Microseconds an idle shard busy-polls before sleeping, while traffic
                                      flows (default: 100; 0: never)
 

@@ -124,6 +124,9 @@ fn write_pid_file(path: &str) -> io::Result<()> {
 /// Which reactor runs, and why.
 struct Chosen {
     uring: bool,
+    /// io_uring with completion I/O (multishot receives, submitted sends); otherwise
+    /// readiness polls.
+    completion: bool,
     note: Option<String>,
 }
 
@@ -148,27 +151,59 @@ fn choose_reactor(choice: ReactorChoice) -> Result<Chosen, StartError> {
             Err("not built with the uring feature".into())
         }
     };
+    // Completion I/O needs newer opcodes than the ring itself (provided-buffer rings,
+    // multishot receive: Linux 6.0); without them the ring serves readiness polls.
+    let completion = || -> Result<(), String> {
+        #[cfg(all(target_os = "linux", feature = "uring"))]
+        {
+            shards::uring_io::probe_completion().map_err(|e| e.to_string())
+        }
+        #[cfg(not(all(target_os = "linux", feature = "uring")))]
+        {
+            Err("not built with the uring feature".into())
+        }
+    };
+    let uring = |note: Option<String>| match completion() {
+        Ok(()) => Chosen {
+            uring: true,
+            completion: true,
+            note,
+        },
+        Err(why) => Chosen {
+            uring: true,
+            completion: false,
+            note: Some(format!(
+                "io_uring completion I/O unavailable ({why}), using readiness polls"
+            )),
+        },
+    };
     match choice {
         ReactorChoice::Mio => Ok(Chosen {
             uring: false,
+            completion: false,
             note: None,
         }),
-        ReactorChoice::Uring => match probe() {
+        ReactorChoice::UringPoll => match probe() {
             Ok(()) => Ok(Chosen {
                 uring: true,
+                completion: false,
                 note: None,
             }),
             Err(why) => Err(StartError::Reactor(format!(
                 "io_uring reactor requested but unavailable ({why})"
             ))),
         },
+        ReactorChoice::Uring => match probe() {
+            Ok(()) => Ok(uring(None)),
+            Err(why) => Err(StartError::Reactor(format!(
+                "io_uring reactor requested but unavailable ({why})"
+            ))),
+        },
         ReactorChoice::Auto => match probe() {
-            Ok(()) => Ok(Chosen {
-                uring: true,
-                note: None,
-            }),
+            Ok(()) => Ok(uring(None)),
             Err(why) => Ok(Chosen {
                 uring: false,
+                completion: false,
                 note: Some(format!("io_uring unavailable ({why}), using mio")),
             }),
         },
@@ -435,10 +470,11 @@ impl Server {
         let mut running = if chosen.uring {
             #[cfg(all(target_os = "linux", feature = "uring"))]
             {
-                driver::uring::start(rt, listener)?
+                driver::uring::start(rt, listener, chosen.completion)?
             }
             #[cfg(not(all(target_os = "linux", feature = "uring")))]
             {
+                let _ = chosen.completion;
                 return Err(StartError::Reactor("io_uring support not built".into()));
             }
         } else {

@@ -58,7 +58,10 @@ pub enum ReactorChoice {
     /// io_uring when it can really be set up, otherwise mio.
     #[default]
     Auto,
+    /// io_uring, with completion I/O where the kernel has it.
     Uring,
+    /// io_uring readiness polls only (as on a kernel without completion I/O).
+    UringPoll,
     Mio,
 }
 
