@@ -94,7 +94,18 @@ pub struct UringPoller {
 impl UringPoller {
     /// A ring sized for `entries` submissions per loop turn (more are queued in memory).
     pub fn new(entries: u32) -> io::Result<UringPoller> {
-        let ring: IoUring = IoUring::builder().setup_cqsize(entries * 8).build(entries)?;
+        // Completions whose work must run in this thread (receives copying data) wait for
+        // the thread's next system call instead of interrupting it; a flag in the ring
+        // tells a busy loop that such work waits (see `wait`). Older kernels lack it.
+        let ring: IoUring = match IoUring::builder()
+            .setup_cqsize(entries * 8)
+            .setup_coop_taskrun()
+            .setup_taskrun_flag()
+            .build(entries)
+        {
+            Ok(r) => r,
+            Err(_) => IoUring::builder().setup_cqsize(entries * 8).build(entries)?,
+        };
         // SAFETY: eventfd returns a new fd that we own from here on.
         let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if efd < 0 {
@@ -231,12 +242,12 @@ impl UringPoller {
         self.rearm_starved();
         self.drain_backlog();
         let r = if timeout.is_zero() {
-            // Completions of this ring's polls are posted without entering the kernel (no
-            // COOP/DEFER_TASKRUN), so a busy turn with nothing to submit needs no syscall;
-            // an overflowed completion queue does need one to be flushed.
+            // A busy turn with nothing to submit needs no system call, unless completion
+            // work waits for one (the ring's task-run flag) or an overflowed completion
+            // queue must be flushed.
             let idle = {
                 let sq = self.ring.submission();
-                sq.is_empty() && !sq.cq_overflow()
+                sq.is_empty() && !sq.cq_overflow() && !sq.taskrun()
             };
             if idle {
                 Ok(0)

@@ -26,8 +26,9 @@ use std::os::fd::RawFd;
 
 /// Most bytes one send takes from the caller.
 pub const SEND_MAX: usize = 256 * 1024;
-/// Send buffers larger than this are not kept for the next send.
-const KEEP_SEND: usize = 64 * 1024;
+/// Send buffers larger than this are not kept for the next send (a core's output chunk
+/// is 64 KiB, so a busy connection keeps one buffer instead of allocating per send).
+const KEEP_SEND: usize = 128 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Recv {
@@ -145,6 +146,7 @@ impl UringPoller {
         }
         let n = data.len().min(SEND_MAX);
         io.send.clear();
+        io.send.reserve_exact(n);
         io.send.extend_from_slice(data.get(..n).unwrap_or_default());
         io.send_off = 0;
         io.sending = true;
