@@ -8,4 +8,5 @@ pub mod gotime;
 pub mod headers;
 pub mod info;
 pub mod parser;
+mod pub_fast;
 pub mod reply;

@@ -287,6 +287,10 @@ impl Parser {
                     #[cfg(not(test))]
                     let fast = true;
                     if fast && upper(b) == b'P' && !lim.pedantic {
+                        if let Some((end, ev)) = super::pub_fast::whole_plain_pub(buf, i, lim) {
+                            *pos = end;
+                            return Ok(Some(ev));
+                        }
                         if let Some(end) = self.whole_pub(buf, i, pos, lim)? {
                             *pos = end;
                             return Ok(Some(self.msg_event(buf)));

@@ -455,6 +455,18 @@ const PIECES: &[&[u8]] = &[
     b"PUB",
     b" ",
     b"\r\n",
+    b"PUB a 1 \r\nx\r\n",
+    b"PUB a r 1 \r\nx\r\n",
+    b"PUB a r  1\r\nx\r\n",
+    b"PUB a 0000000001\r\nx\r\n",
+    b"PUB a 000000001\r\nx\r\n",
+    b"PUB foo.bar.baz _INBOX.x 3\r\nabc\r\n",
+    b"pUb a 12\r\nhello world!\r\n",
+    b"PUB a r 1\nx\r\n",
+    b"PUB a r\t1\r\nx\r\n",
+    b"PUB a\x01b 1\r\nx\r\n",
+    b"PUB \xc3\xa9.t\xff 1\r\nx\r\n",
+    b"PUB a.long.subject.of.more.than.sixteen.bytes _INBOX.abcdefghijklmnop.qr 10\r\n0123456789\r\n",
 ];
 
 proptest! {
