@@ -173,22 +173,24 @@ impl UringPoller {
 
     /// Watch `fd` for input under `token` (reported as readable on every arrival).
     pub fn add(&mut self, fd: RawFd, token: usize) {
+        let gen = self.register(fd, token, None);
+        self.queue(Self::poll_in(fd, user_data(token, gen, KIND_READ)));
+    }
+
+    /// Record `fd` under `token` with a new generation (returned): completions of an
+    /// earlier registration of the token are recognised by theirs.
+    pub(crate) fn register(&mut self, fd: RawFd, token: usize, io: Option<crate::uring_io::ConnIo>) -> u32 {
         if self.regs.len() <= token {
             self.regs.resize_with(token + 1, || None);
         }
-        let gen = self.new_gen();
+        let gen = self.next_gen;
+        self.next_gen = self.next_gen.wrapping_add(1).max(1);
         self.regs[token] = Some(Reg {
             fd,
             gen,
             write_armed: false,
-            io: None,
+            io,
         });
-        self.queue(Self::poll_in(fd, user_data(token, gen, KIND_READ)));
-    }
-
-    pub(crate) fn new_gen(&mut self) -> u32 {
-        let gen = self.next_gen;
-        self.next_gen = self.next_gen.wrapping_add(1).max(1);
         gen
     }
 

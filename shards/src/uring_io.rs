@@ -90,22 +90,14 @@ impl UringPoller {
         let Some(group) = self.cio.as_ref().map(|c| c.bufs.group()) else {
             return false;
         };
-        if self.regs.len() <= token {
-            self.regs.resize_with(token + 1, || None);
-        }
-        let gen = self.new_gen();
-        self.regs[token] = Some(Reg {
-            fd,
-            gen,
-            write_armed: false,
-            io: Some(ConnIo {
-                recv: Recv::Armed,
-                want_recv: true,
-                send: Vec::new(),
-                send_off: 0,
-                sending: false,
-            }),
-        });
+        let io = ConnIo {
+            recv: Recv::Armed,
+            want_recv: true,
+            send: Vec::new(),
+            send_off: 0,
+            sending: false,
+        };
+        let gen = self.register(fd, token, Some(io));
         self.queue(recv_entry(fd, user_data(token, gen, KIND_RECV), group));
         true
     }
