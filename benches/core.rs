@@ -4,7 +4,8 @@
 //! - `outbuf`: appending MSG frames to a connection's outbound buffer;
 //! - `mesh`: one push/pop on a shard-to-shard ring;
 //! - `pipeline`: per-message cost of parse + match, and of the whole sans-IO publish path;
-//! - `reqrep`: one request/reply round trip, in one account and through a service import.
+//! - `reqrep`: one request/reply round trip, in one account and through a service import;
+//! - `scaling`: a message from one shard to another with 2, 4, 8 and 16 shards wired.
 //!
 //! Every benchmark reports per-element throughput (frames, operations or messages), so
 //! criterion's "thrpt" reads as elements per second and "time" per iteration divided by
@@ -26,6 +27,8 @@ mod parse;
 mod pipeline;
 #[path = "core/reqrep.rs"]
 mod reqrep;
+#[path = "core/scaling.rs"]
+mod scaling;
 #[path = "core/sublist.rs"]
 mod sublist;
 
@@ -41,6 +44,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = parse::bench, sublist::bench, outbuf::bench, mesh::bench, pipeline::bench, reqrep::bench
+    targets = parse::bench, sublist::bench, outbuf::bench, mesh::bench, pipeline::bench, reqrep::bench, scaling::bench
 }
 criterion_main!(benches);
