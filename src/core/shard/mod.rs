@@ -135,6 +135,10 @@ pub struct ShardCore {
     table: Arc<AccountTable>,
     table_gen: u64,
     staging: Vec<Vec<u8>>,
+    /// Some staged records found their ring full at the last flush (only then can a
+    /// staging buffer grow past the backlog limit: the per-message check looks here first
+    /// instead of at every shard's buffer).
+    ring_was_full: bool,
     barriers: FastMap<u64, PendingBarrier>,
     next_barrier: u64,
     mesh_waiters: Vec<ConnKey>,
@@ -184,6 +188,7 @@ impl ShardCore {
             table,
             table_gen,
             staging: (0..nshards).map(|_| Vec::new()).collect(),
+            ring_was_full: false,
             barriers: FastMap::default(),
             next_barrier: 1,
             mesh_waiters: Vec::new(),
@@ -462,6 +467,7 @@ impl ShardCore {
     /// Hand staged records to the mesh. Called at the end of every step; drivers call it
     /// again when the mesh reports room.
     pub fn flush_mesh(&mut self, now: Instant) {
+        let mut full = false;
         for dst in 0..self.nshards {
             if dst == self.idx || self.staging[dst].is_empty() {
                 continue;
@@ -470,6 +476,7 @@ impl ShardCore {
             let batch = std::mem::replace(&mut self.staging[dst], spare);
             if let Err(batch) = self.mesh.try_send(dst, batch) {
                 self.counters.mesh_ring_full += 1;
+                full = true;
                 // Ring full: put it back in front of anything staged since.
                 let mut batch = batch;
                 let later = std::mem::take(&mut self.staging[dst]);
@@ -477,6 +484,7 @@ impl ShardCore {
                 self.staging[dst] = batch;
             }
         }
+        self.ring_was_full = full;
         if !self.mesh_waiters.is_empty() && !self.mesh_backlogged() {
             for key in std::mem::take(&mut self.mesh_waiters) {
                 self.resume(key, now);
@@ -500,7 +508,7 @@ impl ShardCore {
     }
 
     fn mesh_backlogged(&self) -> bool {
-        self.staging.iter().any(|s| s.len() > MESH_BACKLOG_LIMIT)
+        self.ring_was_full && self.staging.iter().any(|s| s.len() > MESH_BACKLOG_LIMIT)
     }
 
     /// End of a processing step: run internal handlers, push staged records, publish
