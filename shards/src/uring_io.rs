@@ -26,9 +26,10 @@ use std::os::fd::RawFd;
 
 /// Most bytes one send takes from the caller.
 pub const SEND_MAX: usize = 256 * 1024;
-/// Send buffers larger than this are not kept for the next send (a core's output chunk
-/// is 64 KiB, so a busy connection keeps one buffer instead of allocating per send).
-const KEEP_SEND: usize = 128 * 1024;
+/// A connection keeps a send buffer up to this size between sends; larger ones go back
+/// (through [`UringPoller::take_spent`]) once their send completes, so an idle
+/// connection holds little.
+const KEEP_SEND: usize = 4 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Recv {
@@ -44,6 +45,8 @@ pub(crate) struct ConnIo {
     /// Whether the connection wants its receive running (not paused).
     want_recv: bool,
     send: Vec<u8>,
+    /// Where the bytes of this send started in `send`, and how far they went.
+    send_start: usize,
     send_off: usize,
     sending: bool,
 }
@@ -55,6 +58,8 @@ pub(crate) struct CompletionIo {
     starved: Vec<(usize, u32)>,
     /// Send buffers of removed connections, by the user data of their send.
     graveyard: HashMap<u64, Vec<u8>>,
+    /// Large send buffers whose sends completed, for the owner to reuse.
+    spent: Vec<Vec<u8>>,
 }
 
 fn recv_entry(fd: RawFd, ud: u64, group: u16) -> squeue::Entry {
@@ -76,6 +81,7 @@ impl UringPoller {
             bufs,
             starved: Vec::new(),
             graveyard: HashMap::new(),
+            spent: Vec::new(),
         });
         Ok(())
     }
@@ -94,6 +100,7 @@ impl UringPoller {
             recv: Recv::Armed,
             want_recv: true,
             send: Vec::new(),
+            send_start: 0,
             send_off: 0,
             sending: false,
         };
@@ -140,11 +147,44 @@ impl UringPoller {
         io.send.clear();
         io.send.reserve_exact(n);
         io.send.extend_from_slice(data.get(..n).unwrap_or_default());
+        io.send_start = 0;
         io.send_off = 0;
         io.sending = true;
         let e = send_entry(*fd, &io.send, user_data(token, *gen, KIND_SEND));
         self.queue(e);
         n
+    }
+
+    /// Send `buf[off..]` from `buf` itself (no copy): the buffer is the connection's until
+    /// the send completes, then comes back through [`UringPoller::take_spent`]. Returns
+    /// the buffer the connection held before (or `buf`, untouched, if a send is in flight
+    /// or the token is not a completion connection), for the caller to reuse.
+    pub fn send_owned(&mut self, token: usize, buf: Vec<u8>, off: usize) -> Vec<u8> {
+        let Some(Some(Reg {
+            fd, gen, io: Some(io), ..
+        })) = self.regs.get_mut(token)
+        else {
+            return buf;
+        };
+        if io.sending || off >= buf.len() {
+            return buf;
+        }
+        let old = std::mem::replace(&mut io.send, buf);
+        io.send_start = off;
+        io.send_off = off;
+        io.sending = true;
+        let e = send_entry(
+            *fd,
+            io.send.get(off..).unwrap_or_default(),
+            user_data(token, *gen, KIND_SEND),
+        );
+        self.queue(e);
+        old
+    }
+
+    /// A send buffer given back after its send completed.
+    pub fn take_spent(&mut self) -> Option<Vec<u8>> {
+        self.cio.as_mut()?.spent.pop()
     }
 
     /// Stop receiving for `token` (its bytes already received still arrive).
@@ -270,9 +310,9 @@ impl UringPoller {
                 return;
             }
             io.sending = false;
-            let n = io.send.len();
+            let n = io.send.len() - io.send_start;
             if io.send.capacity() > KEEP_SEND {
-                io.send = Vec::new();
+                c.spent.push(std::mem::take(&mut io.send));
             }
             done.push(Completion::Sent { token, n, err: 0 });
             return;

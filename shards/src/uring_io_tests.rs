@@ -221,3 +221,43 @@ fn removing_a_connection_with_a_send_in_flight_cancels_it() {
     assert_eq!(seen2.bytes[&6], b"after");
     drop(c);
 }
+
+#[test]
+fn an_owned_buffer_is_sent_from_its_offset_and_given_back() {
+    let Some(mut p) = poller(8, 4096) else { return };
+    let (mut c, s) = pair();
+    p.add_stream(s.as_raw_fd(), 2);
+    let want = pattern(3 * 1024 * 1024);
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 9000];
+        while got.len() < 3 * 1024 * 1024 - 100 {
+            std::thread::sleep(Duration::from_micros(100));
+            let n = c.read(&mut buf).unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&buf[..n]);
+        }
+        got
+    });
+    // The first 100 bytes count as written already: the send starts after them.
+    let old = p.send_owned(2, want.clone(), 100);
+    assert!(old.is_empty(), "the connection held no buffer before");
+    assert!(p.send_busy(2));
+    let refused = p.send_owned(2, vec![1, 2, 3], 0);
+    assert_eq!(
+        refused,
+        vec![1, 2, 3],
+        "one send in flight: the buffer comes back untouched"
+    );
+    let mut seen = Seen::default();
+    pump(&mut p, &mut seen, true, &mut Vec::new(), |s| !s.sent.is_empty());
+    assert_eq!(
+        seen.sent,
+        vec![(2, want.len() - 100, 0)],
+        "all of it, once, short sends continued"
+    );
+    let back = p.take_spent().expect("the large buffer is given back");
+    assert_eq!(back.len(), want.len());
+    assert!(p.take_spent().is_none());
+    assert_eq!(reader.join().unwrap(), want[100..]);
+}

@@ -27,6 +27,12 @@ fn take_chunk() -> Vec<u8> {
         .unwrap_or_else(|| Vec::with_capacity(CHUNK))
 }
 
+/// Give a chunk back for reuse: one the driver was lent ([`OutBuf::take_front`]) once
+/// its bytes went out. Only full-size chunks are kept.
+pub fn recycle_chunk(v: Vec<u8>) {
+    give_chunk(v)
+}
+
 /// Give a written-out chunk back for reuse (only full-size ones are kept).
 fn give_chunk(mut v: Vec<u8>) {
     if v.capacity() != CHUNK {
@@ -55,6 +61,9 @@ pub struct OutBuf {
     head: usize,
     /// Bytes queued and not yet written.
     len: usize,
+    /// Of `len`, the bytes at the front whose chunk was lent to the driver to send from
+    /// ([`OutBuf::take_front`]).
+    lent: usize,
     /// When output started waiting without any write progress since.
     stalled_since: Option<Instant>,
 }
@@ -70,9 +79,29 @@ impl OutBuf {
     }
 
     /// The bytes to write next (the front chunk; more may follow once it is consumed).
+    /// Nothing while a lent chunk is out: its bytes come first.
     pub fn pending(&self) -> &[u8] {
+        if self.lent > 0 {
+            return &[];
+        }
         let front = self.full.front().unwrap_or(&self.tail);
         front.get(self.head..).unwrap_or_default()
+    }
+
+    /// Lend the front chunk itself to the driver, when it is a finished one (not the tail
+    /// still being appended to): its buffer, and where its unwritten bytes start. The
+    /// bytes stay pending until [`OutBuf::consume`] counts them; the buffer is the
+    /// driver's (it can send from it without a copy, and gives it back with
+    /// [`recycle_chunk`]). `None` while a lent chunk is still out, or when the front is
+    /// the tail.
+    pub fn take_front(&mut self) -> Option<(Vec<u8>, usize)> {
+        if self.lent > 0 {
+            return None;
+        }
+        let chunk = self.full.pop_front()?;
+        let off = std::mem::take(&mut self.head);
+        self.lent = chunk.len().saturating_sub(off);
+        Some((chunk, off))
     }
 
     /// Space to append up to `need` bytes to, as one piece (a frame stays in one chunk
@@ -112,6 +141,10 @@ impl OutBuf {
         if n > 0 {
             self.stalled_since = Some(now);
         }
+        let lent = n.min(self.lent);
+        self.lent -= lent;
+        self.len -= lent;
+        n -= lent;
         while n > 0 {
             let front_len = self.full.front().map_or(self.tail.len(), Vec::len);
             let take = (front_len - self.head).min(n);
@@ -204,6 +237,51 @@ mod tests {
             o.consume(p.len(), now);
         }
         out
+    }
+
+    #[test]
+    fn a_lent_chunk_keeps_its_bytes_pending_until_consumed() {
+        let now = Instant::now();
+        let mut o = OutBuf::default();
+        let mut want = Vec::new();
+        for i in 0..10_000u32 {
+            let frame = format!("MSG s {i} 3\r\nabc\r\n");
+            o.frame(frame.len(), now).extend_from_slice(frame.as_bytes());
+            want.extend_from_slice(frame.as_bytes());
+        }
+        // Part of the first chunk already written by a plain write.
+        let first = o.pending().len();
+        o.consume(10, now);
+        let mut out = want[..10].to_vec();
+        let total = o.len();
+        while !o.is_empty() {
+            match o.take_front() {
+                Some((chunk, off)) => {
+                    assert!(o.pending().is_empty(), "nothing else goes before the lent bytes");
+                    assert!(o.take_front().is_none(), "one chunk out at a time");
+                    assert_eq!(o.len(), total - (out.len() - 10), "still pending while out");
+                    out.extend_from_slice(&chunk[off..]);
+                    o.consume(chunk.len() - off, now);
+                    recycle_chunk(chunk);
+                }
+                None => {
+                    // The tail: written from the buffer itself.
+                    let p = o.pending().to_vec();
+                    out.extend_from_slice(&p);
+                    o.consume(p.len(), now);
+                }
+            }
+        }
+        assert!(first > 10);
+        assert_eq!(out, want);
+        // Cleared with a chunk out: the driver still owns that buffer; the count is gone.
+        for _ in 0..5_000 {
+            o.frame(20, now).extend_from_slice(&[b'x'; 20]);
+        }
+        let (chunk, _) = o.take_front().expect("a finished chunk");
+        o.clear();
+        assert!(o.is_empty() && o.pending().is_empty());
+        assert!(!chunk.is_empty());
     }
 
     #[test]

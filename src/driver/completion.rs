@@ -45,6 +45,10 @@ impl<P: Poller> EventLoop<P> {
             }
         }
         self.done = list;
+        // Send buffers back from completed sends: lent output chunks return to the pool.
+        while let Some(v) = self.poller.take_spent() {
+            crate::core::outbuf::recycle_chunk(v);
+        }
         true
     }
 

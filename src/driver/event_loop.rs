@@ -62,6 +62,15 @@ pub trait Poller: Send + 'static {
     fn send(&mut self, _token: usize, _data: &[u8]) -> usize {
         0
     }
+    /// Submit a send of `buf[off..]` from `buf` itself; returns the buffer to reuse (the
+    /// connection's previous one, or `buf` if nothing was submitted).
+    fn send_owned(&mut self, _token: usize, buf: Vec<u8>, _off: usize) -> Vec<u8> {
+        buf
+    }
+    /// A send buffer back from a completed send.
+    fn take_spent(&mut self) -> Option<Vec<u8>> {
+        None
+    }
     /// A send of `token` is in flight.
     fn send_busy(&self, _token: usize) -> bool {
         false
@@ -584,11 +593,18 @@ impl<P: Poller> EventLoop<P> {
             return;
         }
         if self.conns.get(t).is_some_and(|c| c.completion) {
-            // One send in flight; its completion counts the bytes and comes back here.
+            // One send in flight; its completion counts the bytes and comes back here. A
+            // finished output chunk is sent from its own buffer; the chunk still being
+            // appended to is copied.
             if !self.poller.send_busy(t) {
-                let out = self.core.output(key);
-                if !out.is_empty() {
-                    self.poller.send(t, out);
+                if let Some((chunk, off)) = self.core.take_output_chunk(key) {
+                    let old = self.poller.send_owned(t, chunk, off);
+                    crate::core::outbuf::recycle_chunk(old);
+                } else {
+                    let out = self.core.output(key);
+                    if !out.is_empty() {
+                        self.poller.send(t, out);
+                    }
                 }
             }
             return;

@@ -68,6 +68,14 @@ impl Poller for IoUringPoller {
         self.ring.send(token, data)
     }
 
+    fn send_owned(&mut self, token: usize, buf: Vec<u8>, off: usize) -> Vec<u8> {
+        self.ring.send_owned(token, buf, off)
+    }
+
+    fn take_spent(&mut self) -> Option<Vec<u8>> {
+        self.ring.take_spent()
+    }
+
     fn send_busy(&self, token: usize) -> bool {
         self.ring.send_busy(token)
     }

@@ -298,6 +298,15 @@ impl ShardCore {
         self.client(key).map_or(&[][..], |c| c.out.pending())
     }
 
+    /// Lend the driver the buffer of `key`'s next finished output chunk, to send from
+    /// without copying: the buffer and where its unwritten bytes start. Its bytes count as
+    /// pending until [`ShardCore::written`] reports them; the driver gives the buffer back
+    /// with [`crate::core::outbuf::recycle_chunk`]. `None` when the next bytes are in the
+    /// chunk still being appended to (send those from [`ShardCore::output`]).
+    pub fn take_output_chunk(&mut self, key: ConnKey) -> Option<(Vec<u8>, usize)> {
+        self.client_mut(key)?.out.take_front()
+    }
+
     /// `n` bytes of [`ShardCore::output`] reached the socket.
     /// Call after every write attempt; with output still queued (the socket is full),
     /// this arms the write deadline.
