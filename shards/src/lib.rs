@@ -36,6 +36,10 @@ pub enum Completion {
     RecvEnd { token: usize, err: i32 },
     /// A send ended: all `n` bytes handed to it went out (`err` 0), or it failed.
     Sent { token: usize, n: usize, err: i32 },
+    /// A connection watched by readiness polls has input. On a ring with completion I/O
+    /// this comes in the completions' order, so that input on both kinds of connection
+    /// is handled as it arrived.
+    Readable { token: usize },
 }
 
 #[cfg(all(target_os = "linux", feature = "uring"))]

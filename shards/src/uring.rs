@@ -305,11 +305,15 @@ impl UringPoller {
                         // The multishot poll ended (error or overflow): arm it again.
                         rearm.push(Self::poll_in(r.fd, cqe.user_data()));
                     }
-                    out.push(Ready {
-                        token,
-                        readable: true,
-                        writable: false,
-                    });
+                    if self.cio.is_some() {
+                        done.push(Completion::Readable { token });
+                    } else {
+                        out.push(Ready {
+                            token,
+                            readable: true,
+                            writable: false,
+                        });
+                    }
                 }
                 _ => {
                     r.write_armed = false;

@@ -53,6 +53,7 @@ fn pump(p: &mut UringPoller, seen: &mut Seen, recycle: bool, held: &mut Vec<u16>
                 }
                 Completion::RecvEnd { token, err } => seen.ends.push((token, err)),
                 Completion::Sent { token, n, err } => seen.sent.push((token, n, err)),
+                Completion::Readable { .. } => {}
             }
         }
         if until(seen) {
@@ -260,4 +261,45 @@ fn an_owned_buffer_is_sent_from_its_offset_and_given_back() {
     assert_eq!(back.len(), want.len());
     assert!(p.take_spent().is_none());
     assert_eq!(reader.join().unwrap(), want[100..]);
+}
+
+#[test]
+fn readiness_and_received_bytes_are_reported_in_arrival_order() {
+    let Some(mut p) = poller(8, 256) else { return };
+    let (mut polled, sp) = pair();
+    let (mut received, sr) = pair();
+    p.add(sp.as_raw_fd(), 1);
+    p.add_stream(sr.as_raw_fd(), 2);
+    let mut done = Vec::new();
+    p.wait(&mut Vec::new(), &mut done, Duration::from_millis(20)).unwrap();
+    assert!(done.is_empty());
+    for first_polled in [true, false, true] {
+        if first_polled {
+            polled.write_all(b"a").unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            received.write_all(b"b").unwrap();
+        } else {
+            received.write_all(b"b").unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            polled.write_all(b"a").unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        let mut out = Vec::new();
+        p.wait(&mut out, &mut done, Duration::from_millis(20)).unwrap();
+        assert!(out.is_empty(), "readiness comes with the completions: {out:?}");
+        let order: Vec<usize> = done
+            .drain(..)
+            .map(|c| match c {
+                Completion::Readable { token } => token,
+                Completion::Data { token, bid, .. } => {
+                    p.recycle(bid);
+                    token
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(order, if first_polled { vec![1, 2] } else { vec![2, 1] });
+        let mut buf = [0u8; 8];
+        assert_eq!((&sp).read(&mut buf).unwrap(), 1);
+    }
 }

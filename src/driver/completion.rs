@@ -30,6 +30,13 @@ impl<P: Poller> EventLoop<P> {
                         self.recv_ended(token, err, now);
                     }
                 }
+                Completion::Readable { token } => {
+                    // A TLS or WebSocket connection: read it now, in arrival order with
+                    // the received bytes around it.
+                    let Some(c) = self.conns.get_mut(token) else { continue };
+                    c.readable = true;
+                    self.read_conn(token, now);
+                }
                 Completion::Sent { token, n, err } => {
                     let Some(key) = self.conns.get(token).and_then(|c| c.key) else {
                         continue;

@@ -431,54 +431,62 @@ impl<P: Poller> EventLoop<P> {
         let mut any = false;
         let list = std::mem::take(&mut self.ready);
         for t in list {
-            let Some(c) = self.conns.get_mut(t) else { continue };
-            if !c.readable {
-                continue;
+            any |= self.read_conn(t, now);
+        }
+        any
+    }
+
+    /// Read `t` until it would block (or its budget is spent: then it goes back on the
+    /// ready list). Returns whether anything was read.
+    pub(super) fn read_conn(&mut self, t: usize, now: Instant) -> bool {
+        let mut any = false;
+        let Some(c) = self.conns.get_mut(t) else { return false };
+        if !c.readable {
+            return false;
+        }
+        let mut again = false;
+        for round in 0..READ_BUDGET {
+            let Some(c) = self.conns.get_mut(t) else { break };
+            match c.key {
+                Some(key) if self.core.status(key) != (ConnStatus::Open { read: true }) => break,
+                None if c.closing_since.is_some() => break,
+                _ => {}
             }
-            let mut again = false;
-            for round in 0..READ_BUDGET {
-                let Some(c) = self.conns.get_mut(t) else { break };
-                match c.key {
-                    Some(key) if self.core.status(key) != (ConnStatus::Open { read: true }) => break,
-                    None if c.closing_since.is_some() => break,
-                    _ => {}
+            let key = c.key;
+            match c.stream.read(&mut self.buf) {
+                Ok(0) => {
+                    c.readable = false;
+                    self.on_eof(t, now);
+                    break;
                 }
-                let key = c.key;
-                match c.stream.read(&mut self.buf) {
-                    Ok(0) => {
-                        c.readable = false;
-                        self.on_eof(t, now);
-                        break;
+                Ok(n) => {
+                    any = true;
+                    if c.transport.is_some() {
+                        self.on_transport_read(t, n, now);
+                    } else if let Some(key) = key {
+                        self.core.input(key, self.buf.get(..n).unwrap_or_default(), now);
                     }
-                    Ok(n) => {
-                        any = true;
-                        if c.transport.is_some() {
-                            self.on_transport_read(t, n, now);
-                        } else if let Some(key) = key {
-                            self.core.input(key, self.buf.get(..n).unwrap_or_default(), now);
-                        }
-                        if round + 1 == READ_BUDGET {
-                            again = true;
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        c.readable = false;
-                        break;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(_) => {
-                        c.readable = false;
-                        match key {
-                            Some(key) => self.core.disconnected(key, ClosedState::ReadError, now),
-                            None => self.drop_token(t),
-                        }
-                        break;
+                    if round + 1 == READ_BUDGET {
+                        again = true;
                     }
                 }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    c.readable = false;
+                    break;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    c.readable = false;
+                    match key {
+                        Some(key) => self.core.disconnected(key, ClosedState::ReadError, now),
+                        None => self.drop_token(t),
+                    }
+                    break;
+                }
             }
-            if again {
-                self.ready.push(t);
-            }
+        }
+        if again && !self.ready.contains(&t) {
+            self.ready.push(t);
         }
         any
     }
