@@ -105,7 +105,7 @@ impl OneShard {
 }
 
 /// Write everything queued for `k`, as a socket that takes it all would. Returns bytes.
-fn drain(core: &mut ShardCore, k: ConnKey, now: Instant) -> usize {
+pub fn drain(core: &mut ShardCore, k: ConnKey, now: Instant) -> usize {
     let mut total = 0;
     loop {
         let n = black_box(core.output(k)).len();

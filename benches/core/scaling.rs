@@ -8,6 +8,7 @@
 //! in a server where one pair talks across shards. Per element: one message.
 
 use super::parse::{frames, pub_frame};
+use super::pipeline::drain;
 use criterion::{black_box, Criterion, Throughput};
 use rnats::core::client::ConnKey;
 use rnats::core::config::CoreConfig;
@@ -43,18 +44,6 @@ fn settle(shards: &mut [ShardCore], now: Instant) {
         }
     }
     panic!("mesh did not settle");
-}
-
-fn drain(core: &mut ShardCore, k: ConnKey, now: Instant) -> usize {
-    let mut total = 0;
-    loop {
-        let n = black_box(core.output(k)).len();
-        if n == 0 {
-            return total;
-        }
-        core.written(k, n, now);
-        total += n;
-    }
 }
 
 impl Mesh {
