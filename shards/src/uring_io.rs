@@ -131,45 +131,19 @@ impl UringPoller {
         matches!(self.regs.get(token), Some(Some(Reg { io: Some(io), .. })) if io.sending)
     }
 
-    /// Send (a copy of) up to [`SEND_MAX`] bytes of `data`; returns how many were taken.
-    /// Nothing while a send of `token` is in flight.
-    pub fn send(&mut self, token: usize, data: &[u8]) -> usize {
-        let Some(Some(Reg {
-            fd, gen, io: Some(io), ..
-        })) = self.regs.get_mut(token)
-        else {
-            return 0;
-        };
-        if io.sending || data.is_empty() {
-            return 0;
-        }
-        let n = data.len().min(SEND_MAX);
-        io.send.clear();
-        io.send.reserve_exact(n);
-        io.send.extend_from_slice(data.get(..n).unwrap_or_default());
-        io.send_start = 0;
-        io.send_off = 0;
-        io.sending = true;
-        let e = send_entry(*fd, &io.send, user_data(token, *gen, KIND_SEND));
-        self.queue(e);
-        n
+    /// The completion state of `token`, if it is a completion connection.
+    fn conn_io(&mut self, token: usize) -> Option<&mut ConnIo> {
+        self.regs.get_mut(token)?.as_mut()?.io.as_mut()
     }
 
-    /// Send `buf[off..]` from `buf` itself (no copy): the buffer is the connection's until
-    /// the send completes, then comes back through [`UringPoller::take_spent`]. Returns
-    /// the buffer the connection held before (or `buf`, untouched, if a send is in flight
-    /// or the token is not a completion connection), for the caller to reuse.
-    pub fn send_owned(&mut self, token: usize, buf: Vec<u8>, off: usize) -> Vec<u8> {
+    /// Submit `send[off..]` of `token`, which the caller just filled.
+    fn submit_send(&mut self, token: usize, off: usize) {
         let Some(Some(Reg {
             fd, gen, io: Some(io), ..
         })) = self.regs.get_mut(token)
         else {
-            return buf;
+            return;
         };
-        if io.sending || off >= buf.len() {
-            return buf;
-        }
-        let old = std::mem::replace(&mut io.send, buf);
         io.send_start = off;
         io.send_off = off;
         io.sending = true;
@@ -179,6 +153,34 @@ impl UringPoller {
             user_data(token, *gen, KIND_SEND),
         );
         self.queue(e);
+    }
+
+    /// Send (a copy of) up to [`SEND_MAX`] bytes of `data`; returns how many were taken.
+    /// Nothing while a send of `token` is in flight.
+    pub fn send(&mut self, token: usize, data: &[u8]) -> usize {
+        let Some(io) = self.conn_io(token) else { return 0 };
+        if io.sending || data.is_empty() {
+            return 0;
+        }
+        let n = data.len().min(SEND_MAX);
+        io.send.clear();
+        io.send.reserve_exact(n);
+        io.send.extend_from_slice(data.get(..n).unwrap_or_default());
+        self.submit_send(token, 0);
+        n
+    }
+
+    /// Send `buf[off..]` from `buf` itself (no copy): the buffer is the connection's until
+    /// the send completes, then comes back through [`UringPoller::take_spent`]. Returns
+    /// the buffer the connection held before (or `buf`, untouched, if a send is in flight
+    /// or the token is not a completion connection), for the caller to reuse.
+    pub fn send_owned(&mut self, token: usize, buf: Vec<u8>, off: usize) -> Vec<u8> {
+        let Some(io) = self.conn_io(token) else { return buf };
+        if io.sending || off >= buf.len() {
+            return buf;
+        }
+        let old = std::mem::replace(&mut io.send, buf);
+        self.submit_send(token, off);
         old
     }
 
