@@ -125,7 +125,8 @@ fn write_pid_file(path: &str) -> io::Result<()> {
 struct Chosen {
     uring: bool,
     /// io_uring with completion I/O (multishot receives, submitted sends); otherwise
-    /// readiness polls.
+    /// readiness polls. (Read only where io_uring is built.)
+    #[cfg_attr(not(all(target_os = "linux", feature = "uring")), allow(dead_code))]
     completion: bool,
     note: Option<String>,
 }
@@ -163,11 +164,11 @@ fn choose_reactor(choice: ReactorChoice) -> Result<Chosen, StartError> {
             Err("not built with the uring feature".into())
         }
     };
-    let uring = |note: Option<String>| match completion() {
+    let uring = || match completion() {
         Ok(()) => Chosen {
             uring: true,
             completion: true,
-            note,
+            note: None,
         },
         Err(why) => Chosen {
             uring: true,
@@ -194,13 +195,13 @@ fn choose_reactor(choice: ReactorChoice) -> Result<Chosen, StartError> {
             ))),
         },
         ReactorChoice::Uring => match probe() {
-            Ok(()) => Ok(uring(None)),
+            Ok(()) => Ok(uring()),
             Err(why) => Err(StartError::Reactor(format!(
                 "io_uring reactor requested but unavailable ({why})"
             ))),
         },
         ReactorChoice::Auto => match probe() {
-            Ok(()) => Ok(uring(None)),
+            Ok(()) => Ok(uring()),
             Err(why) => Ok(Chosen {
                 uring: false,
                 completion: false,
@@ -474,7 +475,6 @@ impl Server {
             }
             #[cfg(not(all(target_os = "linux", feature = "uring")))]
             {
-                let _ = chosen.completion;
                 return Err(StartError::Reactor("io_uring support not built".into()));
             }
         } else {
