@@ -28,6 +28,9 @@ pub enum Cmd {
     Fanin(RunArgs),
     /// 1 publisher → K queue subscribers (K = --subs, default 4): throughput and balance.
     Queue(RunArgs),
+    /// N publisher → subscriber pairs (N = --pubs, default 2), each pair on its own subject;
+    /// delivered msgs/s of all pairs. Shows how a server scales with cores.
+    Pairs(RunArgs),
     /// Request/reply round-trip latency (HDR histogram: p50, p90, p99, p99.9, max).
     Reqrep(RunArgs),
     /// K idle connections (K = --conns, default 1000) with a subscription each: connect time,

@@ -69,6 +69,7 @@ fn run(cmd: Cmd) -> Result<bool> {
     let t = match &cmd {
         Cmd::Pub(a)
         | Cmd::Pubsub(a)
+        | Cmd::Pairs(a)
         | Cmd::Fanout(a)
         | Cmd::Fanin(a)
         | Cmd::Queue(a)
@@ -101,6 +102,7 @@ fn run(cmd: Cmd) -> Result<bool> {
         Cmd::Fanout(a) => single(Scenario::Fanout, a),
         Cmd::Fanin(a) => single(Scenario::Fanin, a),
         Cmd::Queue(a) => single(Scenario::Queue, a),
+        Cmd::Pairs(a) => single(Scenario::Pairs, a),
         Cmd::Reqrep(a) => single(Scenario::Reqrep, a),
         Cmd::Conns(a) => single(Scenario::Conns, a),
         Cmd::Subjects(a) => single(Scenario::Subjects, a),

@@ -70,6 +70,8 @@ pub struct FlowSpec {
     pub subscribers: Vec<Vec<u8>>,
     /// Batches every publisher cycles through (offset by its index).
     pub batches: Vec<Batch>,
+    /// Publisher i writes only batch i (modulo their number) instead of cycling.
+    pub pinned: bool,
     /// Messages to publish in total, split across publishers.
     pub msgs: u64,
     /// Flow-control window in deliveries (applies only when there are subscribers).
@@ -165,8 +167,12 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
             .map(|(i, conn)| {
                 let count = super::share(spec.msgs, npubs, i);
                 let shared = &shared;
+                let batches = match spec.batches.get(i % spec.batches.len()) {
+                    Some(b) if spec.pinned => std::slice::from_ref(b),
+                    _ => &spec.batches[..],
+                };
                 s.spawn(move || {
-                    let r = publisher(conn, &spec.batches, i, count, window, shared, deadline);
+                    let r = publisher(conn, batches, i, count, window, shared, deadline);
                     if r.is_err() {
                         shared.stop.store(true, Relaxed);
                     }

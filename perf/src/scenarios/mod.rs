@@ -6,6 +6,7 @@
 //! | `pubsub` | [`pubsub`] | P publishers → S subscribers, throughput at the subscribers |
 //! | `fanout` | [`pubsub`] | 1 publisher → N subscribers |
 //! | `fanin` | [`pubsub`] | N publishers → 1 subscriber |
+//! | `pairs` | [`pubsub`] | N independent publisher → subscriber pairs, each on its own subject |
 //! | `queue` | [`pubsub`] | 1 publisher → K queue subscribers (throughput, balance) |
 //! | `reqrep` | [`reqrep`] | request/reply round-trip latency (HDR histogram) |
 //! | `conns` | [`conns`] | K idle connections with a subscription each, then a wildcard fan-out |
@@ -56,6 +57,8 @@ pub enum Scenario {
     Fanout,
     Fanin,
     Queue,
+    /// Not in [`Scenario::ALL`]: it measures how a server scales with cores (`--pubs` pairs).
+    Pairs,
     Reqrep,
     Conns,
     Subjects,
@@ -108,6 +111,7 @@ impl Scenario {
             Scenario::Fanout => "fanout",
             Scenario::Fanin => "fanin",
             Scenario::Queue => "queue",
+            Scenario::Pairs => "pairs",
             Scenario::Reqrep => "reqrep",
             Scenario::Conns => "conns",
             Scenario::Subjects => "subjects",
@@ -166,6 +170,8 @@ impl Scenario {
             Scenario::Fanout => (128, 500_000, 1, 8),
             Scenario::Fanin => (128, 3_000_000, 8, 1),
             Scenario::Queue => (128, 3_000_000, 1, 4),
+            // One subscriber per publisher, whatever --subs says.
+            Scenario::Pairs => (128, 3_000_000, 2, 2),
             Scenario::Reqrep => (128, 20_000, 1, 1),
             Scenario::Conns => (16, 10, 1, 0),
             Scenario::Subjects => (64, 1_000_000, 1, 2),
@@ -294,6 +300,8 @@ impl Params {
             pubs: args.pubs.unwrap_or(if pubs == 0 { args.streams } else { pubs }),
             subs: if matches!(scenario, Scenario::Conns | Scenario::Handshakes) || scenario.jetstream() {
                 0
+            } else if scenario == Scenario::Pairs {
+                args.pubs.unwrap_or(pubs)
             } else {
                 args.subs.unwrap_or(subs)
             },
@@ -404,6 +412,7 @@ pub fn run(scenario: Scenario, params: &Params, ctx: &Ctx<'_>) -> Result<RunResu
         Scenario::Pub | Scenario::Pubsub | Scenario::Fanout | Scenario::Fanin | Scenario::Queue => {
             pubsub::run(scenario, params, ctx)
         }
+        Scenario::Pairs => pubsub::run_pairs(params, ctx),
         Scenario::Reqrep => reqrep::run(params, ctx),
         Scenario::Conns => conns::run(params, ctx),
         Scenario::Subjects => subjects::run(params, ctx),

@@ -1,5 +1,6 @@
 //! `pub`, `pubsub`, `fanout`, `fanin` and `queue`: one subject, P publishers, S subscribers
-//! (plain, or one queue group for `queue`).
+//! (plain, or one queue group for `queue`). `pairs`: P publishers, each with its own subject
+//! and one subscriber on it ([`run_pairs`]).
 //!
 //! Throughput is counted at the subscribers (deliveries / time to the last delivery), except
 //! for `pub`, which counts published messages up to the publisher's PING/PONG barrier.
@@ -43,6 +44,7 @@ pub fn run_on(
     let spec = FlowSpec {
         publishers: p.pubs,
         subscribers,
+        pinned: false,
         batches: vec![Batch::uniform(subject, &p.payload(), per_msg, p.batch)],
         msgs: p.msgs,
         window: p.window_msgs(subject.len()),
@@ -68,5 +70,46 @@ pub fn run_on(
         r.per_sub = Some(out.per_sub);
     }
     r.server = server_stats(out.before, out.after, counted);
+    Ok(r)
+}
+
+/// `pairs`: publisher i publishes only to `perf.pair.<i>`, which subscriber i alone
+/// subscribes to. The subscribers connect first, in order, then the publishers: a server
+/// that places connections round-robin over as many shards as there are pairs (rnats) puts
+/// both ends of each pair on one shard, so the pairs share nothing there.
+pub fn run_pairs(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
+    let subjects: Vec<String> = (0..p.pubs).map(|i| format!("perf.pair.{i}")).collect();
+    let subscribers = subjects
+        .iter()
+        .map(|s| {
+            let mut setup = Vec::new();
+            encode_sub(&mut setup, s, None, 1);
+            setup
+        })
+        .collect();
+    let payload = p.payload();
+    let spec = FlowSpec {
+        publishers: p.pubs,
+        subscribers,
+        batches: subjects
+            .iter()
+            .map(|s| Batch::uniform(s, &payload, 1, p.batch))
+            .collect(),
+        pinned: true,
+        msgs: p.msgs,
+        window: p.window_msgs(subjects.last().map_or(0, String::len)),
+        duration: p.duration(),
+        login: None,
+    };
+    let out = flow::run(ctx, &spec)?;
+    let mut r = base_result(Scenario::Pairs, p);
+    r.published = out.published;
+    r.expected = out.expected;
+    r.delivered = out.delivered;
+    r.complete = out.complete;
+    r.notes = out.notes;
+    set_rate(&mut r, out.delivered, p.size, out.sub_elapsed);
+    r.per_sub = Some(out.per_sub);
+    r.server = server_stats(out.before, out.after, out.delivered);
     Ok(r)
 }

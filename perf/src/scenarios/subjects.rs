@@ -162,6 +162,7 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
         publishers: p.pubs,
         subscribers,
         batches,
+        pinned: false,
         msgs: p.msgs,
         window: p.window_msgs(16),
         duration: p.duration(),
