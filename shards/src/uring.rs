@@ -106,6 +106,24 @@ impl UringPoller {
             Ok(r) => r,
             Err(_) => IoUring::builder().setup_cqsize(entries * 8).build(entries)?,
         };
+        Self::with_ring(ring)
+    }
+
+    /// [`UringPoller::new`] with a kernel thread (`IORING_SETUP_SQPOLL`) that takes the
+    /// submissions as they are queued and runs the completions' work itself, polling for
+    /// `idle_ms` after its last work before it sleeps. While it polls, queuing a send and
+    /// reaping a completion are memory operations: a busy shard makes no system call for
+    /// its I/O (it still blocks in one when it has nothing to do). The thread needs a CPU of
+    /// its own to pay.
+    pub fn with_sqpoll(entries: u32, idle_ms: u32) -> io::Result<UringPoller> {
+        let ring: IoUring = IoUring::builder()
+            .setup_cqsize(entries * 8)
+            .setup_sqpoll(idle_ms)
+            .build(entries)?;
+        Self::with_ring(ring)
+    }
+
+    fn with_ring(ring: IoUring) -> io::Result<UringPoller> {
         // SAFETY: eventfd returns a new fd that we own from here on.
         let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if efd < 0 {
@@ -218,8 +236,7 @@ impl UringPoller {
         let ignore = user_data(token, r.gen, KIND_IGNORE);
         if let Some(io) = r.io {
             self.forget_io(token, r.gen, io);
-            self.drain_backlog();
-            let _ = self.ring.submit();
+            self.submit_now();
             return;
         }
         self.queue(
@@ -234,8 +251,24 @@ impl UringPoller {
                     .user_data(ignore),
             );
         }
+        self.submit_now();
+    }
+
+    /// Submits everything queued before the caller closes a socket. With a kernel
+    /// submission thread, "submitted" means taken off the queue by that thread: an entry
+    /// still queued names the socket by its descriptor number, which a new connection may
+    /// get once it is closed, so this waits (briefly: the thread is polling, or is woken
+    /// here) until the queue is empty.
+    fn submit_now(&mut self) {
         self.drain_backlog();
         let _ = self.ring.submit();
+        if self.ring.params().is_setup_sqpoll() {
+            while !self.backlog.is_empty() || !self.ring.submission().is_empty() {
+                std::thread::yield_now();
+                self.drain_backlog();
+                let _ = self.ring.submit();
+            }
+        }
     }
 
     /// Submit what is queued and wait up to `timeout` for readiness and completions;

@@ -303,3 +303,33 @@ fn readiness_and_received_bytes_are_reported_in_arrival_order() {
         assert_eq!((&sp).read(&mut buf).unwrap(), 1);
     }
 }
+
+/// With a kernel submission thread, nothing naming a removed socket is left queued when
+/// `remove` returns: the caller closes the socket next, and its descriptor number may go
+/// to a new connection at once. Also a round trip through the thread: receive and send.
+#[test]
+fn sqpoll_removal_leaves_nothing_queued() {
+    if crate::uring::probe(64).is_err() || probe_completion().is_err() {
+        return;
+    }
+    let Ok(mut p) = UringPoller::with_sqpoll(64, 10) else {
+        eprintln!("no io_uring submission thread here; skipping");
+        return;
+    };
+    p.enable_completion(8, 4096).unwrap();
+    let (mut c, s) = pair();
+    assert!(p.add_stream(s.as_raw_fd(), 1));
+    c.write_all(b"ping").unwrap();
+    let mut seen = Seen::default();
+    pump(&mut p, &mut seen, true, &mut Vec::new(), |s| {
+        s.bytes.get(&1).is_some_and(|b| b.len() == 4)
+    });
+    for round in 0..200 {
+        // Sends queued for the socket, then its removal, all without waiting.
+        let _ = p.send(1, &pattern(1000 + round));
+        p.remove(1);
+        assert!(p.ring.submission().is_empty(), "round {round}: entries still queued");
+        assert!(p.add_stream(s.as_raw_fd(), 1));
+    }
+    p.remove(1);
+}

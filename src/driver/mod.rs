@@ -167,6 +167,8 @@ pub struct RuntimeConfig {
     pub shared: Arc<Shared>,
     /// Busy-poll before parking, microseconds.
     pub spin_us: u64,
+    /// io_uring: idle time of each shard's kernel submission thread, ms (0: none).
+    pub sqpoll_ms: u64,
     /// TLS and WebSocket settings per listener.
     pub transports: Transports,
 }

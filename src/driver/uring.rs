@@ -92,9 +92,19 @@ impl Poller for IoUringPoller {
 /// Start `cfg.nshards` io_uring shards serving `listener`, with completion I/O when
 /// `completion` (the caller probed it).
 pub fn start(cfg: RuntimeConfig, listener: std::net::TcpListener, completion: bool) -> io::Result<Running> {
+    let sqpoll = u32::try_from(cfg.sqpoll_ms).unwrap_or(u32::MAX);
+    if sqpoll > 0 {
+        tracing::info!("io_uring submission threads poll {sqpoll} ms before they sleep (--sqpoll_ms)");
+    }
     let pollers = (0..cfg.nshards)
         .map(|_| {
-            let mut ring = UringPoller::new(RING_ENTRIES)?;
+            let mut ring = match sqpoll {
+                0 => UringPoller::new(RING_ENTRIES)?,
+                ms => UringPoller::with_sqpoll(RING_ENTRIES, ms).or_else(|e| {
+                    tracing::warn!("io_uring submission thread refused ({e}), the shard submits its own I/O");
+                    UringPoller::new(RING_ENTRIES)
+                })?,
+            };
             if completion {
                 // The probe passed, so this fails only for want of memory: that shard then
                 // serves its connections through readiness polls.

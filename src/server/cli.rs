@@ -464,6 +464,15 @@ const FLAGS: &[Flag] = &[
             Ok(())
         },
     },
+    Flag {
+        names: &["sqpoll_ms"],
+        kind: Kind::Int,
+        set: |p, v| {
+            // The kernel takes the idle time as a 32-bit count of milliseconds.
+            p.opts.sqpoll_ms = i(v).clamp(0, i64::from(u32::MAX)) as u64;
+            Ok(())
+        },
+    },
 ];
 
 fn lookup(name: &str) -> Option<&'static Flag> {
@@ -769,6 +778,8 @@ rnats Options (not nats-server flags):
                                      uring-poll: io_uring readiness polls, no completion I/O
         --spin_us <us>               Microseconds an idle shard busy-polls before sleeping, while traffic
                                      flows (default: 100; 0: never)
+        --sqpoll_ms <ms>             io_uring: a kernel thread per shard submits and completes its I/O,
+                                     polling this long after its last work (default: 0, none)
 
 Common Options:
     -h, --help                       Show this message
@@ -778,7 +789,7 @@ Common Options:
 
 /// The flags rnats has and nats-server does not: `USAGE` lists each of them (a test
 /// checks it, and that every other flag is nats-server's).
-pub const RNATS_ONLY_FLAGS: &[&str] = &["shards", "reactor", "spin_us"];
+pub const RNATS_ONLY_FLAGS: &[&str] = &["shards", "reactor", "spin_us", "sqpoll_ms"];
 
 #[cfg(test)]
 mod tests {

@@ -389,6 +389,7 @@ impl Server {
             core: Arc::new(core),
             shared: shared.clone(),
             spin_us: opts.spin_us,
+            sqpoll_ms: opts.sqpoll_ms,
             transports: transports.clone(),
         };
         let mut running_opts = opts.clone();

@@ -200,6 +200,11 @@ pub struct Options {
     /// once. 0: never. Default [`DEFAULT_SPIN_US`] (see perf/RESULTS.md: it halves a
     /// cross-shard round trip and costs no throughput).
     pub spin_us: u64,
+    /// rnats only (`--sqpoll_ms`), io_uring only: when positive, a kernel thread per shard
+    /// takes the shard's submissions and runs its completions, polling for this many
+    /// milliseconds after its last work before it sleeps, so busy shards make almost no
+    /// system calls. 0 (the default): no such thread.
+    pub sqpoll_ms: u64,
 }
 
 impl Default for Options {
@@ -262,6 +267,7 @@ impl Default for Options {
             shards: 0,
             reactor: ReactorChoice::Auto,
             spin_us: DEFAULT_SPIN_US,
+            sqpoll_ms: 0,
         }
     }
 }

@@ -379,6 +379,7 @@ pub fn prepare(current: &Options, flags: &[String], bound_port: u16) -> Result<(
     new.shards = current.shards;
     new.reactor = current.reactor;
     new.spin_us = current.spin_us;
+    new.sqpoll_ms = current.sqpoll_ms;
     let plan = diff(current, &new)?;
     if plan.logging_changed {
         logging::check(&LogConfig::from_options(&new))?;

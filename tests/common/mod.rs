@@ -30,6 +30,16 @@ impl Reactor {
             Reactor::Mio => "mio",
         }
     }
+
+    /// The reactor's arguments: `--reactor` and, with `RNATS_TEST_URING_MODE=sqpoll` on
+    /// io_uring, kernel submission threads (`--sqpoll_ms`).
+    pub fn args(self) -> Vec<&'static str> {
+        let mut v = vec!["--reactor", self.flag()];
+        if self == Reactor::Uring && std::env::var("RNATS_TEST_URING_MODE").is_ok_and(|v| v == "sqpoll") {
+            v.extend(["--sqpoll_ms", "20"]);
+        }
+        v
+    }
 }
 
 /// The `--reactor` values this build can run (io_uring only with the `uring` feature).
@@ -111,7 +121,7 @@ impl Server {
         }
         Self::start_cmd(
             bin(),
-            &[&["-a", "127.0.0.1", "-p", "-1", "--reactor", r.flag()], extra].concat(),
+            &[&["-a", "127.0.0.1", "-p", "-1"], &r.args()[..], extra].concat(),
         )
     }
 
@@ -172,7 +182,8 @@ impl Server {
     /// Start on a port the server picks (`-p -1`), not known here: for a test that never
     /// connects (its server logs to syslog, say).
     pub fn spawn_any_port(r: Reactor, extra: &[&str]) -> Server {
-        let mut args = vec!["-a", "127.0.0.1", "-p", "-1", "--reactor", r.flag()];
+        let mut args = vec!["-a", "127.0.0.1", "-p", "-1"];
+        args.extend(r.args());
         args.extend_from_slice(extra);
         let child = Command::new(bin()).args(&args).spawn().unwrap();
         Server {
