@@ -5,6 +5,12 @@
 //! The ring is an array of `{addr, len, bid}` entries the kernel consumes from its head and
 //! we refill at its tail (the tail index sits in the first entry's reserved field). The
 //! buffers are one allocation carved into equal slots; slot `bid` is always buffer `bid`.
+//!
+//! The pool grows on demand: only a few buffers are handed to the kernel at first, and more
+//! (doubling) once fewer than a quarter of those are free. The allocation is zeroed memory
+//! the process does not touch until the kernel writes a buffer, so a shard with little
+//! traffic keeps little of it resident (recycled buffers go back into the ring and are
+//! used again, so the buffers ever handed out are the ones that cost memory).
 
 use io_uring::types::BufRingEntry;
 use io_uring::Submitter;
@@ -23,6 +29,8 @@ pub struct BufRing {
     bgid: u16,
     /// Buffers the kernel may pick now.
     free: usize,
+    /// Buffers never handed to the kernel yet, the lowest id last.
+    reserve: Vec<u16>,
 }
 
 // SAFETY: the ring memory is owned by this value and only touched by the thread that
@@ -30,9 +38,10 @@ pub struct BufRing {
 unsafe impl Send for BufRing {}
 
 impl BufRing {
-    /// `count` buffers (a power of two, at most 32,768) of `size` bytes each, registered
-    /// with `submitter` as buffer group `bgid`.
-    pub fn new(submitter: &Submitter<'_>, count: u16, size: usize, bgid: u16) -> io::Result<BufRing> {
+    /// Up to `count` buffers (a power of two, at most 32,768) of `size` bytes each,
+    /// registered with `submitter` as buffer group `bgid`; `initial` of them (at least one)
+    /// are handed to the kernel now, the rest as the traffic needs them.
+    pub fn new(submitter: &Submitter<'_>, count: u16, size: usize, bgid: u16, initial: u16) -> io::Result<BufRing> {
         if !count.is_power_of_two() || count > 1 << 15 || size == 0 || size > u32::MAX as usize {
             return Err(io::Error::from(io::ErrorKind::InvalidInput));
         }
@@ -60,11 +69,12 @@ impl BufRing {
             bufs: vec![0u8; usize::from(count) * size].into_boxed_slice(),
             bgid,
             free: 0,
+            reserve: (initial.clamp(1, count)..count).rev().collect(),
         };
         // SAFETY: `entries` points at `map_len` bytes that stay mapped until `drop`, which
         // unregisters the ring first.
         unsafe { submitter.register_buf_ring_with_flags(addr as u64, count, bgid, 0)? };
-        for bid in 0..count {
+        for bid in 0..initial.clamp(1, count) {
             ring.put(bid);
         }
         ring.publish();
@@ -94,9 +104,33 @@ impl BufRing {
         }
     }
 
-    /// The kernel took a buffer.
+    /// Buffers handed to the kernel so far (free, or taken and not yet recycled).
+    pub fn posted(&self) -> usize {
+        usize::from(self.count) - self.reserve.len()
+    }
+
+    /// The kernel took a buffer. When fewer than a quarter of the buffers handed out are
+    /// free, the pool grows.
     pub fn taken(&mut self) {
         self.free = self.free.saturating_sub(1);
+        if self.free * 4 < self.posted() {
+            self.grow();
+        }
+    }
+
+    /// Hands the kernel as many new buffers as it has now (or what is left). False when
+    /// every buffer is out already.
+    pub fn grow(&mut self) -> bool {
+        let n = self.posted().min(self.reserve.len());
+        for _ in 0..n {
+            if let Some(bid) = self.reserve.pop() {
+                self.put(bid);
+            }
+        }
+        if n > 0 {
+            self.publish();
+        }
+        n > 0
     }
 
     fn put(&mut self, bid: u16) {

@@ -62,6 +62,9 @@ pub(crate) struct CompletionIo {
     spent: Vec<Vec<u8>>,
 }
 
+/// Receive buffers a shard hands the kernel at first (the pool grows from there).
+pub const INITIAL_BUFFERS: u16 = 16;
+
 fn recv_entry(fd: RawFd, ud: u64, group: u16) -> squeue::Entry {
     opcode::RecvMulti::new(types::Fd(fd), group).build().user_data(ud)
 }
@@ -73,10 +76,11 @@ fn cancel_entry(target: u64, token: usize, gen: u32) -> squeue::Entry {
 }
 
 impl UringPoller {
-    /// Receive and send through completions from now on: `count` receive buffers of
-    /// `size` bytes. Fails where the kernel lacks provided-buffer rings.
+    /// Receive and send through completions from now on: up to `count` receive buffers
+    /// of `size` bytes ([`INITIAL_BUFFERS`] at first, more as traffic needs them). Fails
+    /// where the kernel lacks provided-buffer rings.
     pub fn enable_completion(&mut self, count: u16, size: usize) -> io::Result<()> {
-        let bufs = BufRing::new(&self.ring.submitter(), count, size, 0)?;
+        let bufs = BufRing::new(&self.ring.submitter(), count, size, 0, INITIAL_BUFFERS)?;
         self.cio = Some(CompletionIo {
             bufs,
             starved: Vec::new(),
@@ -124,6 +128,11 @@ impl UringPoller {
     /// Receive buffers the kernel can fill now.
     pub fn free_buffers(&self) -> usize {
         self.cio.as_ref().map_or(0, |c| c.bufs.free())
+    }
+
+    /// Receive buffers handed to the kernel so far (the pool's size now).
+    pub fn posted_buffers(&self) -> usize {
+        self.cio.as_ref().map_or(0, |c| c.bufs.posted())
     }
 
     /// A send of `token` is in flight.
@@ -335,6 +344,9 @@ impl UringPoller {
             done.push(Completion::RecvEnd { token, err: 0 });
             return;
         } else if res == -libc::ENOBUFS {
+            // Out of buffers: hand out more if any are left (the receive is armed again
+            // at the next turn), else wait for recycled ones.
+            c.bufs.grow();
             if !more {
                 io.recv = Recv::Off;
                 if io.want_recv {

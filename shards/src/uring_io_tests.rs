@@ -124,6 +124,44 @@ fn running_out_of_buffers_stops_reading_instead_of_failing() {
     assert!(seen.ends.is_empty());
 }
 
+/// The pool starts small and grows as buffers are taken and kept, up to its limit; then
+/// reading stops as above, and every byte still arrives in order once buffers come back.
+#[test]
+fn the_buffer_pool_grows_as_traffic_needs() {
+    let Some(mut p) = poller(128, 64) else { return };
+    assert_eq!(p.posted_buffers(), usize::from(INITIAL_BUFFERS));
+    assert_eq!(p.free_buffers(), usize::from(INITIAL_BUFFERS));
+    let (mut a, sa) = pair();
+    p.add_stream(sa.as_raw_fd(), 1);
+    // Little traffic, recycled at once: the pool stays as it was.
+    let mut seen = Seen::default();
+    let mut held = Vec::new();
+    for i in 0..20 {
+        a.write_all(&pattern(30)).unwrap();
+        pump(&mut p, &mut seen, true, &mut held, |s| {
+            s.bytes[&1].len() == 30 * (i + 1)
+        });
+    }
+    assert_eq!(p.posted_buffers(), usize::from(INITIAL_BUFFERS));
+    // 200 buffers' worth kept by the reader: all 128 are handed out, then reading stops.
+    let want = pattern(200 * 64);
+    a.write_all(&want).unwrap();
+    let before = seen.bytes[&1].len();
+    pump(&mut p, &mut seen, false, &mut held, |s| {
+        s.bytes[&1].len() >= before + 128 * 64
+    });
+    assert_eq!(p.posted_buffers(), 128);
+    assert_eq!(p.free_buffers(), 0);
+    for b in held.drain(..) {
+        p.recycle(b);
+    }
+    pump(&mut p, &mut seen, true, &mut held, |s| {
+        s.bytes[&1].len() == before + want.len()
+    });
+    assert_eq!(&seen.bytes[&1][before..], &want[..]);
+    assert!(seen.ends.is_empty(), "{:?}", seen.ends);
+}
+
 #[test]
 fn short_sends_are_continued_in_order() {
     let Some(mut p) = poller(8, 4096) else { return };
