@@ -14,6 +14,14 @@ use std::rc::Rc;
 /// Cached results kept per sublist; past this, a quarter is evicted.
 const CACHE_MAX: usize = 1024;
 const CACHE_SWEEP: usize = 256;
+/// Lookups per measurement of the cache's hit rate.
+const HIT_WINDOW: u32 = 4096;
+/// While the cache is full and fewer than one lookup in this many hits it (subjects that
+/// seldom repeat, such as a KV bucket's many keys), results are not cached: caching them
+/// costs an allocation, an insertion and an eviction each and helps nobody. One miss in
+/// [`SAMPLE_EVERY`] is still cached, so subjects that start repeating get back in.
+const LOW_HIT_RATE: u32 = 8;
+const SAMPLE_EVERY: u32 = 16;
 
 /// A subscription pattern that no tree accepts (empty token, `>` not last).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -23,7 +31,8 @@ pub struct InvalidSubject;
 /// Members of one queue group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueGroup<T> {
-    pub name: Box<[u8]>,
+    /// Shared with every cached result that holds the group (a result copies it).
+    pub name: Rc<[u8]>,
     pub members: Vec<T>,
 }
 
@@ -104,6 +113,12 @@ pub struct Sublist<T> {
     /// The most recent lookup, checked before the cache: publishers tend to repeat a
     /// subject, and one compare is cheaper than hashing it. Cleared by every change.
     last: Option<LastLookup<T>>,
+    /// The cache's hit rate over the current window, and whether results go uncached.
+    window: (u32, u32),
+    bypass: bool,
+    misses: u32,
+    /// The last uncached result, whose allocation is reused once nobody holds it.
+    scratch: Option<Rc<Matches<T>>>,
     count: usize,
     /// Monitoring counters (`/subsz`): inserts, removes, lookups and cache hits.
     stats: Counts,
@@ -131,6 +146,10 @@ impl<T: Copy + Eq> Sublist<T> {
             cache: FastMap::default(),
             cache_enabled: cache,
             last: None,
+            window: (0, 0),
+            bypass: false,
+            misses: 0,
+            scratch: None,
             count: 0,
             stats: Counts::default(),
         }
@@ -272,11 +291,17 @@ impl<T: Copy + Eq> Sublist<T> {
         let r = match self.cache.get(subject) {
             Some(r) => {
                 self.stats.hits += 1;
+                self.window.1 += 1;
                 r.clone()
             }
             None => self.match_and_cache(subject),
         };
-        if self.cache_enabled {
+        self.window.0 += 1;
+        if self.window.0 >= HIT_WINDOW {
+            let (lookups, hits) = std::mem::take(&mut self.window);
+            self.bypass = self.cache.len() >= CACHE_MAX && hits * LOW_HIT_RATE < lookups;
+        }
+        if self.cache_enabled && !self.bypass {
             match &mut self.last {
                 // Reuse the key's allocation when the length fits.
                 Some((s, m)) if s.len() == subject.len() => {
@@ -298,30 +323,57 @@ impl<T: Copy + Eq> Sublist<T> {
     }
 
     fn match_and_cache(&mut self, subject: &[u8]) -> Rc<Matches<T>> {
+        self.misses = self.misses.wrapping_add(1);
+        if self.bypass && self.misses % SAMPLE_EVERY != 0 {
+            return self.match_scratch(subject);
+        }
         let r = Rc::new(self.match_uncached(subject));
         if self.cache_enabled {
             if self.cache.len() >= CACHE_MAX {
-                let victims: Vec<Box<[u8]>> = self.cache.keys().take(CACHE_SWEEP).cloned().collect();
-                for v in victims {
-                    self.cache.remove(&v);
-                }
+                let mut n = 0;
+                self.cache.retain(|_, _| {
+                    n += 1;
+                    n > CACHE_SWEEP
+                });
             }
             self.cache.insert(subject.into(), r.clone());
         }
         r
     }
 
+    /// An uncached result in the allocation of the previous one when nobody holds that
+    /// any more (the usual case: a publish routes and drops its result).
+    fn match_scratch(&mut self, subject: &[u8]) -> Rc<Matches<T>> {
+        let mut r = self.scratch.take().unwrap_or_else(|| Rc::new(Matches::empty()));
+        match Rc::get_mut(&mut r) {
+            Some(m) => {
+                m.psubs.clear();
+                m.qsubs.clear();
+                self.match_into(subject, m);
+            }
+            None => r = Rc::new(self.match_uncached(subject)),
+        }
+        self.scratch = Some(r.clone());
+        r
+    }
+
     fn match_uncached(&self, subject: &[u8]) -> Matches<T> {
         let mut out = Matches::empty();
+        self.match_into(subject, &mut out);
+        out
+    }
+
+    /// Appends the matches of `subject` to `out`.
+    fn match_into(&self, subject: &[u8], out: &mut Matches<T>) {
         if subject.is_empty() {
-            return out;
+            return;
         }
         let mut toks: [&[u8]; 32] = [&[]; 32];
         let mut spill: Vec<&[u8]> = Vec::new();
         let mut n = 0;
         for t in subject.split(|&b| b == TSEP) {
             if t.is_empty() {
-                return out;
+                return;
             }
             if n < toks.len() {
                 toks[n] = t;
@@ -334,8 +386,7 @@ impl<T: Copy + Eq> Sublist<T> {
             n += 1;
         }
         let tokens: &[&[u8]] = if spill.is_empty() { &toks[..n] } else { &spill };
-        match_level(&self.root, tokens, &mut out);
-        out
+        match_level(&self.root, tokens, out);
     }
 
     /// Visit every (pattern, queue, value) entry. Used to replay interest to a new peer.
@@ -625,6 +676,38 @@ mod tests {
                 ("a.b".to_string(), None, 1)
             ]
         );
+    }
+
+    /// Subjects that seldom repeat stop going into the cache (and results stay right,
+    /// including one a caller still holds); once a few subjects repeat again, they are
+    /// cached again.
+    #[test]
+    fn a_thrashing_cache_is_bypassed_and_recovers() {
+        let mut sl = Sublist::new(true);
+        sl.insert(b"kv.*", None, 1u32).unwrap();
+        sl.insert(b"kv.>", Some(b"g"), 2u32).unwrap();
+        let check = |m: &Matches<u32>| {
+            assert_eq!(m.psubs, vec![1]);
+            assert_eq!(m.qsubs.len(), 1);
+            assert_eq!((&*m.qsubs[0].name, &m.qsubs[0].members[..]), (&b"g"[..], &[2][..]));
+        };
+        for i in 0..3 * HIT_WINDOW {
+            check(&sl.matches(format!("kv.k{i}").as_bytes()));
+        }
+        assert!(sl.bypass, "the cache is bypassed while it thrashes");
+        let held = sl.matches(b"kv.held");
+        let other = sl.matches(b"kv.other");
+        check(&held);
+        check(&other);
+        assert!(sl.matches(b"nothing.here").is_empty());
+        check(&held);
+        // A small working set: sampled back into the cache, hits climb, caching resumes.
+        for i in 0..3 * HIT_WINDOW {
+            check(&sl.matches(format!("kv.hot{}", i % 7).as_bytes()));
+            sl.matches(b"nothing.here");
+        }
+        assert!(!sl.bypass, "caching resumed");
+        assert!(sl.cache_len() <= CACHE_MAX);
     }
 
     #[test]
