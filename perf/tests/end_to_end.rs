@@ -106,6 +106,7 @@ fn every_scenario_briefly_against_the_reference() {
         ("fanout", &["--msgs", "2000", "--subs", "3"]),
         ("fanin", &["--msgs", "5000", "--pubs", "3"]),
         ("queue", &["--msgs", "5000", "--subs", "3"]),
+        ("pairs", &["--msgs", "6000", "--pubs", "3"]),
         ("reqrep", &["--msgs", "300", "--pubs", "2", "--subs", "2"]),
         ("conns", &["--conns", "50", "--msgs", "3"]),
         ("subjects", &["--subjects", "3000", "--msgs", "5000", "--subs", "2"]),
@@ -141,6 +142,8 @@ fn every_scenario_briefly_against_the_reference() {
         match *scenario {
             "reqrep" => assert!(r["latency_us"]["p99"].as_f64().unwrap() > 0.0),
             "queue" => assert_eq!(r["per_sub"].as_array().unwrap().len(), 3),
+            // Each pair's subscriber gets its own publisher's share, and only that.
+            "pairs" => assert_eq!(r["per_sub"], serde_json::json!([2000, 2000, 2000])),
             "conns" => assert_eq!(r["conns"]["conns"], 50),
             "subjects" => assert_eq!(r["subjects"]["subscriptions"], 3000),
             _ => {}

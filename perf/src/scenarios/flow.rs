@@ -247,6 +247,19 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
     })
 }
 
+impl FlowOutcome {
+    /// A scenario's result with this flow's counts, completeness and notes.
+    pub fn result(&mut self, scenario: super::Scenario, p: &super::Params) -> crate::report::RunResult {
+        let mut r = super::base_result(scenario, p);
+        r.published = self.published;
+        r.expected = self.expected;
+        r.delivered = self.delivered;
+        r.complete = self.complete;
+        r.notes = std::mem::take(&mut self.notes);
+        r
+    }
+}
+
 fn join<T>(h: thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
     h.join().map_err(|e| {
         let text = e

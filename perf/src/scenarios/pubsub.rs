@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::proto::encode_sub;
 use crate::report::RunResult;
 use crate::scenarios::flow::{self, Batch, FlowSpec};
-use crate::scenarios::{base_result, server_stats, set_rate, Ctx, Params, Scenario};
+use crate::scenarios::{server_stats, set_rate, Ctx, Params, Scenario};
 use crate::stats;
 
 const SUBJECT: &str = "perf.bench";
@@ -51,13 +51,8 @@ pub fn run_on(
         duration: p.duration(),
         login: login.cloned(),
     };
-    let out = flow::run(ctx, &spec)?;
-    let mut r = base_result(scenario, p);
-    r.published = out.published;
-    r.expected = out.expected;
-    r.delivered = out.delivered;
-    r.complete = out.complete;
-    r.notes = out.notes;
+    let mut out = flow::run(ctx, &spec)?;
+    let mut r = out.result(scenario, p);
     let counted = if subs == 0 {
         set_rate(&mut r, out.published, p.size, out.pub_elapsed);
         out.published
@@ -101,13 +96,8 @@ pub fn run_pairs(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
         duration: p.duration(),
         login: None,
     };
-    let out = flow::run(ctx, &spec)?;
-    let mut r = base_result(Scenario::Pairs, p);
-    r.published = out.published;
-    r.expected = out.expected;
-    r.delivered = out.delivered;
-    r.complete = out.complete;
-    r.notes = out.notes;
+    let mut out = flow::run(ctx, &spec)?;
+    let mut r = out.result(Scenario::Pairs, p);
     set_rate(&mut r, out.delivered, p.size, out.sub_elapsed);
     r.per_sub = Some(out.per_sub);
     r.server = server_stats(out.before, out.after, out.delivered);

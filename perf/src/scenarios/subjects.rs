@@ -14,7 +14,7 @@ use crate::error::{PerfError, Result};
 use crate::proto::encode_sub;
 use crate::report::{RunResult, SubjectsStats};
 use crate::scenarios::flow::{self, Batch, FlowSpec};
-use crate::scenarios::{base_result, server_stats, set_rate, Ctx, Params, Scenario};
+use crate::scenarios::{server_stats, set_rate, Ctx, Params, Scenario};
 
 const A: u32 = 50;
 const B: u32 = 200;
@@ -168,13 +168,8 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
         duration: p.duration(),
         login: None,
     };
-    let out = flow::run(ctx, &spec)?;
-    let mut r = base_result(Scenario::Subjects, p);
-    r.published = out.published;
-    r.expected = out.expected;
-    r.delivered = out.delivered;
-    r.complete = out.complete;
-    r.notes = out.notes;
+    let mut out = flow::run(ctx, &spec)?;
+    let mut r = out.result(Scenario::Subjects, p);
     set_rate(&mut r, out.published, p.size, out.pub_elapsed.max(out.sub_elapsed));
     r.server = server_stats(out.before, out.after, out.published);
     let setup = out.setup_elapsed.as_secs_f64();
