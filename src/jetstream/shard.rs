@@ -510,15 +510,14 @@ fn subscribe_stream(
             format!("$JS.API.DIRECT.GET.{}", cfg.name),
             format!("$JS.API.DIRECT.GET.{}.>", cfg.name),
         ] {
-            let name = cfg.name.clone();
+            let key = (acc, cfg.name.clone());
             let h: Handler = Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| {
                 if m.reply.is_empty() {
                     return;
                 }
                 let replies = with_js(core, |js, _core| {
-                    let st = js.streams.get_mut(&(acc, name.clone()))?;
-                    let subject = String::from_utf8_lossy(&m.subject).to_string();
-                    Some(st.direct_get(&subject, &m.payload))
+                    let st = js.streams.get_mut(&key)?;
+                    Some(st.direct_get(&String::from_utf8_lossy(&m.subject), &m.payload))
                 })
                 .flatten()
                 .unwrap_or_default();

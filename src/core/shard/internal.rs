@@ -115,9 +115,21 @@ impl Internals {
     fn recycle(&mut self, m: InternalMsg) {
         let bufs = [Some(m.subject), Some(m.reply), m.header, Some(m.payload)];
         for v in bufs.into_iter().flatten() {
-            if self.pool.len() < POOL_BUFS && v.capacity() > 0 && v.capacity() <= POOL_MAX_CAP {
-                self.pool.push(v);
-            }
+            self.give_back(v);
+        }
+    }
+
+    /// An empty buffer from the pool (or a new one).
+    fn buffer(&mut self) -> Vec<u8> {
+        let mut v = self.pool.pop().unwrap_or_default();
+        v.clear();
+        v
+    }
+
+    /// Keep one buffer for later copies (if the pool has room and it is not too large).
+    fn give_back(&mut self, v: Vec<u8>) {
+        if self.pool.len() < POOL_BUFS && v.capacity() > 0 && v.capacity() <= POOL_MAX_CAP {
+            self.pool.push(v);
         }
     }
 
@@ -299,23 +311,27 @@ impl ShardCore {
         now: Instant,
     ) -> bool {
         let key = self.internal_client(acc, now);
-        let mut data = header.map(<[u8]>::to_vec).unwrap_or_default();
+        // Header and payload joined in a pooled buffer (routing needs them as one), given
+        // back to the pool after the delivery.
+        let mut data = self.internals.buffer();
+        data.extend_from_slice(header.unwrap_or_default());
         data.extend_from_slice(payload);
-        let size = data.len().to_string();
-        let hdr = header.map(|h| h.len().to_string()).unwrap_or_default();
+        let mut size = itoa::Buffer::new();
+        let mut hdr = itoa::Buffer::new();
         let m = Msg {
             subject,
             reply,
             header_len: header.map(<[u8]>::len),
             data: &data,
-            size_text: size.as_bytes(),
-            hdr_text: hdr.as_bytes(),
+            size_text: size.format(data.len()).as_bytes(),
+            hdr_text: header.map_or(&b""[..], |h| hdr.format(h.len()).as_bytes()),
             internal: system_framing,
             shown,
         };
         // nats-server counts only what its clients sent in `in_msgs`: the server's own
         // publishes (events, service replies) are not.
         let delivered = self.route(acc, Some(key), &m, now);
+        self.internals.give_back(data);
         self.finish(now);
         delivered
     }
