@@ -104,8 +104,7 @@ fn many_publishers(r: common::Reactor, shards: &str) {
     }
     assert!(next.iter().all(|n| *n == EACH));
     for p in &mut conns {
-        p.send_str("PING\r\n");
-        p.expect("PONG\r\n");
+        p.ping_pong();
     }
 }
 
@@ -130,8 +129,7 @@ fn cross_shard_flood(r: common::Reactor) {
     for (k, m) in got.iter().enumerate() {
         assert_eq!(m, format!("{k:08}").as_bytes());
     }
-    p.send_str("PING\r\n");
-    p.expect("PONG\r\n");
+    p.ping_pong();
 }
 
 /// Subscribers that stop reading and then vanish while the server still sends to them:
@@ -150,8 +148,7 @@ fn close_with_sends_in_flight(r: common::Reactor) {
         for _ in 0..32 {
             p.send(&frame);
         }
-        p.send_str("PING\r\n");
-        p.expect("PONG\r\n");
+        p.ping_pong();
         for c in stuck {
             if round % 2 == 0 {
                 // An abrupt close (RST): unread data in the client's socket.
@@ -161,8 +158,8 @@ fn close_with_sends_in_flight(r: common::Reactor) {
             drop(c);
         }
         let mut fresh = subscriber(&s, "small");
-        p.send_str("PUB small 2\r\nok\r\nPING\r\n");
-        p.expect("PONG\r\n");
+        p.send_str("PUB small 2\r\nok\r\n");
+        p.ping_pong();
         fresh.expect("MSG small 1 2\r\nok\r\n");
     }
     // The stuck subscribers are all gone once the server noticed (their sends failed or

@@ -192,18 +192,7 @@ both_reactors!(slow_consumer_is_cut_off, |r| {
     for round in 0..1024 {
         p.send(&batch);
         if round % 64 == 63 {
-            p.send_str("PING\r\n");
-            // The server's own first PING (its RTT probe, ~2 s after CONNECT) may come
-            // first on a loaded machine.
-            loop {
-                match p.read_line(Duration::from_secs(10)).as_str() {
-                    "PING" => p.send_str("PONG\r\n"),
-                    line => {
-                        assert_eq!(line, "PONG");
-                        break;
-                    }
-                }
-            }
+            p.ping_pong();
             let (_, varz) = s.http_get("/varz");
             if varz.contains("\"slow_consumers\": 1") {
                 cut = true;
@@ -215,8 +204,7 @@ both_reactors!(slow_consumer_is_cut_off, |r| {
     // Its socket is closed (after what the kernel buffered), with no -ERR in the stream.
     let rest = slow.until_closed(Duration::from_secs(30));
     assert!(!rest.contains("-ERR"), "closed silently");
-    p.send_str("PING\r\n");
-    p.expect("PONG\r\n");
+    p.ping_pong();
 });
 
 both_reactors!(no_responders_raw_bytes, |r| {
@@ -282,10 +270,10 @@ both_reactors!(an_idle_server_stops_spinning, |r| {
     req.expect("PONG\r\n");
     for i in 0..200 {
         req.send_str("PUB svc r 1\r\nq\r\n");
-        rep.expect("MSG svc 1 r 1\r\nq\r\n");
+        rep.expect_answering_pings("MSG svc 1 r 1\r\nq\r\n");
         let body = format!("{i}");
         rep.send_str(&format!("PUB r {}\r\n{body}\r\n", body.len()));
-        req.expect(&format!("MSG r 1 {}\r\n{body}\r\n", body.len()));
+        req.expect_answering_pings(&format!("MSG r 1 {}\r\n{body}\r\n", body.len()));
     }
     // The spin window is 5 ms: well past it, a second of idleness costs (next to) no CPU.
     std::thread::sleep(Duration::from_millis(200));

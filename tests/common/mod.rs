@@ -348,6 +348,35 @@ impl Raw {
     }
 
     /// Expect exactly `want` next (waits until that many bytes arrived).
+    /// PING, then wait for its PONG, answering the server's own PINGs meanwhile (its RTT
+    /// probe comes about 2 s after CONNECT, so a long test on a loaded machine sees it).
+    pub fn ping_pong(&mut self) {
+        self.send_str("PING\r\n");
+        loop {
+            match self.read_line(Duration::from_secs(10)).as_str() {
+                "PING" => self.send_str("PONG\r\n"),
+                line => {
+                    assert_eq!(line, "PONG");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// [`Raw::expect`], answering (and dropping) the server's own PINGs that come first.
+    pub fn expect_answering_pings(&mut self, want: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            while self.buf.len() < want.len().min(6) && self.fill(deadline) {}
+            if self.buf.starts_with(b"PING\r\n") && !want.starts_with("PING\r\n") {
+                self.buf.drain(..6);
+                self.send_str("PONG\r\n");
+                continue;
+            }
+            return self.expect(want);
+        }
+    }
+
     pub fn expect(&mut self, want: &str) {
         let deadline = Instant::now() + Duration::from_secs(5);
         while self.buf.len() < want.len() {
