@@ -107,6 +107,18 @@ impl Aligned {
         a.as_mut().copy_from_slice(data);
         a
     }
+    /// `data` in `spare`'s memory when it is large enough (no allocation, and pages
+    /// already mapped), else in new memory.
+    fn reuse(spare: Option<Aligned>, data: &[u8]) -> Aligned {
+        let Some(mut a) = spare.filter(|a| a.mem.capacity() >= data.len() + ALIGN) else {
+            return Aligned::from(data);
+        };
+        a.mem.resize(data.len() + ALIGN, 0);
+        a.start = (ALIGN - (a.mem.as_ptr() as usize % ALIGN)) % ALIGN;
+        a.len = data.len();
+        a.as_mut().copy_from_slice(data);
+        a
+    }
     fn as_ref(&self) -> &[u8] {
         self.mem.get(self.start..self.start + self.len).unwrap_or(&[])
     }
@@ -157,7 +169,14 @@ pub struct Uring {
     read_done: Option<i32>,
     /// Where the last small read ended (file, offset): a read near it fills a chunk.
     last_read: (FileNo, u64),
+    /// Write buffers of finished batches, for the next writes (at most [`SPARE_BUFS`],
+    /// each at most [`SPARE_MAX`] bytes).
+    spare: Vec<Aligned>,
 }
+
+/// Write buffers kept for reuse, and the largest kept.
+const SPARE_BUFS: usize = 8;
+const SPARE_MAX: usize = 8 << 20;
 
 /// A cached chunk of a file: `valid` bytes from `idx * CHUNK`.
 struct Chunk {
@@ -251,6 +270,7 @@ impl Uring {
             tick: 0,
             read_done: None,
             last_read: (FileNo::MAX, 0),
+            spare: Vec::new(),
         })
     }
 
@@ -516,6 +536,11 @@ impl Uring {
                 // A read while the batch was in flight may have cached what it
                 // overwrote.
                 stale.extend_from_slice(&b.writes);
+                for buf in b.bufs {
+                    if self.spare.len() < SPARE_BUFS && buf.mem.capacity() <= SPARE_MAX {
+                        self.spare.push(buf);
+                    }
+                }
                 self.finished.push_back(Done {
                     token: b.token,
                     result: b.error.map_or(Ok(()), Err),
@@ -702,7 +727,7 @@ impl Io for Uring {
                         return Err(io::Error::new(io::ErrorKind::InvalidInput, "unaligned direct write"));
                     }
                     writes.push((file, off, data.len() as u64));
-                    let buf = Aligned::from(&data);
+                    let buf = Aligned::reuse(self.spare.pop(), &data);
                     let ptr = buf.as_ref().as_ptr();
                     expect.push(buf.len as u32);
                     let e = opcode::Write::new(types::Fd(fd), ptr, buf.len as u32)
@@ -834,5 +859,33 @@ impl Drop for Uring {
             // Never free memory the kernel may write from: leak it instead.
             std::mem::forget(std::mem::take(&mut self.batches));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reused write buffer holds exactly the new bytes, aligned, whether it shrinks or
+    /// grows within its memory; one too small is replaced.
+    #[test]
+    fn reused_write_buffers_hold_exactly_the_new_bytes() {
+        let big: Vec<u8> = (0..3 * ALIGN).map(|i| (i % 251) as u8).collect();
+        let a = Aligned::from(&big);
+        let mem = a.mem.as_ptr();
+        let small = vec![7u8; ALIGN];
+        let b = Aligned::reuse(Some(a), &small);
+        assert_eq!(b.mem.as_ptr(), mem, "the same memory");
+        assert_eq!(b.as_ref(), &small[..]);
+        assert_eq!(b.as_ref().as_ptr() as usize % ALIGN, 0);
+        let mid: Vec<u8> = (0..2 * ALIGN).map(|i| (i % 13) as u8).collect();
+        let c = Aligned::reuse(Some(b), &mid);
+        assert_eq!(c.mem.as_ptr(), mem);
+        assert_eq!(c.as_ref(), &mid[..]);
+        assert_eq!(c.as_ref().as_ptr() as usize % ALIGN, 0);
+        let huge = vec![9u8; 8 * ALIGN];
+        let d = Aligned::reuse(Some(c), &huge);
+        assert_eq!(d.as_ref(), &huge[..]);
+        assert_eq!(d.as_ref().as_ptr() as usize % ALIGN, 0);
     }
 }
