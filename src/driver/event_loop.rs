@@ -251,9 +251,10 @@ impl<P: Poller> EventLoop<P> {
                 // Busy-poll, but let a runnable client of this CPU go first now and then:
                 // the spin then takes little time anybody else wants. A turn with nothing
                 // to do costs no system call (the ring's completions and flags and the mesh
-                // are read from memory), so only the yields would add calls: one every
-                // `YIELD_EVERY` of spinning, not one a turn.
-                if now.duration_since(last_yield) >= YIELD_EVERY {
+                // are read from memory), so only the yields would add calls: one after
+                // each `YIELD_EVERY` of spinning without work, not one a turn (a short gap
+                // between two bursts of work costs none).
+                if now.duration_since(last_yield.max(last_work)) >= YIELD_EVERY {
                     std::thread::yield_now();
                     last_yield = now;
                 } else {
