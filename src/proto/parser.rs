@@ -217,27 +217,19 @@ fn shift(r: &Range<usize>, base: usize) -> Range<usize> {
 /// Recognise PUB/HPUB/SUB/UNSUB (with their separator) and PING/PONG at the start of
 /// `rest`: how many bytes they take and the state the byte-wise match would reach.
 fn fast_op(rest: &[u8]) -> Option<(usize, State)> {
-    let word = |n: usize| rest.get(..n).map(|w| w.iter().map(|&c| upper(c)));
+    // Letters compare in either case, as the byte-wise match does.
+    let word = |name: &[u8]| rest.get(..name.len()).is_some_and(|w| w.eq_ignore_ascii_case(name));
     let sep = |n: usize| rest.get(n).is_some_and(|&c| is_space(c));
-    if word(3)?.eq(*b"PUB") && sep(3) {
-        return Some((4, State::Space(Kind::Pub)));
-    }
-    if word(3)?.eq(*b"SUB") && sep(3) {
-        return Some((4, State::Space(Kind::Sub)));
-    }
-    if word(4).is_some_and(|mut w| w.by_ref().eq(*b"PING")) {
-        return Some((4, State::Line(Kind::Ping)));
-    }
-    if word(4).is_some_and(|mut w| w.by_ref().eq(*b"PONG")) {
-        return Some((4, State::Line(Kind::Pong)));
-    }
-    if word(4).is_some_and(|mut w| w.by_ref().eq(*b"HPUB")) && sep(4) {
-        return Some((5, State::Space(Kind::HPub)));
-    }
-    if word(5).is_some_and(|mut w| w.by_ref().eq(*b"UNSUB")) && sep(5) {
-        return Some((6, State::Space(Kind::Unsub)));
-    }
-    None
+    let (len, state) = match upper(*rest.first()?) {
+        b'P' if word(b"PUB") && sep(3) => (4, State::Space(Kind::Pub)),
+        b'P' if word(b"PING") => (4, State::Line(Kind::Ping)),
+        b'P' if word(b"PONG") => (4, State::Line(Kind::Pong)),
+        b'S' if word(b"SUB") && sep(3) => (4, State::Space(Kind::Sub)),
+        b'H' if word(b"HPUB") && sep(4) => (5, State::Space(Kind::HPub)),
+        b'U' if word(b"UNSUB") && sep(5) => (6, State::Space(Kind::Unsub)),
+        _ => return None,
+    };
+    Some((len, state))
 }
 
 fn upper(b: u8) -> u8 {
@@ -262,7 +254,42 @@ impl Parser {
     /// Parse from `buf[*pos..]` and return the next event, or `None` once `buf` is used
     /// up (the state is kept for the next buffer). `*pos` advances past what was consumed.
     /// After handling an event, call [`Parser::release`].
+    ///
+    /// Inlined into the caller for the commonest frames, a whole plain PUB or HPUB at an
+    /// op boundary: it is recognised in one pass without entering the state machine, and
+    /// its event is built in the caller's registers. Everything else takes
+    /// [`Parser::next_op`].
+    #[inline(always)]
     pub fn next<'a>(
+        &'a mut self,
+        buf: &'a [u8],
+        pos: &mut usize,
+        lim: &Limits,
+    ) -> Result<Option<Event<'a>>, ParseError> {
+        #[cfg(test)]
+        let fast = !self.no_fast;
+        #[cfg(not(test))]
+        let fast = true;
+        // Awaiting authentication, a PUB is an error; pedantic, its subject is checked: both
+        // are for the general path (as is HPUB without headers, checked inside).
+        if fast && matches!(self.state, State::Start) && !lim.awaiting_auth && !lim.pedantic {
+            if let Some((end, ev)) = super::pub_fast::whole_plain_frame(buf, *pos, lim) {
+                // As the general path does at the start of an op: a finished split frame's
+                // buffers go.
+                if self.stash.arg.is_some() || self.stash.msg.is_some() {
+                    self.stash = Stash::default();
+                }
+                *pos = end;
+                return Ok(Some(ev));
+            }
+        }
+        self.next_op(buf, pos, lim)
+    }
+
+    /// The general path of [`Parser::next`]: the byte-wise state machine, with shortcuts
+    /// for whole frames that keep to its states and results.
+    #[inline(never)]
+    fn next_op<'a>(
         &'a mut self,
         buf: &'a [u8],
         pos: &mut usize,
@@ -281,16 +308,14 @@ impl Parser {
                     if lim.awaiting_auth && upper(b) != b'C' {
                         return Err(ParseError::AuthViolation);
                     }
-                    // A whole PUB frame in the buffer: one pass, no state changes.
+                    // A whole PUB frame in the buffer: one pass, no state changes. (A plain
+                    // one was already tried by `next`, or follows a +OK in this call and is
+                    // recognised here just the same, more slowly.)
                     #[cfg(test)]
                     let fast = !self.no_fast;
                     #[cfg(not(test))]
                     let fast = true;
                     if fast && upper(b) == b'P' && !lim.pedantic {
-                        if let Some((end, ev)) = super::pub_fast::whole_plain_pub(buf, i, lim) {
-                            *pos = end;
-                            return Ok(Some(ev));
-                        }
                         if let Some(end) = self.whole_pub(buf, i, pos, lim)? {
                             *pos = end;
                             return Ok(Some(self.msg_event(buf)));
@@ -555,11 +580,18 @@ impl Parser {
     }
 
     /// Call after handling an event: frees the buffers of a finished split op.
+    #[inline]
     pub fn release(&mut self) {
-        if self.state == State::Start {
-            self.stash.arg = None;
-            self.stash.msg = None;
+        // Usually there is nothing to free: only the two checks are inlined.
+        if matches!(self.state, State::Start) && (self.stash.arg.is_some() || self.stash.msg.is_some()) {
+            self.free_stash();
         }
+    }
+
+    #[inline(never)]
+    fn free_stash(&mut self) {
+        self.stash.arg = None;
+        self.stash.msg = None;
     }
 
     fn arg<'a>(&'a self, buf: &'a [u8]) -> &'a [u8] {

@@ -430,7 +430,7 @@ fn run_full(chunks: &[&[u8]], l: Limits, fast: bool) -> Vec<String> {
     out
 }
 
-/// Frames and near-frames around the whole-PUB fast path.
+/// Frames and near-frames around the whole-PUB and whole-HPUB fast path.
 const PIECES: &[&[u8]] = &[
     b"PUB a 1\r\nx\r\n",
     b"pub a.b r 2\r\nxy\r\n",
@@ -467,16 +467,30 @@ const PIECES: &[&[u8]] = &[
     b"PUB a\x01b 1\r\nx\r\n",
     b"PUB \xc3\xa9.t\xff 1\r\nx\r\n",
     b"PUB a.long.subject.of.more.than.sixteen.bytes _INBOX.abcdefghijklmnop.qr 10\r\n0123456789\r\n",
+    b"HPUB a r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n",
+    b"hpub a 2 2\r\nxy\r\n",
+    b"HPUB a 3 2\r\nxy\r\n",
+    b"HPUB a 2\r\nxy\r\n",
+    b"HPUB a b c 1 1\r\nx\r\n",
+    b"HPUB a x 1\r\nx\r\n",
+    b"HPUB  a 1 1\r\nx\r\n",
+    b"HPUB\ta 1 1\r\nx\r\n",
+    b"HPUB a 0 0\r\n\r\n",
+    b"HPUB a 1 2\r\nxyz\r\n",
+    b"HPUB a 1 9999999999\r\n",
+    b"HPUBa 1 1\r\n",
+    b"HPUB a.long.subject.of.more.than.sixteen.bytes _INBOX.r 2 4\r\nhdpl\r\n",
 ];
 
 proptest! {
-    // The whole-frame PUB path gives what the byte-wise path gives on the same reads:
+    // The whole-frame PUB/HPUB path gives what the byte-wise path gives on the same reads:
     // events, their fields, errors and where each leaves the input.
     #[test]
     fn whole_pub_frames_match_the_bytewise_parse(
         picks in proptest::collection::vec(0..PIECES.len(), 1..12),
         cut in any::<prop::sample::Index>(),
         small in any::<bool>(),
+        headers in any::<bool>(),
     ) {
         let stream: Vec<u8> = picks.iter().flat_map(|&i| PIECES[i].iter().copied()).collect();
         let mut l = lim();
@@ -484,6 +498,7 @@ proptest! {
             l.max_payload = 2;
             l.max_control_line = 8;
         }
+        l.headers = headers;
         prop_assert_eq!(run_full(&[&stream], l, true), run_full(&[&stream], l, false));
         let (a, b) = stream.split_at(cut.index(stream.len() + 1));
         prop_assert_eq!(run_full(&[a, b], l, true), run_full(&[a, b], l, false));
