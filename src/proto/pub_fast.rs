@@ -132,6 +132,22 @@ fn pop(m: &mut u32) -> Option<usize> {
     Some(k)
 }
 
+/// The next delimiter in the window mask `m`, the first after the previous one (at
+/// `from - 1`), so an argument is empty exactly when its delimiter is where it starts.
+/// `true` for the CR; `None` for any other blank or control byte, or none left.
+#[inline(always)]
+fn next_delim(line: &[u8], m: &mut u32, from: usize) -> Option<(usize, bool)> {
+    let d = pop(m)?;
+    if d == from {
+        return None;
+    }
+    match line.get(d) {
+        Some(b'\r') => Some((d, true)),
+        Some(b' ') => Some((d, false)),
+        _ => None,
+    }
+}
+
 /// The line's shape when all its delimiters up to the CR are among its first 16 bytes:
 /// the same answer as [`scan_shape`] whenever this is `Some`. `None` says nothing (the
 /// caller then scans).
@@ -141,41 +157,28 @@ fn pop(m: &mut u32) -> Option<usize> {
 #[inline(always)]
 pub(super) fn window_shape(line: &[u8]) -> Option<Shape> {
     let mut m = blanks16(line.first_chunk::<16>()?);
-    // The next delimiter, the first after the previous one (at `from - 1`), so an argument
-    // is empty exactly when its delimiter is where it starts. `true` for the CR.
-    let mut next = |from: usize| -> Option<(usize, bool)> {
-        let d = pop(&mut m)?;
-        if d == from {
-            return None;
-        }
-        match line.get(d) {
-            Some(b'\r') => Some((d, true)),
-            Some(b' ') => Some((d, false)),
-            _ => None,
-        }
-    };
-    let (e0, cr) = next(0)?;
+    let (e0, cr) = next_delim(line, &mut m, 0)?;
     if cr {
         return Some(Shape {
             ends: [e0, 0, 0, 0],
             n: 1,
         });
     }
-    let (e1, cr) = next(e0 + 1)?;
+    let (e1, cr) = next_delim(line, &mut m, e0 + 1)?;
     if cr {
         return Some(Shape {
             ends: [e0, e1, 0, 0],
             n: 2,
         });
     }
-    let (e2, cr) = next(e1 + 1)?;
+    let (e2, cr) = next_delim(line, &mut m, e1 + 1)?;
     if cr {
         return Some(Shape {
             ends: [e0, e1, e2, 0],
             n: 3,
         });
     }
-    match next(e2 + 1)? {
+    match next_delim(line, &mut m, e2 + 1)? {
         (e3, true) => Some(Shape {
             ends: [e0, e1, e2, e3],
             n: 4,
@@ -184,19 +187,21 @@ pub(super) fn window_shape(line: &[u8]) -> Option<Shape> {
     }
 }
 
-/// A size field of 1 to 9 digits.
+/// A size field of 1 to 9 digits. The first digit is taken as it is, not added to zero
+/// times ten: the size is on the path from one frame to the next, so each step counts.
 #[inline(always)]
 fn size(d: &[u8]) -> Option<usize> {
-    if d.is_empty() || d.len() > 9 {
+    let digit = |c: u8| {
+        let v = c.wrapping_sub(b'0');
+        (v <= 9).then_some(usize::from(v))
+    };
+    let (&first, rest) = d.split_first()?;
+    if rest.len() > 8 {
         return None;
     }
-    let mut n = 0usize;
-    for &c in d {
-        let v = c.wrapping_sub(b'0');
-        if v > 9 {
-            return None;
-        }
-        n = n * 10 + usize::from(v);
+    let mut n = digit(first)?;
+    for &c in rest {
+        n = n * 10 + digit(c)?;
     }
     Some(n)
 }
