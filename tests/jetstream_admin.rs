@@ -305,11 +305,14 @@ fn shutdown_statuses(r: Reactor, shards: &str) {
         r,
         &["-js", "-sd", od.to_str().unwrap(), "--shards", shards],
     ));
-    assert_eq!(
-        reference,
-        "NATS/1.0 409 Server Shutdown|Nats-Pending-Messages: 9|Nats-Pending-Bytes: 0"
+    let status = "NATS/1.0 409 Server Shutdown|Nats-Pending-Messages: 9|Nats-Pending-Bytes: 0";
+    // The reference sent its status twice once in CI, on a loaded machine (a race of its
+    // own shutdown paths); rnats sends it once.
+    assert!(
+        reference == status || reference == format!("{status}|{status}"),
+        "{reference}"
     );
-    assert_eq!(ours, reference);
+    assert_eq!(ours, status);
 }
 
 mod one_shard {
