@@ -294,7 +294,23 @@ impl UringPoller {
                 .sec(timeout.as_secs())
                 .nsec(timeout.subsec_nanos());
             let args = types::SubmitArgs::new().timespec(&ts);
-            self.ring.submitter().submit_with_args(1, &args)
+            if self.ring.params().is_setup_sqpoll() && self.ring.submission().is_empty() {
+                // Nothing to submit: wait without waking a sleeping submission thread
+                // (the library's wait would, and the thread would then poll for its idle
+                // time: an idle server would burn that much CPU at every timer wake-up).
+                // SAFETY: an enter that submits nothing and waits for one completion, with
+                // `args` (a timeout that lives through the call) as its extended argument.
+                unsafe {
+                    self.ring.submitter().enter(
+                        0,
+                        1,
+                        (io_uring::EnterFlags::GETEVENTS | io_uring::EnterFlags::EXT_ARG).bits(),
+                        Some(&args),
+                    )
+                }
+            } else {
+                self.ring.submitter().submit_with_args(1, &args)
+            }
         };
         match r {
             Ok(_) => {}
