@@ -118,9 +118,8 @@ impl BufRing {
         }
     }
 
-    /// Hands the kernel as many new buffers as it has now (or what is left). False when
-    /// every buffer is out already.
-    pub fn grow(&mut self) -> bool {
+    /// Hands the kernel as many new buffers as it has now (or what is left).
+    pub fn grow(&mut self) {
         let n = self.posted().min(self.reserve.len());
         for _ in 0..n {
             if let Some(bid) = self.reserve.pop() {
@@ -130,7 +129,6 @@ impl BufRing {
         if n > 0 {
             self.publish();
         }
-        n > 0
     }
 
     fn put(&mut self, bid: u16) {

@@ -101,14 +101,9 @@ impl Internals {
         if data.is_empty() {
             return Vec::new();
         }
-        match self.pool.pop() {
-            Some(mut v) => {
-                v.clear();
-                v.extend_from_slice(data);
-                v
-            }
-            None => data.to_vec(),
-        }
+        let mut v = self.buffer();
+        v.extend_from_slice(data);
+        v
     }
 
     /// Keep a handled message's buffers for later copies.
