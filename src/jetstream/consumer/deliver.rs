@@ -114,7 +114,7 @@ impl Consumer {
         };
         let mut sz = (msg.subject.len() + reply.len() + hdr.len() + payload.len()) as i64;
         let (to, req_left) = if self.cfg.is_push() {
-            (self.cfg.deliver_subject.clone(), None)
+            (String::new(), None)
         } else if let Some(t) = self.next_waiting(sz, env, now) {
             if self.cfg.priority_policy == PriorityPolicy::PinnedClient {
                 hdr = wire::add_header(&hdr, wire::PIN_ID, &self.pin_id);
@@ -257,7 +257,12 @@ impl Consumer {
         let dseq = self.dseq;
         self.dseq += 1;
         let seq = h.msg.seq;
-        let psz = (h.to.len() + h.reply.len() + h.hdr.len() + h.payload.len()) as u64;
+        let to_len = if h.to.is_empty() {
+            self.cfg.deliver_subject.len()
+        } else {
+            h.to.len()
+        };
+        let psz = (to_len + h.reply.len() + h.hdr.len() + h.payload.len()) as u64;
         if self.maxpb > 0 {
             self.pbytes += psz;
         }
@@ -273,7 +278,12 @@ impl Consumer {
             self.track_pending(seq, dseq, wall, now);
         }
         let hdr = (!h.hdr.is_empty()).then_some(h.hdr.as_slice());
-        env.deliver(&h.to, &h.msg.subject, &h.reply, hdr, &h.payload);
+        let to = if h.to.is_empty() {
+            self.cfg.deliver_subject.as_str()
+        } else {
+            h.to.as_str()
+        };
+        env.deliver(to, &h.msg.subject, &h.reply, hdr, &h.payload);
         if self.maxpb > 0 && self.need_flow_control(psz) {
             self.send_flow_control(env);
         }

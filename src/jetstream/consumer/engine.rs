@@ -27,6 +27,7 @@ pub(super) struct SkipList {
 
 /// A delivery held back by replay timing or the rate limit, ready to send.
 pub(super) struct Held {
+    /// A pull request's reply subject; empty for a push consumer (its deliver subject).
     pub to: String,
     pub msg: StoredMsg,
     pub reply: String,

@@ -47,36 +47,61 @@ pub fn ack_subject(stream: &str, consumer: &str, a: &AckInfo) -> String {
     out
 }
 
-fn ack_num(tok: &str) -> Option<u64> {
-    if tok.is_empty() || !tok.bytes().all(|b| b.is_ascii_digit()) {
+fn ack_num(tok: &[u8]) -> Option<u64> {
+    if tok.is_empty() || !tok.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    tok.parse().ok()
+    // Up to 19 digits cannot overflow; longer ones (leading zeros, or too big) are checked.
+    if tok.len() <= 19 {
+        return Some(tok.iter().fold(0u64, |n, &b| n * 10 + u64::from(b - b'0')));
+    }
+    tok.iter()
+        .try_fold(0u64, |n, &b| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))
 }
 
 /// Parse an ack subject, v1 (9 tokens) or v2 (11 or more: domain and account hash after
-/// `$JS.ACK`). `None` when it is not one.
-pub fn parse_ack_subject(subject: &str) -> Option<AckInfo> {
-    // The tokens that matter are among the first 11; more only says "v2".
-    let mut toks: [&str; 11] = [""; 11];
+/// `$JS.ACK`). `None` when it is not one. One pass over the bytes: it runs for every ack.
+pub fn parse_ack_subject(subject: impl AsRef<[u8]>) -> Option<AckInfo> {
+    let subject = subject.as_ref();
+    let rest = subject.strip_prefix(b"$JS.ACK.")?;
+    // Token boundaries after `$JS.ACK.`: the numbers are the last five tokens of a v1
+    // subject (7 tokens here) or tokens 5..10 of a v2 one (9 or more here).
+    let mut ends = [0usize; 9];
     let mut n = 0usize;
-    for t in subject.split('.') {
-        if let Some(slot) = toks.get_mut(n) {
-            *slot = t;
+    for (i, &b) in rest.iter().enumerate() {
+        if b == b'.' {
+            if let Some(e) = ends.get_mut(n) {
+                *e = i;
+            }
+            n += 1;
         }
-        n += 1;
     }
-    if (n != 9 && n < 11) || toks[0] != "$JS" || toks[1] != "ACK" {
+    let tokens = n + 1;
+    if tokens != 7 && tokens < 9 {
         return None;
     }
-    let off = if n >= 11 { 4 } else { 2 };
-    let num = |i: usize| toks.get(off + i).and_then(|t| ack_num(t));
+    if tokens <= 9 {
+        if let Some(e) = ends.get_mut(tokens - 1) {
+            *e = rest.len();
+        }
+    }
+    let first = if tokens >= 9 { 4 } else { 2 };
+    let tok = |i: usize| -> &[u8] {
+        let at = first + i;
+        let from = match at.checked_sub(1) {
+            Some(p) => ends.get(p).map_or(0, |e| e + 1),
+            None => 0,
+        };
+        let to = ends.get(at).copied().unwrap_or(rest.len());
+        rest.get(from..to).unwrap_or_default()
+    };
+    let num = |i: usize| ack_num(tok(i));
     Some(AckInfo {
-        deliveries: num(2).unwrap_or(0),
-        stream_seq: num(3).unwrap_or(0),
-        consumer_seq: num(4).unwrap_or(0),
-        ts: num(5).and_then(|n| i64::try_from(n).ok()).unwrap_or(-1),
-        pending: num(6).unwrap_or(0),
+        deliveries: num(0).unwrap_or(0),
+        stream_seq: num(1).unwrap_or(0),
+        consumer_seq: num(2).unwrap_or(0),
+        ts: num(3).and_then(|n| i64::try_from(n).ok()).unwrap_or(-1),
+        pending: num(4).unwrap_or(0),
     })
 }
 
@@ -283,6 +308,16 @@ mod tests {
             parse_ack_subject("$JS.ACK.S.C.x.2.3.4.5").map(|a| a.deliveries),
             Some(0)
         );
+        // v2 with exactly 11 tokens; 10 tokens is neither form; bytes work as strings do.
+        let v2 = parse_ack_subject(b"$JS.ACK.D.H.S.C.1.22.333.4444.5").unwrap();
+        assert_eq!(
+            (v2.deliveries, v2.stream_seq, v2.consumer_seq, v2.ts, v2.pending),
+            (1, 22, 333, 4444, 5)
+        );
+        assert_eq!(parse_ack_subject("$JS.ACK.H.S.C.1.2.3.4.5"), None);
+        // A number past u64 is not a number; an empty token neither.
+        let big = parse_ack_subject("$JS.ACK.S.C.1.99999999999999999999999.3..5").unwrap();
+        assert_eq!((big.stream_seq, big.ts, big.pending), (0, -1, 5));
     }
 
     #[test]

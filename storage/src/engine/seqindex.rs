@@ -109,6 +109,16 @@ impl<E> SeqIndex<E> {
     }
 
     fn chunk_pos(&self, base: u64) -> Result<usize, usize> {
+        // Dense streams keep every chunk: the position follows from the first base
+        // (a lookup runs for every message a consumer reads; the search took 4%).
+        if let Some(front) = self.chunks.front() {
+            if let Some(i) = base.checked_sub(front.base).map(|d| d / CHUNK) {
+                let i = usize::try_from(i).unwrap_or(usize::MAX);
+                if self.chunks.get(i).is_some_and(|c| c.base == base) {
+                    return Ok(i);
+                }
+            }
+        }
         self.chunks.binary_search_by(|c| c.base.cmp(&base))
     }
 
