@@ -116,19 +116,32 @@ fn split_op(line: &[u8]) -> (&[u8], &[u8]) {
 }
 
 /// Splits arguments on runs of spaces/tabs into `out`; returns how many were found (at most
-/// `out.len() + 1`, so callers can detect too many).
-fn split_args<'a>(args: &'a [u8], out: &mut [&'a [u8]; 5]) -> usize {
+/// `out.len() + 1`, so callers can detect too many). Separators are found with SIMD
+/// (`memchr2`): this runs for every delivery, and a byte loop over the subjects was a fifth
+/// of a consuming client's time.
+fn split_args<'a>(mut args: &'a [u8], out: &mut [&'a [u8]; 5]) -> usize {
     let mut n = 0;
-    for tok in args.split(|&b| is_space(b)).filter(|t| !t.is_empty()) {
-        if n < out.len() {
-            out[n] = tok;
+    loop {
+        while let Some((&f, rest)) = args.split_first() {
+            if !is_space(f) {
+                break;
+            }
+            args = rest;
+        }
+        if args.is_empty() {
+            return n;
+        }
+        let end = memchr::memchr2(b' ', b'\t', args).unwrap_or(args.len());
+        let (tok, rest) = args.split_at(end);
+        if let Some(slot) = out.get_mut(n) {
+            *slot = tok;
         }
         n += 1;
         if n > out.len() {
-            break;
+            return n;
         }
+        args = rest;
     }
-    n
 }
 
 fn parse_len(tok: &[u8]) -> Option<usize> {
@@ -198,8 +211,9 @@ pub fn encode_pub(out: &mut Vec<u8>, subject: &[u8], reply: Option<&[u8]>, paylo
         out.extend_from_slice(r);
         out.push(b' ');
     }
-    // No allocation: the reqrep responder encodes inside every timed round trip.
-    let _ = write!(out, "{}", payload.len());
+    // No allocation and no formatter: the reqrep responder encodes inside every timed
+    // round trip, a consumer for every ack.
+    out.extend_from_slice(itoa::Buffer::new().format(payload.len()).as_bytes());
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(payload);
     out.extend_from_slice(b"\r\n");
@@ -273,6 +287,25 @@ mod tests {
                 data: b""
             })
         );
+    }
+
+    // Runs of spaces and tabs separate arguments; too many arguments are refused.
+    #[test]
+    fn msg_arguments_split_on_runs_of_blanks() {
+        let f = all(b"MSG  a.b\t 7 \t_INBOX.y   3 \r\nabc\r\n");
+        assert_eq!(
+            f[0],
+            Frame::Msg(Msg {
+                subject: b"a.b",
+                sid: b"7",
+                reply: Some(b"_INBOX.y"),
+                header_len: 0,
+                data: b"abc"
+            })
+        );
+        assert!(parse_frame(b"MSG a 1 r x 3\r\nabc\r\n").is_err());
+        assert!(parse_frame(b"MSG a 1 r x y z 3\r\nabc\r\n").is_err());
+        assert!(parse_frame(b"MSG a\r\n").is_err());
     }
 
     // §3.6: HMSG <subject> <sid> [reply] <#hdr> <#total>
