@@ -343,13 +343,10 @@ impl ShardJs {
         }
         self.attention = false;
         // Writes first: consumers deliver what is durable by now.
-        let mut out = Vec::new();
         for st in self.streams.values_mut() {
             st.sync_usage();
             let before = st.store.durable_seq();
-            for a in st.durable_acks() {
-                out.push((st.account, a));
-            }
+            st.durable_acks();
             if st.store.durable_seq() > before {
                 for slot in st.consumers.values_mut() {
                     slot.c.on_durable();
@@ -358,11 +355,13 @@ impl ShardJs {
         }
         let more = self.poll_consumers(core, now);
         let mut waiting = more;
-        for st in self.streams.values() {
+        for st in self.streams.values_mut() {
+            let acc = st.account;
+            let n = std::mem::take(&mut st.acks_ready);
+            st.acks.release(n, |reply, body| {
+                core.publish_jetstream(acc, reply, b"", None, body, now);
+            });
             waiting |= st.waiting();
-        }
-        for (acc, a) in out {
-            core.publish_jetstream(acc, &a.reply, b"", None, &a.body, now);
         }
         self.attention |= waiting;
         self.poll_at = waiting.then(|| if more { now } else { now + DURABILITY_POLL });

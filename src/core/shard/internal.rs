@@ -57,9 +57,13 @@ impl InternalMsg {
 /// ([`InternalMsg::take`] keeps it).
 pub type Handler = Box<dyn FnMut(&mut ShardCore, &mut InternalMsg, Instant)>;
 
-/// Buffers kept for reuse by internal deliveries, at most, and the largest kept.
-const POOL_BUFS: usize = 256;
+/// Buffers kept for reuse by internal deliveries: at most this many, holding at most
+/// [`POOL_MAX_BYTES`] together, none over [`POOL_MAX_CAP`]. One read of 64 KiB of small
+/// JetStream publishes queues over a thousand messages of up to four buffers each before
+/// their handlers run: with 256 buffers most of them were allocated and freed again.
+const POOL_BUFS: usize = 8192;
 const POOL_MAX_CAP: usize = 64 * 1024;
+const POOL_MAX_BYTES: usize = 4 * 1024 * 1024;
 
 /// A shard's part of a [`ShardCore::gather`].
 pub type PartFn<T> = Arc<dyn Fn(&mut ShardCore, Instant) -> T + Send + Sync>;
@@ -83,6 +87,8 @@ pub(crate) struct Internals {
     queue: VecDeque<(SubId, InternalMsg)>,
     /// Buffers of handled messages, for the copies of the next ones.
     pool: Vec<Vec<u8>>,
+    /// The capacity the pool holds.
+    pool_bytes: usize,
     /// Pending requests by inbox subject.
     requests: FastMap<Vec<u8>, (Instant, Option<ReplyHandler>)>,
     /// The inbox subscription of each account for requests.
@@ -117,13 +123,16 @@ impl Internals {
     /// An empty buffer from the pool (or a new one).
     fn buffer(&mut self) -> Vec<u8> {
         let mut v = self.pool.pop().unwrap_or_default();
+        self.pool_bytes = self.pool_bytes.saturating_sub(v.capacity());
         v.clear();
         v
     }
 
     /// Keep one buffer for later copies (if the pool has room and it is not too large).
     fn give_back(&mut self, v: Vec<u8>) {
-        if self.pool.len() < POOL_BUFS && v.capacity() > 0 && v.capacity() <= POOL_MAX_CAP {
+        let cap = v.capacity();
+        if self.pool.len() < POOL_BUFS && cap > 0 && cap <= POOL_MAX_CAP && self.pool_bytes + cap <= POOL_MAX_BYTES {
+            self.pool_bytes += cap;
             self.pool.push(v);
         }
     }

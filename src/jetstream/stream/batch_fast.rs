@@ -10,7 +10,7 @@
 
 use super::batch::{BatchLimits, BatchOutcome, FAST_INFLIGHT};
 use super::ingest::{pub_ack, pub_ack_error, Ingested, Mode};
-use super::{PendingAck, Stream};
+use super::Stream;
 use crate::jetstream::api::errors_table as e;
 use crate::jetstream::api::ApiError;
 use std::sync::atomic::Ordering;
@@ -180,11 +180,7 @@ impl Stream {
         self.batches.drop_fast(id);
         if !reply.is_empty() {
             let body = self.fast_pub_ack(domain, sseq, id, count);
-            self.acks.push_back(PendingAck {
-                seq: sseq,
-                reply: reply.to_vec(),
-                body,
-            });
+            self.acks.push(sseq, reply, &body);
             // Durable already: the stream's ack queue releases it at the next poll.
             self.dirty = true;
         }

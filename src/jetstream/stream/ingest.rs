@@ -6,7 +6,7 @@
 //! reference checks them; the messages of a committing batch ([`super::batch`]) were
 //! checked as a whole before and skip the per-message consistency checks.
 
-use super::{PendingAck, Stream};
+use super::Stream;
 use crate::jetstream::api::config::Retention;
 use crate::jetstream::api::errors_table as e;
 use crate::jetstream::api::ApiError;
@@ -36,13 +36,19 @@ pub enum Ingested {
 /// The PubAck `{"stream":"S",["domain":"D",]"seq":N}` (the reference writes it by hand in
 /// this order).
 pub fn pub_ack(stream: &str, domain: &str, seq: u64, duplicate: bool) -> Vec<u8> {
-    use crate::proto::gojson::push_quoted;
     let mut out = Vec::with_capacity(32 + stream.len() + domain.len());
+    pub_ack_into(&mut out, stream, domain, seq, duplicate);
+    out
+}
+
+/// [`pub_ack`], appended to `out`.
+pub fn pub_ack_into(out: &mut Vec<u8>, stream: &str, domain: &str, seq: u64, duplicate: bool) {
+    use crate::proto::gojson::push_quoted;
     out.extend_from_slice(b"{\"stream\":");
-    push_quoted(&mut out, stream);
+    push_quoted(out, stream);
     if !domain.is_empty() {
         out.extend_from_slice(b",\"domain\":");
-        push_quoted(&mut out, domain);
+        push_quoted(out, domain);
     }
     out.extend_from_slice(b",\"seq\":");
     out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
@@ -50,7 +56,6 @@ pub fn pub_ack(stream: &str, domain: &str, seq: u64, duplicate: bool) -> Vec<u8>
         out.extend_from_slice(b",\"duplicate\": true");
     }
     out.push(b'}');
-    out
 }
 
 /// The failed PubAck `{"error":{...},"stream":"S","seq":0}`.
@@ -352,16 +357,14 @@ impl Stream {
         tail: Option<String>,
     ) -> Ingested {
         if respond {
-            let mut body = pub_ack(&self.name, domain, seq, false);
-            if let Some(t) = tail {
-                body.pop();
-                body.extend_from_slice(t.as_bytes());
-                body.push(b'}');
-            }
-            self.acks.push_back(PendingAck {
-                seq,
-                reply: reply.to_vec(),
-                body,
+            let name = &self.name;
+            self.acks.push_with(seq, reply, |out| {
+                pub_ack_into(out, name, domain, seq, false);
+                if let Some(t) = tail {
+                    out.pop();
+                    out.extend_from_slice(t.as_bytes());
+                    out.push(b'}');
+                }
             });
         }
         Ingested::Stored { seq, purged }

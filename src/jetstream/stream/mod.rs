@@ -1,6 +1,7 @@
 //! One stream on its owning shard: its configuration, its store, the duplicate window,
 //! the acknowledgements waiting for durability, and its consumers.
 //!
+//! - [`acks`]: the PubAcks waiting for durability, without an allocation each.
 //! - [`ingest`]: a publish into the stream (the reference's header checks, dedupe,
 //!   rollups, TTLs, limits) and its PubAck.
 //! - [`direct`]: direct get (`allow_direct`).
@@ -17,6 +18,7 @@
 //!
 //! Ownership: a `Stream` lives in its shard's `ShardJs` and is only touched there.
 
+pub mod acks;
 pub mod batch;
 pub mod batch_fast;
 pub mod counter;
@@ -35,17 +37,9 @@ use super::api::config::{Compression, DiscardPolicy, StorageType, StreamConfig};
 use super::api::GoTime;
 use crate::core::accounts::AccountId;
 use crate::core::client::SubId;
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Duration;
 use storage::{FileStore, FileStoreConfig, MemStore, Store, StoreConfig, SyncMode};
-
-/// A PubAck that is sent once its sequence is durable.
-pub struct PendingAck {
-    pub seq: u64,
-    pub reply: Vec<u8>,
-    pub body: Vec<u8>,
-}
 
 /// A stream owned by this shard.
 pub struct Stream {
@@ -62,7 +56,9 @@ pub struct Stream {
     /// The last `Nats-Msg-Id` stored (for `Nats-Expected-Last-Msg-Id`).
     pub last_msg_id: String,
     /// PubAcks waiting for their write to be durable, in sequence order.
-    pub acks: VecDeque<PendingAck>,
+    pub acks: acks::AckQueue,
+    /// How many of [`Stream::acks`] are durable and go out at the end of this release.
+    pub acks_ready: usize,
     /// The store has buffered writes to submit.
     pub dirty: bool,
     /// The consumers, by name.
@@ -176,7 +172,8 @@ impl Stream {
             subs: Vec::new(),
             dedupe: dedupe::Dedupe::default(),
             last_msg_id: String::new(),
-            acks: VecDeque::new(),
+            acks: acks::AckQueue::default(),
+            acks_ready: 0,
             dirty: false,
             consumers: Default::default(),
             acked: Vec::new(),
@@ -200,8 +197,10 @@ impl Stream {
         self.cfg.duplicate_window
     }
 
-    /// Submit buffered writes and collect the PubAcks whose writes are durable now.
-    pub fn durable_acks(&mut self) -> Vec<PendingAck> {
+    /// Submit buffered writes and count the PubAcks whose writes are durable now
+    /// (into [`Stream::acks_ready`]; [`AckQueue::release`](acks::AckQueue::release)
+    /// sends them).
+    pub fn durable_acks(&mut self) {
         if self.dirty {
             self.dirty = false;
             if let Err(e) = self.store.submit() {
@@ -209,7 +208,8 @@ impl Stream {
             }
         }
         if self.acks.is_empty() && !self.syncing() {
-            return Vec::new();
+            self.acks_ready = 0;
+            return;
         }
         let durable = match self.store.poll_completions() {
             Ok(d) => d,
@@ -218,13 +218,7 @@ impl Stream {
                 self.store.durable_seq()
             }
         };
-        let mut out = Vec::new();
-        while self.acks.front().is_some_and(|a| a.seq <= durable) {
-            if let Some(a) = self.acks.pop_front() {
-                out.push(a);
-            }
-        }
-        out
+        self.acks_ready = self.acks.ready(durable);
     }
 
     /// Bring the usage counters up to the store's bytes.
