@@ -336,12 +336,16 @@ fn consumer_state_shrinks(r: common::Reactor, shards: &str) {
                 held.push(m.unwrap());
             }
             assert_eq!(held.len(), 40);
-            let odat = find_file(&dir, "o.dat").expect("o.dat");
+            // Deliveries are written within the consumer's state interval (20 ms).
             let deadline = std::time::Instant::now() + Duration::from_secs(5);
-            while std::fs::metadata(&odat).map_or(0, |m| m.len()) < 40 * 3 {
+            let odat = loop {
+                let f = find_file(&dir, "o.dat");
+                if let Some(f) = f.filter(|f| std::fs::metadata(f).map_or(0, |m| m.len()) >= 40 * 3) {
+                    break f;
+                }
                 assert!(std::time::Instant::now() < deadline, "o.dat never held 40 pending");
                 tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            };
             for m in held {
                 m.double_ack().await.unwrap();
             }
@@ -358,6 +362,59 @@ fn consumer_state_shrinks(r: common::Reactor, shards: &str) {
         assert_eq!(info.num_ack_pending, 0);
         assert_eq!(info.ack_floor.stream_sequence, 40);
         assert_eq!(info.delivered.stream_sequence, 40);
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Plain acks (no confirmation asked) are written within the consumer's state interval:
+/// right after a burst of them a clean stop (SIGTERM) still writes them, and the restarted
+/// consumer redelivers nothing.
+fn plain_acks_survive_a_clean_stop(r: common::Reactor, shards: &str) {
+    let dir = store_dir("plainacks");
+    {
+        let s = start(r, shards, &dir);
+        rt().block_on(async {
+            let (c, js) = js(&s).await;
+            let st = js
+                .create_stream(stream::Config {
+                    name: "PLAIN".into(),
+                    subjects: vec!["plain".into()],
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            for i in 0..30 {
+                js.publish("plain", format!("{i}").into()).await.unwrap().await.unwrap();
+            }
+            let cons = st
+                .create_consumer(consumer::pull::Config {
+                    durable_name: Some("P".into()),
+                    ack_policy: consumer::AckPolicy::Explicit,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            let mut b = cons.fetch().max_messages(30).messages().await.unwrap();
+            let mut n = 0;
+            while let Some(m) = b.next().await {
+                m.unwrap().ack().await.unwrap();
+                n += 1;
+            }
+            assert_eq!(n, 30);
+            // The server has read every ack once a round trip after them completes.
+            c.flush().await.unwrap();
+        });
+    }
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (_c, js) = js(&s).await;
+        let st = js.get_stream("PLAIN").await.unwrap();
+        let mut c: consumer::PullConsumer = st.get_consumer("P").await.unwrap();
+        let info = c.info().await.unwrap();
+        assert_eq!(info.ack_floor.stream_sequence, 30, "acks lost in a clean stop");
+        assert_eq!(info.num_ack_pending, 0);
+        assert_eq!(info.num_pending, 0);
     });
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
@@ -484,6 +541,7 @@ js_tests!(
     object_store_round_trip,
     restart_keeps_state,
     consumer_state_shrinks,
+    plain_acks_survive_a_clean_stop,
     retention
 );
 

@@ -139,6 +139,9 @@ pub struct Env<'a> {
     pub store: &'a mut dyn Store,
     pub acc: AccountId,
     pub now: Instant,
+    /// The wall clock, read once per environment (a poll delivers up to 256 messages, each
+    /// stamped; reading the clock for each was 3% of a push consumer's shard).
+    pub wall: std::cell::Cell<i64>,
 }
 
 impl ConsumerEnv for Env<'_> {
@@ -147,7 +150,10 @@ impl ConsumerEnv for Env<'_> {
     }
 
     fn now_ns(&self) -> i64 {
-        wall_ns()
+        if self.wall.get() == 0 {
+            self.wall.set(wall_ns());
+        }
+        self.wall.get()
     }
 
     fn has_interest(&mut self, subject: &str) -> bool {
@@ -238,6 +244,7 @@ pub(crate) fn with_consumer<R>(
         store: st.store.as_mut(),
         acc: key.0,
         now,
+        wall: Default::default(),
     };
     Some(f(&mut slot.c, &mut env))
 }
@@ -278,6 +285,7 @@ impl ShardJs {
             store: st.store.as_mut(),
             acc,
             now,
+            wall: Default::default(),
         };
         let mut c = Consumer::new(stream, name, cfg, created, state, &mut env, now);
         c.set_identity(&account, &domain);
@@ -310,6 +318,7 @@ impl ShardJs {
                     store: st.store.as_mut(),
                     acc,
                     now,
+                    wall: Default::default(),
                 };
                 slot.c.server_shutdown(&mut env);
                 if slot.write_at.take().is_some() || slot.c.take_dirty() {
@@ -341,6 +350,7 @@ impl ShardJs {
                 store: st.store.as_mut(),
                 acc: key.0,
                 now,
+                wall: Default::default(),
             };
             slot.c.stop(&mut env, "409 Consumer Deleted");
         }
@@ -395,6 +405,7 @@ impl ShardJs {
                     store: st.store.as_mut(),
                     acc: key.0,
                     now,
+                    wall: Default::default(),
                 };
                 if slot.c.wants_poll() {
                     more |= slot.c.poll(&mut env, now);
@@ -450,6 +461,7 @@ impl ShardJs {
                     store: st.store.as_mut(),
                     acc: key.0,
                     now,
+                    wall: Default::default(),
                 };
                 if slot.c.next_deadline().is_some_and(|d| d <= now) {
                     slot.c.tick(&mut env, now);

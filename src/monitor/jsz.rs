@@ -157,6 +157,7 @@ pub fn shard_streams(core: &mut ShardCore, want: PartWant, now: Instant) -> Vec<
                     store: st.store.as_mut(),
                     acc: *acc,
                     now,
+                    wall: Default::default(),
                 };
                 for slot in st.consumers.values_mut() {
                     let mut info =
