@@ -252,6 +252,39 @@ fn object_store_round_trip(r: common::Reactor, shards: &str) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A stream `name` on `subject` holding the payloads "0".."n-1" (each publish acked) and
+/// a durable pull consumer `durable` on it with explicit acks.
+async fn filled_with_durable(
+    js: &jetstream::Context,
+    name: &str,
+    subject: &str,
+    n: usize,
+    durable: &str,
+) -> consumer::Consumer<consumer::pull::Config> {
+    let st = js
+        .create_stream(stream::Config {
+            name: name.into(),
+            subjects: vec![subject.into()],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for i in 0..n {
+        js.publish(subject.to_string(), format!("{i}").into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    st.create_consumer(consumer::pull::Config {
+        durable_name: Some(durable.into()),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
 /// A restart keeps streams, messages and a durable consumer's ack floor.
 fn restart_keeps_state(r: common::Reactor, shards: &str) {
     let dir = store_dir("restart");
@@ -259,25 +292,7 @@ fn restart_keeps_state(r: common::Reactor, shards: &str) {
         let s = start(r, shards, &dir);
         rt().block_on(async {
             let (_c, js) = js(&s).await;
-            let st = js
-                .create_stream(stream::Config {
-                    name: "KEEP".into(),
-                    subjects: vec!["keep".into()],
-                    ..Default::default()
-                })
-                .await
-                .unwrap();
-            for i in 0..5 {
-                js.publish("keep", format!("{i}").into()).await.unwrap().await.unwrap();
-            }
-            let c = st
-                .create_consumer(consumer::pull::Config {
-                    durable_name: Some("D".into()),
-                    ack_policy: consumer::AckPolicy::Explicit,
-                    ..Default::default()
-                })
-                .await
-                .unwrap();
+            let c = filled_with_durable(&js, "KEEP", "keep", 5, "D").await;
             let mut b = c.fetch().max_messages(2).messages().await.unwrap();
             while let Some(m) = b.next().await {
                 m.unwrap().double_ack().await.unwrap();
@@ -307,29 +322,7 @@ fn consumer_state_shrinks(r: common::Reactor, shards: &str) {
         let s = start(r, shards, &dir);
         rt().block_on(async {
             let (_c, js) = js(&s).await;
-            let st = js
-                .create_stream(stream::Config {
-                    name: "SHRINK".into(),
-                    subjects: vec!["shrink".into()],
-                    ..Default::default()
-                })
-                .await
-                .unwrap();
-            for i in 0..40 {
-                js.publish("shrink", format!("{i}").into())
-                    .await
-                    .unwrap()
-                    .await
-                    .unwrap();
-            }
-            let c = st
-                .create_consumer(consumer::pull::Config {
-                    durable_name: Some("D".into()),
-                    ack_policy: consumer::AckPolicy::Explicit,
-                    ..Default::default()
-                })
-                .await
-                .unwrap();
+            let c = filled_with_durable(&js, "SHRINK", "shrink", 40, "D").await;
             let mut held = Vec::new();
             let mut b = c.fetch().max_messages(40).messages().await.unwrap();
             while let Some(m) = b.next().await {
@@ -376,25 +369,7 @@ fn plain_acks_survive_a_clean_stop(r: common::Reactor, shards: &str) {
         let s = start(r, shards, &dir);
         rt().block_on(async {
             let (c, js) = js(&s).await;
-            let st = js
-                .create_stream(stream::Config {
-                    name: "PLAIN".into(),
-                    subjects: vec!["plain".into()],
-                    ..Default::default()
-                })
-                .await
-                .unwrap();
-            for i in 0..30 {
-                js.publish("plain", format!("{i}").into()).await.unwrap().await.unwrap();
-            }
-            let cons = st
-                .create_consumer(consumer::pull::Config {
-                    durable_name: Some("P".into()),
-                    ack_policy: consumer::AckPolicy::Explicit,
-                    ..Default::default()
-                })
-                .await
-                .unwrap();
+            let cons = filled_with_durable(&js, "PLAIN", "plain", 30, "P").await;
             let mut b = cons.fetch().max_messages(30).messages().await.unwrap();
             let mut n = 0;
             while let Some(m) = b.next().await {
