@@ -58,9 +58,9 @@ pub struct StateFile {
 impl Slot {
     /// Note a change of state; write it now when `now` reaches its due time or an ack
     /// waits for its confirmation, then send the confirmations that the write covers.
-    /// False when a write failed (the confirmations are dropped: their acks time out at
-    /// the client and are retried; the write is tried again later).
-    fn save(&mut self, env: &mut Env<'_>, changed: bool, now: Instant) -> bool {
+    /// When the write fails the confirmations are dropped (their acks time out at the
+    /// client and are retried) and the write is tried again later.
+    fn save(&mut self, env: &mut Env<'_>, changed: bool, now: Instant) {
         if changed && self.dir.is_some() {
             self.write_at.get_or_insert(now + STATE_WRITE_EVERY);
         }
@@ -74,7 +74,6 @@ impl Slot {
                 env.publish(&reply, "", None, b"");
             }
         }
-        written
     }
 
     /// Write the consumer's state over `o.dat` (page cache; `sync`: and fdatasync it).

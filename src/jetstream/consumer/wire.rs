@@ -60,48 +60,28 @@ fn ack_num(tok: &[u8]) -> Option<u64> {
 }
 
 /// Parse an ack subject, v1 (9 tokens) or v2 (11 or more: domain and account hash after
-/// `$JS.ACK`). `None` when it is not one. One pass over the bytes: it runs for every ack.
+/// `$JS.ACK`). `None` when it is not one. Works on bytes: it runs for every ack.
 pub fn parse_ack_subject(subject: impl AsRef<[u8]>) -> Option<AckInfo> {
-    let subject = subject.as_ref();
-    let rest = subject.strip_prefix(b"$JS.ACK.")?;
-    // Token boundaries after `$JS.ACK.`: the numbers are the last five tokens of a v1
-    // subject (7 tokens here) or tokens 5..10 of a v2 one (9 or more here).
-    let mut ends = [0usize; 9];
+    // The tokens that matter are among the first 11; more only says "v2".
+    let mut toks: [&[u8]; 11] = [b""; 11];
     let mut n = 0usize;
-    for (i, &b) in rest.iter().enumerate() {
-        if b == b'.' {
-            if let Some(e) = ends.get_mut(n) {
-                *e = i;
-            }
-            n += 1;
+    for t in subject.as_ref().split(|&b| b == b'.') {
+        if let Some(slot) = toks.get_mut(n) {
+            *slot = t;
         }
+        n += 1;
     }
-    let tokens = n + 1;
-    if tokens != 7 && tokens < 9 {
+    if (n != 9 && n < 11) || toks[0] != b"$JS" || toks[1] != b"ACK" {
         return None;
     }
-    if tokens <= 9 {
-        if let Some(e) = ends.get_mut(tokens - 1) {
-            *e = rest.len();
-        }
-    }
-    let first = if tokens >= 9 { 4 } else { 2 };
-    let tok = |i: usize| -> &[u8] {
-        let at = first + i;
-        let from = match at.checked_sub(1) {
-            Some(p) => ends.get(p).map_or(0, |e| e + 1),
-            None => 0,
-        };
-        let to = ends.get(at).copied().unwrap_or(rest.len());
-        rest.get(from..to).unwrap_or_default()
-    };
-    let num = |i: usize| ack_num(tok(i));
+    let off = if n >= 11 { 4 } else { 2 };
+    let num = |i: usize| toks.get(off + i).and_then(|t| ack_num(t));
     Some(AckInfo {
-        deliveries: num(0).unwrap_or(0),
-        stream_seq: num(1).unwrap_or(0),
-        consumer_seq: num(2).unwrap_or(0),
-        ts: num(3).and_then(|n| i64::try_from(n).ok()).unwrap_or(-1),
-        pending: num(4).unwrap_or(0),
+        deliveries: num(2).unwrap_or(0),
+        stream_seq: num(3).unwrap_or(0),
+        consumer_seq: num(4).unwrap_or(0),
+        ts: num(5).and_then(|n| i64::try_from(n).ok()).unwrap_or(-1),
+        pending: num(6).unwrap_or(0),
     })
 }
 
