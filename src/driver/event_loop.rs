@@ -681,6 +681,9 @@ impl<P: Poller> EventLoop<P> {
 
     fn shutdown(&mut self) {
         let start = Instant::now();
+        // Completions the last wait reaped come first: a send the ring finished but the
+        // core has not yet counted would otherwise go out a second time.
+        self.on_completions(start);
         self.core.shutdown(start);
         self.service(start);
         let pre: Vec<usize> = self
