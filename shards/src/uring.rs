@@ -235,8 +235,11 @@ impl UringPoller {
         };
         let ignore = user_data(token, r.gen, KIND_IGNORE);
         if let Some(io) = r.io {
+            let file = io.file;
             self.forget_io(token, r.gen, io);
             self.submit_now();
+            // After the cancels went in: requests in flight hold their own reference.
+            self.unfix_file(file);
             return;
         }
         self.queue(

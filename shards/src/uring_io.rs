@@ -13,6 +13,10 @@
 //!   owns (the caller's bytes are copied, so the core may keep appending to its own). A
 //!   short send is continued here; the caller hears of the send once all of it went (or
 //!   it failed), and only then counts the bytes as written.
+//! - **Registered files**: each connection's socket goes into the ring's file table (slot
+//!   = its token) when the table has room, so its receives and sends name the slot and the
+//!   kernel takes no reference to the file per request; a token past the table's end uses
+//!   its descriptor. Removal empties the slot, so the socket closes with its descriptor.
 //! - **Removal** cancels both; a send buffer the kernel may still read is kept until that
 //!   send's last completion.
 
@@ -41,6 +45,8 @@ enum Recv {
 
 /// One connection's completion I/O state.
 pub(crate) struct ConnIo {
+    /// The socket as requests name it.
+    pub(crate) file: File,
     recv: Recv,
     /// Whether the connection wants its receive running (not paused).
     want_recv: bool,
@@ -60,13 +66,31 @@ pub(crate) struct CompletionIo {
     graveyard: HashMap<u64, Vec<u8>>,
     /// Large send buffers whose sends completed, for the owner to reuse.
     spent: Vec<Vec<u8>>,
+    /// Slots of the registered file table (0: none could be registered).
+    file_slots: u32,
 }
 
 /// Receive buffers a shard hands the kernel at first (the pool grows from there).
 pub const INITIAL_BUFFERS: u16 = 16;
 
-fn recv_entry(fd: RawFd, ud: u64, group: u16) -> squeue::Entry {
-    opcode::RecvMulti::new(types::Fd(fd), group).build().user_data(ud)
+/// Slots of a shard's registered file table (fewer where `RLIMIT_NOFILE` is lower): 128
+/// KiB of kernel memory per shard; connections past it use their descriptors.
+pub const FILE_SLOTS: u32 = 16 * 1024;
+
+/// How a request names a connection's socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum File {
+    Fd(RawFd),
+    /// A slot of the ring's registered file table.
+    Fixed(u32),
+}
+
+fn recv_entry(file: File, ud: u64, group: u16) -> squeue::Entry {
+    match file {
+        File::Fd(fd) => opcode::RecvMulti::new(types::Fd(fd), group).build(),
+        File::Fixed(i) => opcode::RecvMulti::new(types::Fixed(i), group).build(),
+    }
+    .user_data(ud)
 }
 
 fn cancel_entry(target: u64, token: usize, gen: u32) -> squeue::Entry {
@@ -81,13 +105,51 @@ impl UringPoller {
     /// where the kernel lacks provided-buffer rings.
     pub fn enable_completion(&mut self, count: u16, size: usize) -> io::Result<()> {
         let bufs = BufRing::new(&self.ring.submitter(), count, size, 0, INITIAL_BUFFERS)?;
+        // The kernel refuses a table larger than the descriptor limit.
+        let slots = FILE_SLOTS.min(nofile_limit());
+        // Without a table (an old kernel) requests name descriptors, as before.
+        let file_slots = match self.ring.submitter().register_files_sparse(slots) {
+            Ok(()) => slots,
+            Err(_) => 0,
+        };
         self.cio = Some(CompletionIo {
             bufs,
             starved: Vec::new(),
             graveyard: HashMap::new(),
             spent: Vec::new(),
+            file_slots,
         });
         Ok(())
+    }
+
+    /// How many connections' sockets are in the registered file table now.
+    pub fn fixed_files(&self) -> usize {
+        self.regs
+            .iter()
+            .flatten()
+            .filter(|r| matches!(&r.io, Some(io) if matches!(io.file, File::Fixed(_))))
+            .count()
+    }
+
+    /// Put `fd` in the file table at slot `token` if the table reaches that far.
+    fn fix_file(&mut self, fd: RawFd, token: usize) -> File {
+        let slots = self.cio.as_ref().map_or(0, |c| c.file_slots);
+        match u32::try_from(token) {
+            Ok(i) if i < slots => match self.ring.submitter().register_files_update(i, &[fd]) {
+                Ok(1) => File::Fixed(i),
+                _ => File::Fd(fd),
+            },
+            _ => File::Fd(fd),
+        }
+    }
+
+    /// Empty the file table's slot of a removed connection (the table holds a reference
+    /// to the socket: it would not close with its descriptor otherwise).
+    pub(crate) fn unfix_file(&mut self, file: File) {
+        if let File::Fixed(i) = file {
+            // Only a slot past the table's end fails, and `fix_file` gave none such.
+            let _ = self.ring.submitter().register_files_update(i, &[-1]);
+        }
     }
 
     /// Whether connections can be added with [`UringPoller::add_stream`].
@@ -100,7 +162,9 @@ impl UringPoller {
         let Some(group) = self.cio.as_ref().map(|c| c.bufs.group()) else {
             return false;
         };
+        let file = self.fix_file(fd, token);
         let io = ConnIo {
+            file,
             recv: Recv::Armed,
             want_recv: true,
             send: Vec::new(),
@@ -109,7 +173,7 @@ impl UringPoller {
             sending: false,
         };
         let gen = self.register(fd, token, Some(io));
-        self.queue(recv_entry(fd, user_data(token, gen, KIND_RECV), group));
+        self.queue(recv_entry(file, user_data(token, gen, KIND_RECV), group));
         true
     }
 
@@ -147,17 +211,14 @@ impl UringPoller {
 
     /// Submit `send[off..]` of `token`, which the caller just filled.
     fn submit_send(&mut self, token: usize, off: usize) {
-        let Some(Some(Reg {
-            fd, gen, io: Some(io), ..
-        })) = self.regs.get_mut(token)
-        else {
+        let Some(Some(Reg { gen, io: Some(io), .. })) = self.regs.get_mut(token) else {
             return;
         };
         io.send_start = off;
         io.send_off = off;
         io.sending = true;
         let e = send_entry(
-            *fd,
+            io.file,
             io.send.get(off..).unwrap_or_default(),
             user_data(token, *gen, KIND_SEND),
         );
@@ -216,16 +277,13 @@ impl UringPoller {
         let Some(group) = self.cio.as_ref().map(|c| c.bufs.group()) else {
             return;
         };
-        let Some(Some(Reg {
-            fd, gen, io: Some(io), ..
-        })) = self.regs.get_mut(token)
-        else {
+        let Some(Some(Reg { gen, io: Some(io), .. })) = self.regs.get_mut(token) else {
             return;
         };
         io.want_recv = true;
         if io.recv == Recv::Off {
             io.recv = Recv::Armed;
-            let e = recv_entry(*fd, user_data(token, *gen, KIND_RECV), group);
+            let e = recv_entry(io.file, user_data(token, *gen, KIND_RECV), group);
             self.queue(e);
         }
     }
@@ -258,15 +316,12 @@ impl UringPoller {
         let starved = std::mem::take(&mut c.starved);
         for (token, gen) in starved {
             if let Some(Some(Reg {
-                fd,
-                gen: g,
-                io: Some(io),
-                ..
+                gen: g, io: Some(io), ..
             })) = self.regs.get_mut(token)
             {
                 if *g == gen && io.want_recv && io.recv == Recv::Off {
                     io.recv = Recv::Armed;
-                    let e = recv_entry(*fd, user_data(token, gen, KIND_RECV), group);
+                    let e = recv_entry(io.file, user_data(token, gen, KIND_RECV), group);
                     self.queue(e);
                 }
             }
@@ -303,9 +358,10 @@ impl UringPoller {
             }
             return;
         };
-        let (fd, Some(io)) = (reg.fd, reg.io.as_mut()) else {
+        let Some(io) = reg.io.as_mut() else {
             return;
         };
+        let file = io.file;
         if kind == KIND_SEND {
             if res < 0 || (res == 0 && io.send_off < io.send.len()) {
                 io.sending = false;
@@ -317,7 +373,7 @@ impl UringPoller {
             if io.send_off < io.send.len() {
                 // A short send: the rest goes now, in order.
                 let rest = io.send.get(io.send_off..).unwrap_or_default();
-                rearm.push(send_entry(fd, rest, cqe.user_data()));
+                rearm.push(send_entry(file, rest, cqe.user_data()));
                 return;
             }
             io.sending = false;
@@ -366,7 +422,7 @@ impl UringPoller {
             io.recv = Recv::Off;
             if io.want_recv {
                 io.recv = Recv::Armed;
-                rearm.push(recv_entry(fd, cqe.user_data(), c.bufs.group()));
+                rearm.push(recv_entry(file, cqe.user_data(), c.bufs.group()));
             }
         }
     }
@@ -410,11 +466,30 @@ impl UringPoller {
     }
 }
 
-fn send_entry(fd: RawFd, data: &[u8], ud: u64) -> squeue::Entry {
-    opcode::Send::new(types::Fd(fd), data.as_ptr(), data.len() as u32)
-        .flags(libc::MSG_NOSIGNAL)
-        .build()
-        .user_data(ud)
+fn send_entry(file: File, data: &[u8], ud: u64) -> squeue::Entry {
+    let (ptr, len) = (data.as_ptr(), data.len() as u32);
+    match file {
+        File::Fd(fd) => opcode::Send::new(types::Fd(fd), ptr, len)
+            .flags(libc::MSG_NOSIGNAL)
+            .build(),
+        File::Fixed(i) => opcode::Send::new(types::Fixed(i), ptr, len)
+            .flags(libc::MSG_NOSIGNAL)
+            .build(),
+    }
+    .user_data(ud)
+}
+
+/// The soft limit on open descriptors (what a sparse file table may not exceed).
+fn nofile_limit() -> u32 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limit into a local struct of the right type.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return 0;
+    }
+    u32::try_from(r.rlim_cur).unwrap_or(u32::MAX)
 }
 
 /// Can this kernel do completion I/O (provided-buffer rings, multishot receive, send)?

@@ -371,3 +371,47 @@ fn sqpoll_removal_leaves_nothing_queued() {
     }
     p.remove(1);
 }
+
+#[test]
+fn a_removed_socket_leaves_the_file_table_and_closes() {
+    let Some(mut p) = poller(8, 256) else { return };
+    let (mut c, s) = pair();
+    p.add_stream(s.as_raw_fd(), 3);
+    assert_eq!(p.fixed_files(), 1, "its requests name a table slot");
+    c.write_all(b"in").unwrap();
+    let mut seen = Seen::default();
+    pump(&mut p, &mut seen, true, &mut Vec::new(), |s| {
+        s.bytes.get(&3).map_or(0, Vec::len) == 2
+    });
+    p.send(3, b"out");
+    pump(&mut p, &mut seen, true, &mut Vec::new(), |s| !s.sent.is_empty());
+    assert_eq!(seen.sent, vec![(3, 3, 0)]);
+    p.remove(3);
+    assert_eq!(p.fixed_files(), 0);
+    drop(s);
+    // Closing the descriptor closes the socket: the table no longer holds it.
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).expect("the peer sees the end, not a timeout");
+    assert_eq!(got, b"out");
+}
+
+#[test]
+fn a_token_past_the_file_table_uses_its_descriptor() {
+    let Some(mut p) = poller(8, 256) else { return };
+    let (mut c, s) = pair();
+    let t = FILE_SLOTS as usize + 7;
+    p.add_stream(s.as_raw_fd(), t);
+    assert_eq!(p.fixed_files(), 0);
+    c.write_all(b"hello").unwrap();
+    let mut seen = Seen::default();
+    pump(&mut p, &mut seen, true, &mut Vec::new(), |s| {
+        s.bytes.get(&t).map_or(0, Vec::len) == 5
+    });
+    p.send(t, b"back");
+    pump(&mut p, &mut seen, true, &mut Vec::new(), |s| !s.sent.is_empty());
+    let mut buf = [0u8; 4];
+    c.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"back");
+    p.remove(t);
+}
