@@ -89,6 +89,8 @@ pub struct UringPoller {
     pub(crate) cio: Option<crate::uring_io::CompletionIo>,
     /// Completions taken off the ring this turn (kept for its allocation).
     cqes: Vec<cqueue::Entry>,
+    /// The wake-up eventfd fired since [`UringPoller::take_woken`] last looked.
+    woken: bool,
 }
 
 impl UringPoller {
@@ -139,10 +141,22 @@ impl UringPoller {
             wake,
             cio: None,
             cqes: Vec::new(),
+            woken: false,
         };
         let ud = user_data(WAKE_TOKEN, 0, KIND_READ);
         p.queue(Self::poll_in(efd, ud));
         Ok(p)
+    }
+
+    /// The wake-up eventfd itself, for others that signal this thread (storage rings post
+    /// their completions to it).
+    pub fn wake_fd(&self) -> Arc<OwnedFd> {
+        self.wake.clone()
+    }
+
+    /// Whether the wake-up eventfd fired since the last call.
+    pub fn take_woken(&mut self) -> bool {
+        std::mem::take(&mut self.woken)
     }
 
     /// A notifier that wakes this poller's thread.
@@ -340,6 +354,7 @@ impl UringPoller {
             }
             let more = cqueue::more(cqe.flags());
             if token == WAKE_TOKEN {
+                self.woken = true;
                 if !more {
                     rearm.push(Self::poll_in(self.wake.as_raw_fd(), cqe.user_data()));
                 }

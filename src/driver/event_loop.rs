@@ -78,6 +78,15 @@ pub trait Poller: Send + 'static {
     /// Stop receiving for `token` until [`Poller::resume_recv`].
     fn pause_recv(&mut self, _token: usize) {}
     fn resume_recv(&mut self, _token: usize) {}
+    /// An eventfd that wakes this poller's thread, for storage backends to signal their
+    /// completions with (`None`: they are looked for on a timer).
+    fn io_wake(&self) -> Option<storage::io::Wake> {
+        None
+    }
+    /// Whether [`Poller::io_wake`] (or another wake-up) fired since the last call.
+    fn take_woken(&mut self) -> bool {
+        false
+    }
 }
 
 pub(super) struct Conn<S> {
@@ -194,6 +203,8 @@ impl<P: Poller> EventLoop<P> {
         spin_us: u64,
         transports: Transports,
     ) -> Self {
+        let mut core = core;
+        core.set_io_wake(poller.io_wake());
         EventLoop {
             core,
             poller,
@@ -279,6 +290,10 @@ impl<P: Poller> EventLoop<P> {
             }
             let now = Instant::now();
             awake_since = now;
+            if self.poller.take_woken() {
+                // A storage completion may be what woke us: its owner looks now.
+                self.core.woken(now);
+            }
             let mut worked = false;
             for ev in events.iter() {
                 if let Some(c) = self.conns.get_mut(ev.token) {

@@ -68,6 +68,14 @@ impl Poller for IoUringPoller {
         self.ring.send(token, data)
     }
 
+    fn io_wake(&self) -> Option<storage::io::Wake> {
+        Some(storage::io::Wake(self.ring.wake_fd()))
+    }
+
+    fn take_woken(&mut self) -> bool {
+        self.ring.take_woken()
+    }
+
     fn send_owned(&mut self, token: usize, buf: Vec<u8>, off: usize) -> Vec<u8> {
         self.ring.send_owned(token, buf, off)
     }

@@ -18,9 +18,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-/// How soon a shard looks again at writes in flight (the store's completions are polled,
-/// not signalled).
+/// How soon a shard looks again at writes in flight whose completions its stores do not
+/// signal (a backend without the shard's wake-up, the mio reactor).
 const DURABILITY_POLL: Duration = Duration::from_micros(50);
+/// How soon it looks again when every store in flight signals its completions (they wake
+/// the shard, which looks at once: this is only a safety net).
+const DURABILITY_FALLBACK: Duration = Duration::from_millis(2);
 
 /// Streams are keyed by account and name.
 pub type StreamKey = (AccountId, String);
@@ -94,8 +97,14 @@ impl ShardJs {
             .encryption
             .as_ref()
             .map(|enc| storage::crypto::StreamKeys::new(enc, &account, &cfg.name));
-        let mut store = stream::open_store(&cfg, dir.as_ref(), &self.js.settings.store, keys.as_ref())
-            .map_err(|e| super::api::errors_table::JS_STREAM_CREATE_ERR_F.err_with(e))?;
+        let mut store = stream::open_store(
+            &cfg,
+            dir.as_ref(),
+            &self.js.settings.store,
+            keys.as_ref(),
+            core.io_wake(),
+        )
+        .map_err(|e| super::api::errors_table::JS_STREAM_CREATE_ERR_F.err_with(e))?;
         if let Some(staging) = staged {
             stream::import::import(&staging, &account, self.js.settings.encryption.as_ref(), store.as_mut());
         }
@@ -355,16 +364,23 @@ impl ShardJs {
         }
         let more = self.poll_consumers(core, now);
         let mut waiting = more;
+        let mut unsignalled = false;
         for st in self.streams.values_mut() {
             let acc = st.account;
             let n = std::mem::take(&mut st.acks_ready);
             st.acks.release(n, |reply, body| {
                 core.publish_jetstream(acc, reply, b"", None, body, now);
             });
-            waiting |= st.waiting();
+            let w = st.waiting();
+            waiting |= w;
+            unsignalled |= w && !st.store.signals_completions();
         }
         self.attention |= waiting;
-        self.poll_at = waiting.then(|| if more { now } else { now + DURABILITY_POLL });
+        self.poll_at = waiting.then(|| match (more, unsignalled) {
+            (true, _) => now,
+            (false, true) => now + DURABILITY_POLL,
+            (false, false) => now + DURABILITY_FALLBACK,
+        });
         self.consumer_at = self.consumer_deadline();
     }
 
@@ -464,6 +480,13 @@ impl ShardExt for ShardJs {
             super::sourcing::tick(self, core, now);
         }
         self.release_acks(core, now);
+    }
+
+    fn woken(&mut self, now: Instant) {
+        // Writes in flight: their completion may be what woke the shard.
+        if self.poll_at.is_some() {
+            self.poll_at = Some(now);
+        }
     }
 
     fn as_any_mut(&mut self) -> &mut dyn Any {

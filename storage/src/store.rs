@@ -107,6 +107,11 @@ pub trait Store {
     fn durable_seq(&self) -> u64;
     /// Reap finished I/O (never blocks); returns [`Store::durable_seq`].
     fn poll_completions(&mut self) -> Result<u64>;
+    /// Does finished I/O signal the owner's wake-up (`FileStoreConfig::wake`)? Otherwise
+    /// the owner polls [`Store::poll_completions`] on a timer while writes are in flight.
+    fn signals_completions(&self) -> bool {
+        false
+    }
     /// Start writing what is buffered (the loop calls this once per turn).
     fn submit(&mut self) -> Result<()>;
     /// Write and sync everything buffered, waiting for it.

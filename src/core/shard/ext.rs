@@ -19,6 +19,9 @@ pub trait ShardExt: Any {
     fn next_deadline(&self) -> Option<Instant>;
     /// Run what is due at `now`.
     fn tick(&mut self, core: &mut ShardCore, now: Instant);
+    /// The shard's thread was woken: a storage completion may be ready (its deadline
+    /// can come now).
+    fn woken(&mut self, _now: Instant) {}
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
@@ -38,6 +41,23 @@ impl ShardCore {
             self.ext = Some(ext);
         }
         Some(r)
+    }
+
+    /// The shard's thread was woken (see [`ShardExt::woken`]).
+    pub fn woken(&mut self, now: Instant) {
+        if let Some(e) = self.ext.as_mut() {
+            e.woken(now);
+        }
+    }
+
+    /// The eventfd storage backends signal to wake this shard (`None`: none; they are
+    /// polled on a timer).
+    pub fn io_wake(&self) -> Option<&storage::io::Wake> {
+        self.io_wake.as_ref()
+    }
+
+    pub fn set_io_wake(&mut self, wake: Option<storage::io::Wake>) {
+        self.io_wake = wake;
     }
 
     pub(super) fn ext_after_step(&mut self, now: Instant) {

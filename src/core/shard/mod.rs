@@ -164,6 +164,8 @@ pub struct ShardCore {
     tracing: Option<Box<trace::Active>>,
     /// Subsystems living on this shard (JetStream), module `ext`.
     ext: Option<Box<dyn ext::ShardExt>>,
+    /// What storage backends on this shard signal when their writes complete.
+    io_wake: Option<storage::io::Wake>,
     /// The extension is in use (inside [`ShardCore::with_ext`]): internal handlers wait
     /// for the end of the step, since they may need it.
     ext_busy: bool,
@@ -206,6 +208,7 @@ impl ShardCore {
             tracing: None,
             traces: trace::Traces::default(),
             ext: None,
+            io_wake: None,
             ext_busy: false,
         };
         core.apply_table();

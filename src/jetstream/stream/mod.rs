@@ -130,6 +130,7 @@ pub fn open_store(
     dir: Option<&PathBuf>,
     opts: &StoreOptions,
     keys: Option<&storage::crypto::StreamKeys>,
+    wake: Option<&storage::io::Wake>,
 ) -> Result<Box<dyn Store>, String> {
     let scfg = store_config(cfg);
     match (cfg.storage, dir) {
@@ -138,6 +139,7 @@ pub fn open_store(
             let mut f = FileStoreConfig::new(dir.join("msgs"));
             f.sync = opts.sync;
             f.block_size = opts.block_size;
+            f.wake = wake.cloned();
             if let Some(k) = keys {
                 f.cipher = Some(std::sync::Arc::new(k.record_sealer()));
             }

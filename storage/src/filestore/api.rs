@@ -289,6 +289,10 @@ impl Store for FileStore {
         Ok(self.durable_seq())
     }
 
+    fn signals_completions(&self) -> bool {
+        self.signals
+    }
+
     fn submit(&mut self) -> Result<()> {
         self.writable()?;
         self.reap()?;

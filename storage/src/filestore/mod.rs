@@ -183,6 +183,8 @@ pub struct FileStoreConfig {
     /// its own when none is in flight, so that its fdatasync overlaps the writes still to
     /// come (0: batches start only at `submit` / `poll_completions` or under backpressure).
     pub early_batch: u64,
+    /// Signalled when a batch completes (the owning shard's event loop sleeps on it).
+    pub wake: Option<crate::io::Wake>,
 }
 
 impl FileStoreConfig {
@@ -197,6 +199,7 @@ impl FileStoreConfig {
             cipher: None,
             auto_compact: true,
             early_batch: 16 * 1024,
+            wake: None,
         }
     }
 }
@@ -287,6 +290,8 @@ pub struct FileStore {
     failed: Option<String>,
     closed: bool,
     corruptions: u64,
+    /// Completions signal `cfg.wake`.
+    signals: bool,
     stats: FileStoreStats,
     /// Whether the last open loaded the state file instead of scanning the blocks.
     from_state: bool,
@@ -322,7 +327,11 @@ impl FileStore {
             return Err(StoreError::Config("block_size below 4096".into()));
         }
         std::fs::create_dir_all(&fcfg.dir)?;
-        let io = crate::io::open_backend(&fcfg.dir, &fcfg.io)?;
+        let mut io = crate::io::open_backend(&fcfg.dir, &fcfg.io)?;
+        let signals = fcfg.wake.as_ref().is_some_and(|w| io.wake_on_completion(w));
+        if fcfg.wake.is_some() && !signals {
+            tracing::debug!(dir = %fcfg.dir.display(), "storage: completions are not signalled; the owner polls");
+        }
         let cipher: Arc<dyn BlockCipher> = fcfg.cipher.clone().unwrap_or_else(|| Arc::new(NoCipher));
         let mut fs = FileStore {
             eng: Engine::new(cfg, file_msg_size),
@@ -340,6 +349,7 @@ impl FileStore {
             failed: None,
             closed: false,
             corruptions: 0,
+            signals,
             stats: FileStoreStats::default(),
             tombs: Vec::new(),
             doomed: Vec::new(),

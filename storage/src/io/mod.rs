@@ -12,6 +12,11 @@
 //!
 //! Both keep their open files in a `table::FileTable`.
 //!
+//! Completion is learned by polling, but the owner need not poll on a timer: given a
+//! [`Wake`] (its shard's wake-up eventfd), a backend signals it whenever a batch completes
+//! (the ring's registered eventfd; the helper thread's write after each batch), so a
+//! sleeping shard wakes for the completion and polls once.
+//!
 //! [`open_backend`] picks one: io_uring with O_DIRECT when asked for and available, else
 //! the threaded backend.
 
@@ -83,6 +88,31 @@ pub trait Io {
     /// Backends that cannot tell say so only when nothing is in flight.
     fn writes_idle(&mut self) -> bool {
         self.in_flight() == 0
+    }
+    /// From now on signal `wake` each time a batch completes (the owner's event loop
+    /// sleeps on it instead of looking for completions on a timer). False where the
+    /// backend cannot.
+    fn wake_on_completion(&mut self, _wake: &Wake) -> bool {
+        false
+    }
+}
+
+/// An eventfd the owner of a store sleeps on (its shard's event loop), for backends to
+/// signal when a batch completes. Nothing to signal on targets without eventfds.
+#[derive(Clone, Debug)]
+pub struct Wake(#[cfg(target_os = "linux")] pub std::sync::Arc<std::os::fd::OwnedFd>);
+
+impl Wake {
+    /// Add one to the eventfd's counter (what wakes a poll on it).
+    pub fn signal(&self) {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let one: u64 = 1;
+            // SAFETY: writes the 8 bytes of a local integer to an eventfd we hold open;
+            // a full counter (EAGAIN) means a wake-up is pending anyway.
+            unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
     }
 }
 

@@ -31,6 +31,8 @@ pub struct Threaded {
     done: Receiver<Done>,
     in_flight: usize,
     thread: Option<JoinHandle<()>>,
+    /// Signalled by the helper thread after each batch, once set.
+    wake: Arc<std::sync::OnceLock<super::Wake>>,
 }
 
 impl Threaded {
@@ -39,9 +41,11 @@ impl Threaded {
         let (dtx, drx) = channel::<Done>();
         let d = dir.to_path_buf();
         let o = opener.clone();
+        let wake = Arc::new(std::sync::OnceLock::new());
+        let w = wake.clone();
         let thread = std::thread::Builder::new()
             .name("storage-io".into())
-            .spawn(move || run(jrx, dtx, &d, o.as_ref()))?;
+            .spawn(move || run(jrx, dtx, &d, o.as_ref(), &w))?;
         Ok(Threaded {
             dir: dir.to_path_buf(),
             opener,
@@ -50,6 +54,7 @@ impl Threaded {
             done: drx,
             in_flight: 0,
             thread: Some(thread),
+            wake,
         })
     }
 
@@ -58,7 +63,13 @@ impl Threaded {
     }
 }
 
-fn run(jobs: Receiver<Job>, done: Sender<Done>, dir: &Path, opener: &dyn Opener) {
+fn run(
+    jobs: Receiver<Job>,
+    done: Sender<Done>,
+    dir: &Path,
+    opener: &dyn Opener,
+    wake: &std::sync::OnceLock<super::Wake>,
+) {
     while let Ok(job) = jobs.recv() {
         let mut result = Ok(());
         for step in job.steps {
@@ -80,6 +91,9 @@ fn run(jobs: Receiver<Job>, done: Sender<Done>, dir: &Path, opener: &dyn Opener)
             .is_err()
         {
             return;
+        }
+        if let Some(w) = wake.get() {
+            w.signal();
         }
     }
 }
@@ -162,6 +176,11 @@ impl Io for Threaded {
 
     fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    fn wake_on_completion(&mut self, wake: &super::Wake) -> bool {
+        let _ = self.wake.set(wake.clone());
+        true
     }
 }
 

@@ -838,6 +838,11 @@ impl Io for Uring {
     fn in_flight(&self) -> usize {
         self.batches.len() + self.finished.len()
     }
+
+    fn wake_on_completion(&mut self, wake: &super::Wake) -> bool {
+        // The kernel signals the eventfd with every completion it posts to this ring.
+        self.ring.submitter().register_eventfd(wake.0.as_raw_fd()).is_ok()
+    }
 }
 
 impl Drop for Uring {
