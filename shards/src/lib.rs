@@ -13,6 +13,7 @@
 //! - `uring_io` (with `uring`): completion I/O on that ring: multishot receives into
 //!   provided buffers and submitted sends.
 //! - `uring_bufs` (with `uring`): the provided-buffer ring those receives fill.
+//! - `uring_accept` (with `uring`): the acceptor's multishot accept on a ring of its own.
 
 pub mod cpus;
 pub mod listener;
@@ -44,6 +45,8 @@ pub enum Completion {
 
 #[cfg(all(target_os = "linux", feature = "uring"))]
 pub mod uring;
+#[cfg(all(target_os = "linux", feature = "uring"))]
+pub mod uring_accept;
 #[cfg(all(target_os = "linux", feature = "uring"))]
 pub mod uring_bufs;
 #[cfg(all(target_os = "linux", feature = "uring"))]

@@ -154,7 +154,13 @@ pub(super) fn start<P: Poller>(
         })?;
         threads.push(h);
     }
-    let acceptor = Running::accepting(listener, &controls)?;
+    // On io_uring shards the acceptor uses a ring too (it falls back to mio by itself).
+    let with = if name == "mio" {
+        super::accept::AcceptWith::Mio
+    } else {
+        super::accept::AcceptWith::Ring
+    };
+    let acceptor = Running::accepting(listener, &controls, with)?;
     Ok(Running {
         stop,
         controls,

@@ -2,7 +2,8 @@
 //! `ShardCore` and sockets. Protocol decisions stay in the core: a driver moves bytes,
 //! keeps time and follows `ShardCore::status`.
 //!
-//! - [`accept`]: the acceptor thread that hands connections to shards round-robin.
+//! - [`accept`]: the acceptor thread that hands connections to shards round-robin
+//!   (`accept_uring`: its multishot accept on io_uring).
 //! - [`event_loop`]: the shard loop both reactors share, over a `Poller` (readiness, and
 //!   on io_uring completion I/O for plain TCP).
 //! - `completion`: the loop's handling of receive and send completions.
@@ -12,6 +13,8 @@
 //!   state machines are `crate::transport`'s).
 
 pub mod accept;
+#[cfg(all(target_os = "linux", feature = "uring"))]
+mod accept_uring;
 mod completion;
 pub mod event_loop;
 pub mod mio;
@@ -223,14 +226,19 @@ impl Running {
     }
 
     /// Start the acceptor, which hands connections to shards through `controls`.
-    pub(crate) fn accepting(listener: std::net::TcpListener, controls: &Controls) -> std::io::Result<accept::Acceptor> {
-        Self::accepting_as(listener, CLIENT_LISTENER, controls)
+    pub(crate) fn accepting(
+        listener: std::net::TcpListener,
+        controls: &Controls,
+        with: accept::AcceptWith,
+    ) -> std::io::Result<accept::Acceptor> {
+        Self::accepting_as(listener, CLIENT_LISTENER, controls, with)
     }
 
     fn accepting_as(
         listener: std::net::TcpListener,
         index: usize,
         controls: &Controls,
+        with: accept::AcceptWith,
     ) -> std::io::Result<accept::Acceptor> {
         let c = controls.clone();
         accept::Acceptor::start(
@@ -238,13 +246,15 @@ impl Running {
             index,
             controls.len(),
             Box::new(move |shard, acc| c.send(shard, Control::Accept(acc))),
+            with,
         )
     }
 
     /// Accept on another listener too; its connections are set up by
     /// `transports[index]`.
     pub fn add_listener(&mut self, listener: std::net::TcpListener, index: usize) -> std::io::Result<()> {
-        let a = Self::accepting_as(listener, index, &self.controls)?;
+        let with = self.acceptor.with();
+        let a = Self::accepting_as(listener, index, &self.controls, with)?;
         self.more.push(a);
         Ok(())
     }
