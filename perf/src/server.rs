@@ -43,9 +43,22 @@ pub fn resolve_loopback(target: &str) -> Result<SocketAddr> {
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released; a small race is accepted).
+///
+/// Never the same port twice in one process: the kernel may hand a just-released port to
+/// the next `bind(0)`, and two servers started side by side (tests run in parallel) must
+/// not be given the same one before either has bound it.
 pub fn free_port() -> Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    for _ in 0..64 {
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        let port = l.local_addr()?.port();
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return Ok(port);
+        }
+    }
+    Err(PerfError::Io(std::io::Error::other("no unused loopback port found")))
 }
 
 /// A server process we started; it is stopped when dropped.

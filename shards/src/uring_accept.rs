@@ -106,12 +106,15 @@ impl AcceptRing {
     /// Wait for connections or the stop wake-up: accepted sockets go to `out`, accept
     /// errors (out of descriptors, ...) to `errs`. True when woken to stop.
     pub fn wait(&mut self, out: &mut Vec<TcpStream>, errs: &mut Vec<io::Error>) -> bool {
+        // Connections taken at the set-up go first, without waiting for more.
+        let early = !self.early.is_empty();
         out.append(&mut self.early);
         if !self.armed {
             // SAFETY: as in `new`, the entry references no memory of ours.
             self.armed = unsafe { self.ring.submission().push(&accept_entry(self.listener.as_raw_fd())) }.is_ok();
         }
-        if let Err(e) = self.ring.submit_and_wait(1) {
+        let want = usize::from(!early);
+        if let Err(e) = self.ring.submit_and_wait(want) {
             if e.raw_os_error() != Some(libc::EINTR) {
                 errs.push(e);
             }
@@ -221,6 +224,32 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         stop.wake();
         assert!(t.join().unwrap(), "woken to stop");
+    }
+
+    #[test]
+    fn a_connection_queued_before_the_accept_is_armed_comes_at_once() {
+        if crate::uring::probe(8).is_err() {
+            return;
+        }
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let Ok(mut a) = AcceptRing::new(&l) else { return };
+        // The first wait hands it over without waiting for another connection (a blocked
+        // wait here would hang: nothing else arrives).
+        let (mut got, mut errs) = (Vec::new(), Vec::new());
+        let t = std::time::Instant::now();
+        while got.is_empty() {
+            assert!(t.elapsed() < Duration::from_secs(5), "the queued connection never came");
+            let stop = a.stopper();
+            let waker = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(3));
+                stop.wake();
+            });
+            a.wait(&mut got, &mut errs);
+            assert!(t.elapsed() < Duration::from_secs(1), "handed only when woken");
+            drop(waker);
+        }
+        assert_eq!(got[0].peer_addr().unwrap(), c.local_addr().unwrap());
     }
 
     #[test]
