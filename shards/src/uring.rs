@@ -71,10 +71,27 @@ pub struct EventFdNotify(Arc<OwnedFd>);
 
 impl Notify for EventFdNotify {
     fn notify(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live local into an eventfd we own.
-        let _ = unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        signal(&self.0);
     }
+}
+
+/// A new non-blocking, close-on-exec eventfd.
+pub(crate) fn eventfd() -> io::Result<Arc<OwnedFd>> {
+    // SAFETY: eventfd returns a new fd that we own from here on.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if efd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `efd` was just created and is owned by nobody else.
+    Ok(Arc::new(unsafe { OwnedFd::from_raw_fd(efd) }))
+}
+
+/// Add one to an eventfd's counter (what wakes a poll on it).
+pub(crate) fn signal(fd: &OwnedFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live local into an eventfd we own; a full counter
+    // (EAGAIN) means a wake-up is pending anyway.
+    let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
 }
 
 /// A shard's ring and the sockets registered with it. Owned by one shard thread.
@@ -126,13 +143,8 @@ impl UringPoller {
     }
 
     fn with_ring(ring: IoUring) -> io::Result<UringPoller> {
-        // SAFETY: eventfd returns a new fd that we own from here on.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if efd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `efd` was just created and is owned by nobody else.
-        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
+        let wake = eventfd()?;
+        let efd = wake.as_raw_fd();
         let mut p = UringPoller {
             ring,
             regs: Vec::new(),

@@ -26,9 +26,7 @@ pub struct AcceptStop(Arc<OwnedFd>);
 
 impl AcceptStop {
     pub fn wake(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes the 8 bytes of a local integer to our eventfd.
-        unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        crate::uring::signal(&self.0);
     }
 }
 
@@ -55,13 +53,7 @@ impl AcceptRing {
             Ok(r) => r,
             Err(_) => IoUring::new(64)?,
         };
-        // SAFETY: eventfd returns a new descriptor, owned from here on.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if efd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `efd` was just created and nobody else owns it.
-        let wake = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
+        let wake = crate::uring::eventfd()?;
         let mut a = AcceptRing {
             ring,
             listener,
