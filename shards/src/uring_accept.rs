@@ -33,7 +33,7 @@ impl AcceptStop {
 /// Accepts on one listener through a multishot accept.
 pub struct AcceptRing {
     ring: IoUring,
-    /// The listener (a duplicate of the caller's descriptor, closed with the ring).
+    /// The listener (closed with the ring).
     listener: TcpListener,
     wake: Arc<OwnedFd>,
     /// The multishot accept is in the kernel (it ends on some errors and must be re-armed).
@@ -43,10 +43,9 @@ pub struct AcceptRing {
 }
 
 impl AcceptRing {
-    /// Arm a multishot accept on (a duplicate of) `listener`. Fails where io_uring or
-    /// multishot accept is not available.
-    pub fn new(listener: &TcpListener) -> io::Result<AcceptRing> {
-        let listener = listener.try_clone()?;
+    /// Arm a multishot accept on `listener`. Fails where io_uring or multishot accept is
+    /// not available.
+    pub fn new(listener: TcpListener) -> io::Result<AcceptRing> {
         // One thread submits and waits: its accepts run when it waits, not as interrupts
         // of whatever it does (kernels before 6.1 lack the flags).
         let ring: IoUring = match IoUring::builder().setup_single_issuer().setup_defer_taskrun().build(64) {
@@ -181,7 +180,7 @@ mod tests {
             return;
         }
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let Ok(mut a) = AcceptRing::new(&l) else {
+        let Ok(mut a) = AcceptRing::new(l.try_clone().unwrap()) else {
             eprintln!("no multishot accept here; skipping");
             return;
         };
@@ -207,7 +206,7 @@ mod tests {
         // submitted to and waited on there).
         let (tx, rx) = std::sync::mpsc::channel();
         let t = std::thread::spawn(move || {
-            let mut a = AcceptRing::new(&l).unwrap();
+            let mut a = AcceptRing::new(l.try_clone().unwrap()).unwrap();
             tx.send(a.stopper()).unwrap();
             let (mut o, mut e) = (Vec::new(), Vec::new());
             a.wait(&mut o, &mut e)
@@ -225,7 +224,9 @@ mod tests {
         }
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let Ok(mut a) = AcceptRing::new(&l) else { return };
+        let Ok(mut a) = AcceptRing::new(l.try_clone().unwrap()) else {
+            return;
+        };
         // The first wait hands it over without waiting for another connection (a blocked
         // wait here would hang: nothing else arrives).
         let (mut got, mut errs) = (Vec::new(), Vec::new());
@@ -252,7 +253,9 @@ mod tests {
         for _ in 0..20 {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             let addr = l.local_addr().unwrap();
-            let Ok(a) = AcceptRing::new(&l) else { return };
+            let Ok(a) = AcceptRing::new(l.try_clone().unwrap()) else {
+                return;
+            };
             drop(l);
             drop(a);
             // Exclusive bind (no SO_REUSEADDR games): fails while anything holds the port.

@@ -122,8 +122,9 @@ impl UringPoller {
         Ok(())
     }
 
-    /// How many connections' sockets are in the registered file table now.
-    pub fn fixed_files(&self) -> usize {
+    /// How many connections' sockets are in the registered file table now (tests).
+    #[cfg(test)]
+    pub(crate) fn fixed_files(&self) -> usize {
         self.regs
             .iter()
             .flatten()

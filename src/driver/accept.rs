@@ -34,15 +34,12 @@ pub(super) struct Handoff {
 }
 
 impl Handoff {
-    /// Set `stream` up (`nonblocking`: make it so; the ring's accept did already) and
-    /// give it to the next shard. `peer` when the accept reported it (else it is asked of
-    /// the socket); a stream whose peer is already gone is dropped.
-    pub(super) fn hand(&mut self, stream: TcpStream, peer: Option<SocketAddr>, nonblocking: bool) {
-        if nonblocking {
-            super::prepare_stream(&stream);
-        } else {
-            let _ = stream.set_nodelay(true);
-        }
+    /// Give a non-blocking `stream` to the next shard (with `TCP_NODELAY` set). `peer`
+    /// when the accept reported it (else it is asked of the socket); a stream whose peer
+    /// is already gone is dropped.
+    pub(super) fn hand(&mut self, stream: TcpStream, peer: Option<SocketAddr>) {
+        // No Nagle (Go's default too).
+        let _ = stream.set_nodelay(true);
         let Some(peer) = peer.or_else(|| stream.peer_addr().ok()) else {
             return;
         };
@@ -130,7 +127,8 @@ impl Acceptor {
                         return;
                     }
                     match l.accept() {
-                        Ok((s, peer)) => handoff.hand(into_std(s), Some(peer), true),
+                        // mio's sockets are non-blocking already.
+                        Ok((s, peer)) => handoff.hand(into_std(s), Some(peer)),
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(e) => {

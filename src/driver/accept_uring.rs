@@ -38,14 +38,13 @@ pub(super) fn spawn(
         .name("acceptor".into())
         .spawn(move || {
             let mut handoff = handoff;
-            let mut ring = match AcceptRing::new(&l) {
+            let mut ring = match AcceptRing::new(l) {
                 Ok(r) => r,
                 Err(e) => {
                     let _ = tx.send(Err((e, handoff)));
                     return;
                 }
             };
-            drop(l);
             if tx.send(Ok(ring.stopper())).is_err() {
                 return;
             }
@@ -56,7 +55,7 @@ pub(super) fn spawn(
                 for s in conns.drain(..) {
                     if !stopping {
                         // Non-blocking already (the accept's flags).
-                        handoff.hand(s, None, false);
+                        handoff.hand(s, None);
                     }
                 }
                 if stopping {

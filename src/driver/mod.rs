@@ -273,9 +273,3 @@ impl Running {
         }
     }
 }
-
-/// Set up what every connection gets from the OS: no Nagle (Go's default too).
-pub fn prepare_stream(s: &TcpStream) {
-    let _ = s.set_nodelay(true);
-    let _ = s.set_nonblocking(true);
-}
