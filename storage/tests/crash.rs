@@ -50,6 +50,9 @@ struct Original {
     msgs: BTreeMap<u64, Vec<u8>>,
     placed: Vec<Placed>,
     files: Vec<PathBuf>,
+    /// Each file's logical end (what its records cover; the tail block's file runs on in
+    /// preformatted zeros).
+    ends: Vec<u64>,
 }
 
 fn build(rng: &mut impl Rng, direct: bool) -> Original {
@@ -76,6 +79,7 @@ fn build(rng: &mut impl Rng, direct: bool) -> Original {
         .collect();
     files.sort();
     let mut placed = Vec::new();
+    let mut ends = Vec::new();
     for (i, f) in files.iter().enumerate() {
         let bytes = std::fs::read(f).expect("read");
         let hdr = block_header(&bytes).expect("header");
@@ -98,6 +102,7 @@ fn build(rng: &mut impl Rng, direct: bool) -> Original {
             }
         });
         assert!(scan.corruptions.is_empty(), "original is clean");
+        ends.push(scan.end);
     }
     // The last record of the last block that holds records.
     let last_file = placed.last().map(|p| p.file.clone());
@@ -112,6 +117,7 @@ fn build(rng: &mut impl Rng, direct: bool) -> Original {
         msgs,
         placed,
         files,
+        ends,
     }
 }
 
@@ -147,8 +153,10 @@ fn run(kind: Damage, seed: u64, direct: bool) {
         let name = orig.files[fi].file_name().expect("name").to_owned();
         let target = copy.path().join(&name);
         let orig_file = orig.files[fi].clone();
+        // Damage lands among the records or just past them, not far out in the zeros
+        // preformatted ahead of the tail.
         let len = std::fs::metadata(&target).expect("meta").len();
-        let at = rng.gen_range(0..len);
+        let at = rng.gen_range(0..len.min(orig.ends[fi] + 4096));
         // Which original records the damage touches.
         let touched: Vec<&Placed> = orig
             .placed

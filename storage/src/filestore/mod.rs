@@ -9,6 +9,9 @@
 //! message record in place with an `erased` record of the same length). A block is
 //! appended to until it passes `block_size`; then the next one starts. A fresh block is
 //! also started on every open, so a block that may hold a torn tail is never written again.
+//! The tail block's file runs ahead of its records in zeros (preformatting, module
+//! `write`): it grows in steps of 64 KiB to 1 MiB, never past the block size, so most
+//! batches overwrite allocated space and their fdatasync commits no file metadata.
 //!
 //! Replaying every record in log order rebuilds the stream (the per-sequence and
 //! per-subject indexes are the engine's, in memory). Each block's record checksums are
@@ -185,6 +188,9 @@ pub struct FileStoreConfig {
     pub early_batch: u64,
     /// Signalled when a batch completes (the owning shard's event loop sleeps on it).
     pub wake: Option<crate::io::Wake>,
+    /// Extend the tail block with zeros ahead of its records, so that appends overwrite
+    /// allocated space and their fdatasync has no file metadata to commit.
+    pub preformat: bool,
 }
 
 impl FileStoreConfig {
@@ -200,6 +206,7 @@ impl FileStoreConfig {
             auto_compact: true,
             early_batch: 16 * 1024,
             wake: None,
+            preformat: true,
         }
     }
 }
@@ -232,6 +239,9 @@ pub(crate) struct Block {
     pub synced: u64,
     /// The durable end the block's last commit record states.
     pub marked: u64,
+    /// How far the file exists on disk (written, or preformatted with zeros); appends
+    /// below this overwrite allocated blocks (module `write`, "Preformatting").
+    pub zeroed: u64,
 }
 
 impl Block {

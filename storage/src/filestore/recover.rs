@@ -416,6 +416,7 @@ impl FileStore {
                 flushed: scan.end,
                 synced: scan.end,
                 marked: scan.end,
+                zeroed: 0,
             });
         }
         Ok((found, last_untouched))

@@ -287,6 +287,7 @@ impl FileStore {
                 flushed: len,
                 synced: len,
                 marked: len,
+                zeroed: 0,
             });
         }
         Ok(true)

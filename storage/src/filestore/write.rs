@@ -40,6 +40,26 @@ fn ceil(n: u64, a: u64) -> u64 {
     n.div_ceil(a) * a
 }
 
+// Preformatting. A write past the end of a file allocates space and grows the file, so
+// its fdatasync commits the file system's journal as well as flushing the data, and on
+// io_uring the write itself is handed to a kernel worker. Measured on this project's ext4
+// VMs (4 KiB O_DIRECT writes, each followed by fdatasync): 263 us p50 / 685 us p99
+// appending, 137 / 223 us overwriting a zero-filled file. So when a batch writes past the
+// tail block's preformatted end, its write carries zeros on to a new end, `step` further:
+// the preformatted length so far, at least 64 KiB and at most 1 MiB (small streams stay
+// small on disk), never past the block size. One batch in that many bytes pays for the
+// growth; the others overwrite zeros. Recovery needs no new rule: zeros where a record
+// should start are already the end of the last block's log, and a sealed block's length
+// is the next block's `prev_len`, not its file's.
+const PREFORMAT_MIN: u64 = 64 * 1024;
+const PREFORMAT_MAX: u64 = 1024 * 1024;
+
+/// The end a write reaching `end` (past the preformatted `zeroed`) extends the file to.
+fn preformat_end(zeroed: u64, end: u64, cap: u64) -> u64 {
+    let step = zeroed.clamp(PREFORMAT_MIN, PREFORMAT_MAX);
+    ceil(end + step, PREFORMAT_MIN).min(cap).max(end)
+}
+
 impl FileStore {
     fn block_flags(&self) -> u16 {
         let mut f = 0;
@@ -86,6 +106,7 @@ impl FileStore {
             flushed: 0,
             synced: DATA_START as u64,
             marked: DATA_START as u64,
+            zeroed: 0,
         });
         self.dir_dirty = true;
         Ok(())
@@ -371,13 +392,19 @@ impl FileStore {
         let mut ops = std::mem::take(&mut self.patches);
         let mut lens = Vec::new();
         let n = self.blocks.len();
+        let preformat = self.cfg.preformat;
+        let block_cap = ceil(self.cfg.block_size, 4096);
         for (i, b) in self.blocks.iter_mut().enumerate() {
             if b.flushed >= b.len {
                 continue;
             }
             let Some(file) = b.file else { continue };
             let start = floor(b.flushed, align).max(b.base);
-            let end = ceil(b.len, align);
+            let mut end = ceil(b.len, align);
+            if preformat && i + 1 == n && end > b.zeroed {
+                end = preformat_end(b.zeroed, end, block_cap);
+            }
+            b.zeroed = b.zeroed.max(end);
             let from = (start - b.base) as usize;
             let mut data = b.buf.get(from..).unwrap_or(&[]).to_vec();
             data.resize((end - start) as usize, 0);
