@@ -30,7 +30,8 @@ pub struct AckInfo {
 
 /// `$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<cseq>.<ts>.<pending>`.
 pub fn ack_subject(stream: &str, consumer: &str, a: &AckInfo) -> String {
-    let mut out = String::with_capacity(48 + stream.len() + consumer.len());
+    // Five numbers of at most 20 digits, each after a dot: never a second allocation.
+    let mut out = String::with_capacity("$JS.ACK.".len() + stream.len() + 1 + consumer.len() + 5 * 21);
     out.push_str("$JS.ACK.");
     out.push_str(stream);
     out.push('.');
