@@ -63,11 +63,14 @@ impl SubjectTable {
         self.live == 0
     }
 
-    fn text<'a>(arena: &'a [u8], s: &Slot) -> &'a str {
-        let b = arena
+    fn raw<'a>(arena: &'a [u8], s: &Slot) -> &'a [u8] {
+        arena
             .get(s.off as usize..(s.off as usize + s.len as usize))
-            .unwrap_or(&[]);
-        std::str::from_utf8(b).unwrap_or("")
+            .unwrap_or(&[])
+    }
+
+    fn text<'a>(arena: &'a [u8], s: &Slot) -> &'a str {
+        std::str::from_utf8(Self::raw(arena, s)).unwrap_or("")
     }
 
     pub fn find(&self, subject: &str) -> Option<SubjectId> {
@@ -78,7 +81,7 @@ impl SubjectTable {
                 slots
                     .get(id as usize)
                     .and_then(Option::as_ref)
-                    .is_some_and(|s| Self::text(arena, s) == subject)
+                    .is_some_and(|s| Self::raw(arena, s) == subject.as_bytes())
             })
             .copied()
     }
