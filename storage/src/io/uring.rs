@@ -223,7 +223,14 @@ impl Uring {
         if on_tmpfs(dir) {
             return Err(io::Error::other("tmpfs: no direct I/O"));
         }
-        let mut ring = IoUring::new(RING)?;
+        // Cooperative task running: a completion (a direct write's, from the block
+        // device's interrupt) is finished on the owning thread's next system call instead
+        // of an inter-processor interrupt stopping it at once (which the running shard
+        // took for every batch); `reap` makes that call when the kernel flags such work.
+        let mut ring = match IoUring::builder().setup_coop_taskrun().setup_taskrun_flag().build(RING) {
+            Ok(r) => r,
+            Err(_) => IoUring::new(RING)?,
+        };
         let nop = opcode::Nop::new().build().user_data(u64::MAX);
         // SAFETY: a NOP carries no pointers.
         unsafe { ring.submission().push(&nop) }.map_err(|_| io::Error::other("ring full"))?;
@@ -499,6 +506,10 @@ impl Uring {
     }
 
     fn reap(&mut self) {
+        if self.ring.submission().taskrun() {
+            // Completions wait as task work: any system call runs it.
+            let _ = self.ring.submit();
+        }
         let mut stale = Vec::new();
         for cqe in self.ring.completion() {
             if cqe.user_data() == READ_TAG {
