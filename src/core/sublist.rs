@@ -21,6 +21,8 @@ const HIT_WINDOW: u32 = 4096;
 /// costs an allocation, an insertion and an eviction each and helps nobody. One miss in
 /// [`SAMPLE_EVERY`] is still cached, so subjects that start repeating get back in.
 const LOW_HIT_RATE: u32 = 8;
+/// While bypassed, caching resumes once more than one lookup in this many hits.
+const RESUME_HIT_RATE: u32 = 3;
 const SAMPLE_EVERY: u32 = 16;
 
 /// A subscription pattern that no tree accepts (empty token, `>` not last).
@@ -302,7 +304,14 @@ impl<T: Copy + Eq> Sublist<T> {
             // Full: once it has filled, eviction keeps it between these bounds (a test
             // for exactly `CACHE_MAX` almost never caught it there).
             let full = self.cache.len() > CACHE_MAX - CACHE_SWEEP;
-            self.bypass = full && hits * LOW_HIT_RATE < lookups;
+            // Hysteresis: subjects that cycle in order leave a run of neighbours cached,
+            // and a window over that run must not turn caching back on.
+            self.bypass = full
+                && if self.bypass {
+                    hits * RESUME_HIT_RATE < lookups
+                } else {
+                    hits * LOW_HIT_RATE < lookups
+                };
         }
         if self.cache_enabled && !self.bypass {
             match &mut self.last {
@@ -716,6 +725,28 @@ mod tests {
         }
         assert!(!sl.bypass, "caching resumed");
         assert!(sl.cache_len() <= CACHE_MAX);
+    }
+
+    /// A KV bucket's puts cycle over its keys in order: the bypass, once on, stays on
+    /// (the run of neighbours cached before it must not switch caching back on).
+    #[test]
+    fn keys_cycling_in_order_stay_bypassed() {
+        let mut sl = Sublist::new(true);
+        sl.insert(b"$KV.b.>", None, 1u32).unwrap();
+        let mut on = 0;
+        let rounds = 200_000usize;
+        for i in 0..rounds {
+            let m = sl.matches(format!("$KV.b.k{}", i % 10_000).as_bytes());
+            assert_eq!(m.psubs, vec![1]);
+            if i >= 20_000 && sl.bypass {
+                on += 1;
+            }
+        }
+        assert!(
+            on * 100 >= (rounds - 20_000) * 99,
+            "bypassed in {on} of {} lookups",
+            rounds - 20_000
+        );
     }
 
     #[test]

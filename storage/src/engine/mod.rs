@@ -169,16 +169,20 @@ impl<L> Engine<L> {
     /// Record a stored message at `seq` (from [`Engine::next_seq`]) and enforce the limits.
     #[allow(clippy::too_many_arguments)]
     pub fn insert(&mut self, seq: u64, ts: i64, subject: &str, size: u64, ttl: i64, loc: L, sink: &mut dyn Sink<L>) {
-        if !self.insert_quiet(seq, ts, subject, size, ttl, loc) {
-            return;
+        if let Some(id) = self.insert_id(seq, ts, subject, size, ttl, loc) {
+            self.after_insert(id, sink);
         }
-        self.after_insert(subject, sink);
     }
 
     /// Record a message without enforcing limits (replay). False if `seq` is not new.
     pub fn insert_quiet(&mut self, seq: u64, ts: i64, subject: &str, size: u64, ttl: i64, loc: L) -> bool {
+        self.insert_id(seq, ts, subject, size, ttl, loc).is_some()
+    }
+
+    /// [`Engine::insert_quiet`], returning the subject's id when recorded.
+    fn insert_id(&mut self, seq: u64, ts: i64, subject: &str, size: u64, ttl: i64, loc: L) -> Option<SubjectId> {
         if seq <= self.last_seq || seq == 0 {
-            return false;
+            return None;
         }
         let id = self.subjects.intern(subject);
         let mut size_flags = (size.min(u64::from(!NO_AGE))) as u32;
@@ -194,7 +198,7 @@ impl<L> Engine<L> {
                 loc,
             },
         ) {
-            return false;
+            return None;
         }
         if self.msgs == 0 {
             self.first_seq = seq;
@@ -216,14 +220,12 @@ impl<L> Engine<L> {
         if ttl > 0 && self.cfg.allow_msg_ttl {
             self.ttl.add(seq, ts.saturating_add(ttl.saturating_mul(1_000_000_000)));
         }
-        true
+        Some(id)
     }
 
-    fn after_insert(&mut self, subject: &str, sink: &mut dyn Sink<L>) {
+    fn after_insert(&mut self, id: SubjectId, sink: &mut dyn Sink<L>) {
         if self.cfg.max_msgs_per_subject > 0 {
-            if let Some(id) = self.subjects.find(subject) {
-                self.enforce_subject_limit(id, sink);
-            }
+            self.enforce_subject_limit(id, sink);
         }
         self.enforce_msg_and_byte_limits(sink);
     }
