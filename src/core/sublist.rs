@@ -331,7 +331,7 @@ impl<T: Copy + Eq> Sublist<T> {
     /// cache nor evict the subjects that repeat (they are never in it to be found).
     pub fn matches_once(&mut self, subject: &[u8]) -> Rc<Matches<T>> {
         self.stats.matches += 1;
-        Rc::new(self.match_uncached(subject))
+        self.match_scratch(subject)
     }
 
     fn match_and_cache(&mut self, subject: &[u8]) -> Rc<Matches<T>> {

@@ -49,15 +49,28 @@ pub fn ack_subject(stream: &str, consumer: &str, a: &AckInfo) -> String {
 }
 
 fn ack_num(tok: &[u8]) -> Option<u64> {
-    if tok.is_empty() || !tok.iter().all(u8::is_ascii_digit) {
+    if tok.is_empty() {
         return None;
     }
     // Up to 19 digits cannot overflow; longer ones (leading zeros, or too big) are checked.
     if tok.len() <= 19 {
-        return Some(tok.iter().fold(0u64, |n, &b| n * 10 + u64::from(b - b'0')));
+        let mut n = 0u64;
+        for &b in tok {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            n = n * 10 + u64::from(d);
+        }
+        return Some(n);
     }
-    tok.iter()
-        .try_fold(0u64, |n, &b| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))
+    tok.iter().try_fold(0u64, |n, &b| {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u64::from(d))
+    })
 }
 
 /// Parse an ack subject, v1 (9 tokens) or v2 (11 or more: domain and account hash after
@@ -262,6 +275,41 @@ pub fn requires_newer_api(hdr: Option<&[u8]>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The plain reading of the ack-subject rules, to check the fast parser against.
+    fn parse_plain(s: &[u8]) -> Option<AckInfo> {
+        let toks: Vec<&[u8]> = s.split(|&b| b == b'.').collect();
+        if (toks.len() != 9 && toks.len() < 11) || toks[0] != b"$JS" || toks[1] != b"ACK" {
+            return None;
+        }
+        let off = if toks.len() >= 11 { 4 } else { 2 };
+        let num = |i: usize| -> Option<u64> {
+            let t = toks[off + i];
+            if t.is_empty() || !t.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            std::str::from_utf8(t).ok()?.parse().ok()
+        };
+        Some(AckInfo {
+            deliveries: num(2).unwrap_or(0),
+            stream_seq: num(3).unwrap_or(0),
+            consumer_seq: num(4).unwrap_or(0),
+            ts: num(5).and_then(|n| i64::try_from(n).ok()).unwrap_or(-1),
+            pending: num(6).unwrap_or(0),
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn fast_ack_parse_matches_the_plain_one(
+            head in prop::sample::select(vec!["$JS.ACK.", "$JS.ACK.D.H.", "$JS.NAK.", ""]),
+            toks in prop::collection::vec("[0-9]{0,22}|[0-9a-z/+-]{0,4}", 0..13),
+        ) {
+            let s = format!("{head}{}", toks.join("."));
+            prop_assert_eq!(parse_ack_subject(s.as_bytes()), parse_plain(s.as_bytes()), "{}", s);
+        }
+    }
 
     #[test]
     fn ack_subjects_round_trip_and_v2() {
