@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::TempDir;
+use common::{blocks, TempDir};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use storage::filestore::{block_header, scan_block};
 use storage::io::IoChoice;
 use storage::{FileStore, FileStoreConfig, Store, StoreConfig};
@@ -20,16 +20,6 @@ fn config(dir: &Path, io: IoChoice, preformat: bool) -> FileStoreConfig {
     f.io = io;
     f.preformat = preformat;
     f
-}
-
-fn blocks(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "blk"))
-        .collect();
-    v.sort();
-    v
 }
 
 /// (file length, logical end) of a block file.

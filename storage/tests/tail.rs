@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::TempDir;
+use common::{blocks, TempDir};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,16 +39,6 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
         }
     }
-}
-
-fn blocks(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "blk"))
-        .collect();
-    v.sort();
-    v
 }
 
 /// (offset, kind) of every valid record of the last block holding records.

@@ -35,6 +35,17 @@ impl Drop for TempDir {
     }
 }
 
+/// A file store's block files, in log order.
+pub fn blocks(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "blk"))
+        .collect();
+    v.sort();
+    v
+}
+
 /// Where the tmpfs variants live (skipped where there is no /dev/shm).
 pub fn shm() -> Option<PathBuf> {
     let p = PathBuf::from("/dev/shm");
