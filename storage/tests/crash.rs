@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::TempDir;
+use common::{blocks, TempDir};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,12 +72,7 @@ fn build(rng: &mut impl Rng, direct: bool) -> Original {
     }
     s.stop().expect("stop");
     drop(s);
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.path())
-        .expect("dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "blk"))
-        .collect();
-    files.sort();
+    let files = blocks(dir.path());
     let mut placed = Vec::new();
     let mut ends = Vec::new();
     for (i, f) in files.iter().enumerate() {

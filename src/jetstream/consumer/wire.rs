@@ -52,18 +52,7 @@ fn ack_num(tok: &[u8]) -> Option<u64> {
     if tok.is_empty() {
         return None;
     }
-    // Up to 19 digits cannot overflow; longer ones (leading zeros, or too big) are checked.
-    if tok.len() <= 19 {
-        let mut n = 0u64;
-        for &b in tok {
-            let d = b.wrapping_sub(b'0');
-            if d > 9 {
-                return None;
-            }
-            n = n * 10 + u64::from(d);
-        }
-        return Some(n);
-    }
+    // Digits only, read and checked in one pass; too big for a u64 is not a number.
     tok.iter().try_fold(0u64, |n, &b| {
         let d = b.wrapping_sub(b'0');
         if d > 9 {

@@ -266,15 +266,14 @@ impl FileStore {
     /// removal, the sequence range; then drop dead blocks at the front.
     pub(super) fn write_removals(&mut self, bulk: bool) -> Result<()> {
         let tombs = std::mem::take(&mut self.tombs);
-        if tombs.is_empty() && !bulk {
-            return self.drop_dead_blocks();
-        }
-        // One time for the call's tombstones (they are written together).
-        let now = self.clock.now_nanos();
-        for (seq, erase) in tombs {
-            self.append_marker(Kind::Tomb, seq, now, 0)?;
-            if let Some((loc, ts)) = erase {
-                self.erase_in_place(loc, seq, ts)?;
+        if !tombs.is_empty() {
+            // One time for the call's tombstones (they are written together).
+            let now = self.clock.now_nanos();
+            for (seq, erase) in tombs {
+                self.append_marker(Kind::Tomb, seq, now, 0)?;
+                if let Some((loc, ts)) = erase {
+                    self.erase_in_place(loc, seq, ts)?;
+                }
             }
         }
         if bulk {
