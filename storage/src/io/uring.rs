@@ -16,7 +16,8 @@
 //! [`CACHE_CHUNKS`] aligned chunks of [`CHUNK`] bytes per store (1 MiB), least recently
 //! used out (and [`PROCESS_CHUNKS`] for all the stores of the process together), so that a
 //! consumer reading messages in order pays one device read per 64 KiB instead of one per
-//! message; writes (at the start and at the completion of their batch),
+//! message, and does not wait for it: from its second miss in order the next chunk is read
+//! ahead in the background ([`ahead`]); writes (at the start and at the completion of their batch),
 //! opens and closes drop the chunks they touch. A read far from the previous one (a
 //! random access) reads only its own 4 KiB pages, uncached: a whole chunk would cost a
 //! 64 KiB transfer for a few hundred bytes. Reads of a chunk or more (recovery, compaction)
@@ -49,8 +50,11 @@
 //! the batch's entry in `batches` until all of its completions are reaped, and dropping the
 //! backend waits for everything in flight first.
 
+mod ahead;
+
 use super::table::FileTable;
 use super::{Batch, Done, FileNo, Io, Op};
+use ahead::{Ahead, AHEAD_TAG};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
@@ -169,6 +173,11 @@ pub struct Uring {
     read_done: Option<i32>,
     /// Where the last small read ended (file, offset): a read near it fills a chunk.
     last_read: (FileNo, u64),
+    /// The chunk of the last cache miss (file, index): a miss on the one after it starts
+    /// a read-ahead of the next.
+    last_miss: (FileNo, u64),
+    /// The read-ahead in flight or arrived ([`ahead`]).
+    ahead: Option<Ahead>,
     /// Write buffers of finished batches, for the next writes (at most [`SPARE_BUFS`],
     /// each at most [`SPARE_MAX`] bytes).
     spare: Vec<Aligned>,
@@ -277,6 +286,8 @@ impl Uring {
             tick: 0,
             read_done: None,
             last_read: (FileNo::MAX, 0),
+            last_miss: (FileNo::MAX, 0),
+            ahead: None,
             spare: Vec::new(),
         })
     }
@@ -301,12 +312,14 @@ impl Uring {
                 })
         });
         self.uncount(before - self.cache.len());
+        self.ahead_stale(Some(file), range);
     }
 
     /// Drop every cached chunk.
     fn clear_cache(&mut self) {
         self.uncount(self.cache.len());
         self.cache.clear();
+        self.ahead_stale(None, None);
     }
 
     fn uncount(&self, chunks: usize) {
@@ -420,7 +433,18 @@ impl Uring {
             }
             return Ok(i);
         }
-        let (buf, valid) = self.direct_read(file, idx * CHUNK as u64, CHUNK)?;
+        let (buf, valid) = match self.take_ahead(file, idx)? {
+            Some(read) => {
+                self.after_miss(file, idx);
+                read
+            }
+            None => {
+                // The next chunk's read-ahead (if this one follows the last miss) goes to
+                // the device together with this read.
+                self.after_miss(file, idx);
+                self.direct_read(file, idx * CHUNK as u64, CHUNK)?
+            }
+        };
         let c = Chunk {
             file,
             idx,
@@ -511,9 +535,14 @@ impl Uring {
             let _ = self.ring.submit();
         }
         let mut stale = Vec::new();
+        let mut ahead = None;
         for cqe in self.ring.completion() {
             if cqe.user_data() == READ_TAG {
                 self.read_done = Some(cqe.result());
+                continue;
+            }
+            if cqe.user_data() == AHEAD_TAG {
+                ahead = Some(cqe.result());
                 continue;
             }
             let id = cqe.user_data() >> 20;
@@ -536,6 +565,9 @@ impl Uring {
             if b.pending == 0 {
                 b.done = true;
             }
+        }
+        if let Some(res) = ahead {
+            self.ahead_reaped(res);
         }
         // Report finished batches in the order they started.
         while let Some(&id) = self.order.front() {
@@ -861,7 +893,7 @@ impl Drop for Uring {
         self.clear_cache();
         // The kernel may still use the buffers of batches in flight.
         let mut tries = 0;
-        while self.kernel_busy() && tries < 1000 {
+        while (self.kernel_busy() || self.ahead_in_flight()) && tries < 1000 {
             let _ = self.ring.submit_and_wait(1);
             self.reap();
             tries += 1;
