@@ -241,7 +241,7 @@ mod tests {
         for idx in 0..12 {
             let got = read_chunk(&mut u, f, idx);
             assert!(got == chunk_bytes(idx, 0), "chunk {idx}");
-            if idx >= 1 && idx < 11 {
+            if (1..11).contains(&idx) {
                 // The miss on chunk idx followed the one on idx - 1: idx + 1 is ahead.
                 let a = u.ahead.as_ref().expect("a read-ahead after two misses in order");
                 assert_eq!((a.file, a.idx), (f, idx + 1));
