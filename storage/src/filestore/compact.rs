@@ -177,6 +177,10 @@ struct Survey {
     span: Span,
 }
 
+/// Batches a store under steady load runs pipelined between two looks for a block worth
+/// rewriting (each look waits for the batches in flight to end).
+const LOOK_EVERY: u64 = 16;
+
 /// Automatic compaction's state in the store.
 #[derive(Default)]
 pub(super) struct Auto {
@@ -188,6 +192,8 @@ pub(super) struct Auto {
     opened_upto: u64,
     /// Removals happened since candidates were last looked for.
     dirty: bool,
+    /// The store's batch count when candidates were last looked for.
+    looked_at: u64,
     job: Option<Job>,
     /// Inside [`FileStore::compact_blocks`] (which runs even with `auto_compact` off).
     forced: bool,
@@ -198,9 +204,14 @@ pub(super) struct Auto {
 
 impl Auto {
     /// Compaction has a step to take (it runs only with no batch in flight, so the store
-    /// does not start a second batch meanwhile).
-    pub(super) fn wants_turn(&self, auto_compact: bool) -> bool {
-        self.survey.is_some() || self.job.is_some() || (self.dirty && (auto_compact || self.forced))
+    /// does not start a second batch meanwhile). Removals alone ask for a turn at most
+    /// once per [`LOOK_EVERY`] batches (`batches`: the store's count so far): a stream
+    /// that removes as it stores (a KV bucket's history, `max_msgs_per_subject`) would
+    /// otherwise never pipeline a batch; an idle store looks at once either way.
+    pub(super) fn wants_turn(&self, auto_compact: bool, batches: u64) -> bool {
+        self.survey.is_some()
+            || self.job.is_some()
+            || (self.dirty && (auto_compact || self.forced) && batches >= self.looked_at + LOOK_EVERY)
     }
 
     pub(super) fn opened(&mut self, upto: u64) {
@@ -321,6 +332,7 @@ impl FileStore {
                 return Ok(());
             }
             self.auto.dirty = false;
+            self.auto.looked_at = self.stats.batches;
             let Some(i) = self.candidate() else { return Ok(()) };
             // An older block whose message sequences are unknown keeps every tombstone
             // of this one: learn them first (once per block and open).

@@ -474,7 +474,7 @@ impl FileStore {
             || !self.patches.is_empty()
             || self.dir_dirty
             || !self.doomed.is_empty()
-            || self.auto.wants_turn(self.cfg.auto_compact)
+            || self.auto.wants_turn(self.cfg.auto_compact, self.stats.batches)
         {
             return false;
         }
