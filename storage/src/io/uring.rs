@@ -207,6 +207,40 @@ fn on_tmpfs(dir: &Path) -> bool {
     rc == 0 && st.f_type as i64 == TMPFS_MAGIC
 }
 
+/// Let the ring's io-wq workers (the kernel threads that run its blocking requests: every
+/// fdatasync, and writes that allocate blocks) run on the process's other CPUs, not on
+/// the calling thread's. They inherit the affinity of the thread that made the ring, and
+/// a shard is pinned to one core: its fdatasyncs then preempted it there, thousands of
+/// times a second under a steady publish load, while the other cores had room (a KV put
+/// load switched its shard out ~6,000 times a second, each time for a worker). Kept as
+/// is when the thread may run everywhere the process may, or the kernel refuses.
+fn workers_off_this_core(ring: &IoUring) {
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `cpu_set_t` is plain data (all zeros is the empty set); each call writes
+    // at most `size` bytes into the set it is given.
+    let (mut process, mut thread): (libc::cpu_set_t, libc::cpu_set_t) =
+        unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+    let ok = unsafe {
+        libc::sched_getaffinity(libc::getpid(), size, &mut process) == 0
+            && libc::sched_getaffinity(0, size, &mut thread) == 0
+    };
+    if !ok {
+        return;
+    }
+    let mut others: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let mut any = false;
+    for cpu in 0..libc::CPU_SETSIZE as usize {
+        // SAFETY: `cpu` is below CPU_SETSIZE, the sets' capacity.
+        if unsafe { libc::CPU_ISSET(cpu, &process) && !libc::CPU_ISSET(cpu, &thread) } {
+            unsafe { libc::CPU_SET(cpu, &mut others) };
+            any = true;
+        }
+    }
+    if any {
+        let _ = ring.submitter().register_iowq_aff(&others);
+    }
+}
+
 /// Devices whose file system took an O_DIRECT probe write.
 static DIRECT_OK: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
 
@@ -240,6 +274,7 @@ impl Uring {
             Ok(r) => r,
             Err(_) => IoUring::new(RING)?,
         };
+        workers_off_this_core(&ring);
         let nop = opcode::Nop::new().build().user_data(u64::MAX);
         // SAFETY: a NOP carries no pointers.
         unsafe { ring.submission().push(&nop) }.map_err(|_| io::Error::other("ring full"))?;
@@ -913,6 +948,91 @@ impl Drop for Uring {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The CPUs a thread of this process may run on, from /proc.
+    fn allowed_cpus(tid: i32) -> Option<String> {
+        let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|v| v.trim().to_string())
+    }
+
+    /// A ring made on a thread pinned to CPU 0 runs its fdatasync on workers that may not
+    /// use CPU 0 (where the kernel default, the creator's affinity, would keep them).
+    #[test]
+    fn blocking_requests_run_off_the_pinned_core() {
+        // SAFETY: plain data, filled by the calls.
+        let mut all: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        if unsafe { libc::sched_getaffinity(0, size, &mut all) } != 0
+            || unsafe { libc::CPU_COUNT(&all) } < 2
+            || !unsafe { libc::CPU_ISSET(0, &all) }
+        {
+            eprintln!("skipped: needs CPU 0 and another");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("rnats-iowq-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let d = dir.clone();
+        let found = std::thread::spawn(move || {
+            let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            unsafe { libc::CPU_SET(0, &mut one) };
+            assert_eq!(unsafe { libc::sched_setaffinity(0, size, &one) }, 0, "pin to CPU 0");
+            let me = unsafe { libc::gettid() };
+            let mut u = match Uring::open(&d, true) {
+                Ok(u) => u,
+                Err(e) => return Err(format!("no ring: {e}")),
+            };
+            let (f, _) = u.open("w.blk", true).expect("open");
+            let ops = vec![
+                Op::Write {
+                    file: f,
+                    off: 0,
+                    data: vec![1u8; ALIGN],
+                },
+                Op::Sync { file: f },
+            ];
+            u.start(Batch { token: 1, ops }).expect("start");
+            u.wait().expect("done").result.expect("write and sync");
+            // The workers that ran it, named after the thread that made the ring.
+            let name = format!("iou-wrk-{me}");
+            let mut masks = Vec::new();
+            for t in std::fs::read_dir("/proc/self/task").expect("tasks").flatten() {
+                let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+                if comm.trim() == name {
+                    let tid: i32 = t.file_name().to_string_lossy().parse().expect("tid");
+                    masks.extend(allowed_cpus(tid));
+                }
+            }
+            Ok((masks, allowed_cpus(me)))
+        })
+        .join()
+        .expect("thread");
+        let _ = std::fs::remove_dir_all(&dir);
+        let (masks, mine) = match found {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                return;
+            }
+        };
+        assert_eq!(mine.as_deref(), Some("0"), "the ring's maker was pinned to CPU 0");
+        assert!(!masks.is_empty(), "an fdatasync ran on an io-wq worker");
+        for m in masks {
+            let cpus: Vec<u32> = m
+                .split(',')
+                .flat_map(|r| {
+                    let (a, b) = r.split_once('-').unwrap_or((r, r));
+                    let (a, b) = (a.parse::<u32>().unwrap_or(0), b.parse::<u32>().unwrap_or(0));
+                    a..=b
+                })
+                .collect();
+            assert!(!cpus.contains(&0), "a worker may run on the pinned core: {m}");
+            assert!(!cpus.is_empty(), "a worker with no CPU: {m}");
+        }
+    }
 
     /// A reused write buffer holds exactly the new bytes, aligned, whether it shrinks or
     /// grows within its memory; one too small is replaced.
