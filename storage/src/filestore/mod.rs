@@ -144,8 +144,10 @@ use std::time::{Duration, Instant};
 const MAX_OPEN: usize = 32;
 
 /// Batches a store keeps in flight at most: the next batch's writes go to the device
-/// while the previous batch's fdatasync runs (see [`FileStore::may_pipeline`]).
-const MAX_IN_FLIGHT: usize = 2;
+/// while the fdatasyncs of the batches before it run (see [`FileStore::may_pipeline`]).
+/// Four rather than two: a KV put load (acks awaited, 1,000 in flight per publisher) went
+/// from ~750k to ~820k puts/s on this VM's disk, plain publishes within noise.
+const MAX_IN_FLIGHT: usize = 4;
 
 /// When writes become durable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
