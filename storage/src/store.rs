@@ -37,6 +37,10 @@ pub trait Store {
     /// (0: none, negative: never expires, not even by max age). Returns (seq, timestamp).
     fn store_msg(&mut self, subject: &str, headers: &[u8], payload: &[u8], ttl: i64) -> Result<(u64, i64)>;
 
+    /// [`Store::store_msg`] stamped `ts` (Unix nanoseconds) instead of the store clock's
+    /// time: for a caller that has just read the same clock (one read per message).
+    fn store_msg_at(&mut self, subject: &str, headers: &[u8], payload: &[u8], ts: i64, ttl: i64) -> Result<(u64, i64)>;
+
     /// Store a message with the given sequence (0: next) and timestamp (replication);
     /// discard-new limits are checked only with `discard_new_check`.
     #[allow(clippy::too_many_arguments)]

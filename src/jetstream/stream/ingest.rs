@@ -313,7 +313,7 @@ impl Stream {
             hdr = Some(&raised);
         }
         let republish = self.republish_plan(subject);
-        let (seq, ts) = match self.store.store_msg(subject, hdr.unwrap_or(&[]), payload, ttl) {
+        let (seq, ts) = match self.store.store_msg_at(subject, hdr.unwrap_or(&[]), payload, now, ttl) {
             Ok(r) => r,
             Err(err) => {
                 if !err.is_limit() {

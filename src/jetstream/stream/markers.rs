@@ -125,9 +125,11 @@ mod tests {
         Stream::new(AccountId::default(), cfg, GoTime(T0), Box::new(store), None)
     }
 
-    fn put(st: &mut Stream, subject: &str, hdr: &[u8]) -> u64 {
+    /// Publish at the clock's time (as the shard passes its wall clock).
+    fn put(st: &mut Stream, clock: &ManualClock, subject: &str, hdr: &[u8]) -> u64 {
         let hdr = (!hdr.is_empty()).then_some(hdr);
-        match st.ingest(subject, b"", hdr, b"v", T0, true, "", 1 << 20) {
+        let now = storage::Clock::now_nanos(clock);
+        match st.ingest(subject, b"", hdr, b"v", now, true, "", 1 << 20) {
             super::super::ingest::Ingested::Stored { seq, .. } => seq,
             _ => panic!("not stored"),
         }
@@ -137,12 +139,12 @@ mod tests {
     fn max_age_leaves_markers_on_last_messages_only() {
         let clock = ManualClock::new(T0);
         let mut st = stream(&clock, true);
-        put(&mut st, "s.a", b""); // 1: not the last of s.a
-        put(&mut st, "s.a", b""); // 2: last of s.a -> marker
-        put(&mut st, "s.p", b"NATS/1.0\r\nKV-Operation: PURGE\r\n\r\n"); // 3: a marker itself
-        put(&mut st, "s.n", b"NATS/1.0\r\nNats-TTL: never\r\n\r\n"); // 4: never expires
+        put(&mut st, &clock, "s.a", b""); // 1: not the last of s.a
+        put(&mut st, &clock, "s.a", b""); // 2: last of s.a -> marker
+        put(&mut st, &clock, "s.p", b"NATS/1.0\r\nKV-Operation: PURGE\r\n\r\n"); // 3: a marker itself
+        put(&mut st, &clock, "s.n", b"NATS/1.0\r\nNats-TTL: never\r\n\r\n"); // 4: never expires
         clock.advance(SECOND);
-        put(&mut st, "s.b", b""); // 5: younger
+        put(&mut st, &clock, "s.b", b""); // 5: younger
         st.outbox.clear();
         clock.set(T0 + 10 * SECOND);
         let out = st.expire_with_markers(T0 + 10 * SECOND, "", 1 << 20);
@@ -174,7 +176,7 @@ mod tests {
         let clock = ManualClock::new(T0);
         let mut st = stream(&clock, false);
         // A 1 s TTL is raised to the marker TTL (5 s), its header rewritten.
-        let seq = put(&mut st, "s.t", b"NATS/1.0\r\nNats-TTL: 1s\r\n\r\n");
+        let seq = put(&mut st, &clock, "s.t", b"NATS/1.0\r\nNats-TTL: 1s\r\n\r\n");
         assert_eq!(
             st.store.load_msg(seq).unwrap().headers,
             b"NATS/1.0\r\nNats-TTL: 5\r\n\r\n".to_vec()

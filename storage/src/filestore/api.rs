@@ -145,10 +145,14 @@ impl Store for FileStore {
     }
 
     fn store_msg(&mut self, subject: &str, headers: &[u8], payload: &[u8], ttl: i64) -> Result<(u64, i64)> {
+        let ts = self.clock.now_nanos();
+        self.store_msg_at(subject, headers, payload, ts, ttl)
+    }
+
+    fn store_msg_at(&mut self, subject: &str, headers: &[u8], payload: &[u8], ts: i64, ttl: i64) -> Result<(u64, i64)> {
         self.writable()?;
         self.eng.check_store(subject, headers, payload, true)?;
         let seq = self.eng.next_seq(0)?;
-        let ts = self.clock.now_nanos();
         self.store_at(subject, headers, payload, seq, ts, ttl)?;
         Ok((seq, ts))
     }
