@@ -54,7 +54,7 @@ mod ahead;
 
 use super::table::FileTable;
 use super::{Batch, Done, FileNo, Io, Op};
-use ahead::{Ahead, AHEAD_TAG};
+use ahead::{ahead_slot, Ahead};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
@@ -176,8 +176,8 @@ pub struct Uring {
     /// The chunk of the last cache miss (file, index): a miss on the one after it starts
     /// a read-ahead of the next.
     last_miss: (FileNo, u64),
-    /// The read-ahead in flight or arrived ([`ahead`]).
-    ahead: Option<Ahead>,
+    /// Read-aheads in flight or arrived, by slot ([`ahead`]).
+    ahead: Vec<Option<Ahead>>,
     /// Write buffers of finished batches, for the next writes (at most [`SPARE_BUFS`],
     /// each at most [`SPARE_MAX`] bytes).
     spare: Vec<Aligned>,
@@ -322,7 +322,7 @@ impl Uring {
             read_done: None,
             last_read: (FileNo::MAX, 0),
             last_miss: (FileNo::MAX, 0),
-            ahead: None,
+            ahead: Vec::new(),
             spare: Vec::new(),
         })
     }
@@ -570,14 +570,14 @@ impl Uring {
             let _ = self.ring.submit();
         }
         let mut stale = Vec::new();
-        let mut ahead = None;
+        let mut ahead = Vec::new();
         for cqe in self.ring.completion() {
             if cqe.user_data() == READ_TAG {
                 self.read_done = Some(cqe.result());
                 continue;
             }
-            if cqe.user_data() == AHEAD_TAG {
-                ahead = Some(cqe.result());
+            if let Some(slot) = ahead_slot(cqe.user_data()) {
+                ahead.push((slot, cqe.result()));
                 continue;
             }
             let id = cqe.user_data() >> 20;
@@ -601,8 +601,8 @@ impl Uring {
                 b.done = true;
             }
         }
-        if let Some(res) = ahead {
-            self.ahead_reaped(res);
+        for (slot, res) in ahead {
+            self.ahead_reaped(slot, res);
         }
         // Report finished batches in the order they started.
         while let Some(&id) = self.order.front() {
