@@ -151,3 +151,48 @@ fn stores_move_between_settings() {
     }
     drop(check(dir.path(), IoChoice::Auto, true, &msgs));
 }
+
+/// A store whose batches hold 64 KiB or more of records on average appends without
+/// zeros after them (they would double its bytes, and the journal commit each batch pays
+/// is shared by its many records); once its batches are small again it preformats again.
+/// Everything reads back either way.
+#[test]
+fn large_batches_append_without_zeros() {
+    for io in [IoChoice::Buffered, IoChoice::Auto] {
+        let dir = TempDir::new(None, "preformat-large");
+        let mut f = config(dir.path(), io.clone(), true);
+        f.block_size = 8 << 20;
+        // No batch before each sync (under load, batches this large form while earlier
+        // ones are in flight).
+        f.early_batch = 0;
+        let mut s = FileStore::open(f, StoreConfig::new("P")).expect("open");
+        let mut msgs = BTreeMap::new();
+        // Twelve batches of ~200 KiB of records each.
+        for _ in 0..12 {
+            for _ in 0..200 {
+                let seq = s.fast_state().last_seq + 1;
+                let body = vec![(seq % 251) as u8; 1000];
+                s.store_msg("pre.big", b"", &body, 0).expect("store");
+                msgs.insert(seq, body);
+            }
+            s.sync().expect("sync");
+        }
+        let tail = blocks(dir.path()).pop().expect("a block");
+        let (file, end) = lengths(&tail);
+        assert!(end > 12 * 200 * 1000, "test premise: all in one block ({end} bytes)");
+        assert!(
+            file < end + 4096,
+            "no zeros after large batches: file {file}, records {end}"
+        );
+        // Small batches after them run ahead in zeros again.
+        store(&mut s, &mut msgs, 40);
+        let (file, end) = lengths(&tail);
+        assert!(
+            file >= end + 64 * 1024,
+            "small batches preformat: file {file}, records {end}"
+        );
+        s.stop().expect("stop");
+        drop(s);
+        drop(check(dir.path(), io, true, &msgs));
+    }
+}

@@ -305,6 +305,9 @@ pub struct FileStore {
     /// Completions signal `cfg.wake`.
     signals: bool,
     stats: FileStoreStats,
+    /// Bytes of records a batch writes to the tail, averaged over the last few batches
+    /// (decides preformatting, in `write`).
+    batch_avg: u64,
     /// Whether the last open loaded the state file instead of scanning the blocks.
     from_state: bool,
     /// Ordinals of sealed blocks opened for reads, oldest first.
@@ -363,6 +366,7 @@ impl FileStore {
             corruptions: 0,
             signals,
             stats: FileStoreStats::default(),
+            batch_avg: 0,
             tombs: Vec::new(),
             doomed: Vec::new(),
             open_files: Default::default(),
