@@ -241,6 +241,20 @@ fn workers_off_this_core(ring: &IoUring) {
     }
 }
 
+/// Copy the bytes of in-flight writes (each with its file offset, from
+/// [`Uring::in_flight_bytes`]) over `buf`, which holds a read of the file from `base`
+/// that returned `got` bytes; returns how many bytes of `buf` are valid now.
+fn lay_over(buf: &mut Aligned, base: u64, overlay: Vec<(u64, Vec<u8>)>, mut got: usize) -> usize {
+    for (at, bytes) in overlay {
+        let from = (at - base) as usize;
+        if let Some(dst) = buf.as_mut().get_mut(from..from + bytes.len()) {
+            dst.copy_from_slice(&bytes);
+            got = got.max(from + bytes.len());
+        }
+    }
+    got
+}
+
 /// Devices whose file system took an O_DIRECT probe write.
 static DIRECT_OK: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
 
@@ -420,13 +434,7 @@ impl Uring {
                 break;
             }
         }
-        for (at, bytes) in overlay {
-            let from = (at - off) as usize;
-            if let Some(dst) = buf.as_mut().get_mut(from..from + bytes.len()) {
-                dst.copy_from_slice(&bytes);
-                got = got.max(from + bytes.len());
-            }
-        }
+        let got = lay_over(&mut buf, off, overlay, got);
         Ok((buf, got.min(len)))
     }
 

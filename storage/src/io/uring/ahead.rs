@@ -11,7 +11,7 @@
 //! or the file's close marks it stale, and a stale read-ahead is never used. Its buffer
 //! lives until its completion is reaped, stale or not.
 
-use super::{Aligned, Uring, ALIGN, CHUNK};
+use super::{lay_over, Aligned, Uring, ALIGN, CHUNK};
 use crate::io::FileNo;
 use io_uring::{opcode, types};
 use std::io;
@@ -204,21 +204,14 @@ impl Uring {
         if a.stale || res < 0 {
             return Ok(None);
         }
-        let mut buf = a.buf;
-        let mut got = (res as usize).min(CHUNK);
+        let got = (res as usize).min(CHUNK);
         if got < CHUNK && got % ALIGN == 0 && got > 0 {
             // Short but not at the end of the file (a direct read stops short only
             // there): let the caller read it whole.
             return Ok(None);
         }
-        let base = idx * CHUNK as u64;
-        for (at, bytes) in a.overlay {
-            let from = (at - base) as usize;
-            if let Some(dst) = buf.as_mut().get_mut(from..from + bytes.len()) {
-                dst.copy_from_slice(&bytes);
-                got = got.max(from + bytes.len());
-            }
-        }
+        let mut buf = a.buf;
+        let got = lay_over(&mut buf, idx * CHUNK as u64, a.overlay, got);
         Ok(Some((buf, got.min(CHUNK))))
     }
 }
