@@ -413,9 +413,9 @@ impl FileStore {
             let mut end = ceil(b.len, align);
             if i + 1 == n {
                 self.batch_avg = (self.batch_avg * 7 + (end - start)) / 8;
-            }
-            if preformat && i + 1 == n && end > b.zeroed && self.batch_avg < PREFORMAT_MIN {
-                end = preformat_end(b.zeroed, end, block_cap);
+                if preformat && end > b.zeroed && self.batch_avg < PREFORMAT_MIN {
+                    end = preformat_end(b.zeroed, end, block_cap);
+                }
             }
             b.zeroed = b.zeroed.max(end);
             let from = (start - b.base) as usize;

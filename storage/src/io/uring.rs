@@ -476,17 +476,13 @@ impl Uring {
             }
             return Ok(i);
         }
-        let (buf, valid) = match self.take_ahead(file, idx)? {
-            Some(read) => {
-                self.after_miss(file, idx);
-                read
-            }
-            None => {
-                // The next chunk's read-ahead (if this one follows the last miss) goes to
-                // the device together with this read.
-                self.after_miss(file, idx);
-                self.direct_read(file, idx * CHUNK as u64, CHUNK)?
-            }
+        let ahead = self.take_ahead(file, idx)?;
+        // The next chunks' read-aheads (if this miss follows the last one) go to the device
+        // before this chunk's own read, if it needs one.
+        self.after_miss(file, idx);
+        let (buf, valid) = match ahead {
+            Some(read) => read,
+            None => self.direct_read(file, idx * CHUNK as u64, CHUNK)?,
         };
         let c = Chunk {
             file,

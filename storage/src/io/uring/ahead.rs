@@ -171,14 +171,13 @@ impl Uring {
     /// buffer and the bytes valid in it. `None` when no usable read-ahead holds it (the
     /// caller reads it itself).
     pub(super) fn take_ahead(&mut self, file: FileNo, idx: u64) -> io::Result<Option<(Aligned, usize)>> {
-        let found = |u: &Uring| {
-            u.ahead
-                .iter()
-                .position(|s| s.as_ref().is_some_and(|a| a.file == file && a.idx == idx && !a.stale))
-        };
-        let Some(mut slot) = found(self) else {
+        let wanted = |a: &Ahead| a.file == file && a.idx == idx && !a.stale;
+        let Some(slot) = self.ahead.iter().position(|s| s.as_ref().is_some_and(wanted)) else {
             return Ok(None);
         };
+        // A read-ahead keeps its slot until it is taken or dropped; reaping may mark it
+        // stale (a write completed over it) or drop it (it arrived stale): both are
+        // checked once it has arrived.
         while self
             .ahead
             .get(slot)
@@ -190,11 +189,6 @@ impl Uring {
                 }
             }
             self.reap();
-            // A write completed meanwhile may have made it stale (and its arrival dropped it).
-            match found(self) {
-                Some(s) => slot = s,
-                None => return Ok(None),
-            }
         }
         let Some(a) = self.ahead.get_mut(slot).and_then(Option::take) else {
             return Ok(None);
