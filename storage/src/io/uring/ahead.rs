@@ -305,6 +305,17 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A file of `chunks` chunks (generation 0), read in order up to chunk 1 so that the
+    /// chunks after it are read ahead, and those reads arrived.
+    fn read_ahead_from_chunk_2(u: &mut Uring, name: &str, chunks: u64) -> FileNo {
+        let (f, _) = u.open(name, true).expect("open");
+        write(u, f, 0, chunks, 0);
+        read_chunk(u, f, 0);
+        read_chunk(u, f, 1);
+        settle(u);
+        f
+    }
+
     /// The usable read-ahead of chunk `idx`, if any.
     fn ahead_of(u: &Uring, idx: u64) -> Option<&Ahead> {
         u.ahead.iter().flatten().find(|a| a.idx == idx && !a.stale)
@@ -313,11 +324,7 @@ mod tests {
     #[test]
     fn a_write_after_the_read_ahead_started_is_what_the_reader_sees() {
         let Some((mut u, dir)) = backend("stale") else { return };
-        let (f, _) = u.open("a.blk", true).expect("open");
-        write(&mut u, f, 0, 10, 0);
-        read_chunk(&mut u, f, 0);
-        read_chunk(&mut u, f, 1);
-        settle(&mut u);
+        let f = read_ahead_from_chunk_2(&mut u, "a.blk", 10);
         assert!(ahead_of(&u, 2).is_some_and(|a| a.result == Some(CHUNK as i32)));
         // Chunk 2 rewritten after its read-ahead arrived: the read-ahead is dropped.
         write(&mut u, f, 2, 1, 0x5a);
@@ -341,11 +348,7 @@ mod tests {
     #[test]
     fn a_closed_file_s_read_ahead_never_serves_its_successor() {
         let Some((mut u, dir)) = backend("reuse") else { return };
-        let (f, _) = u.open("a.blk", true).expect("open");
-        write(&mut u, f, 0, 4, 0);
-        read_chunk(&mut u, f, 0);
-        read_chunk(&mut u, f, 1);
-        settle(&mut u);
+        let f = read_ahead_from_chunk_2(&mut u, "a.blk", 4);
         u.close(f);
         assert!(
             u.ahead.iter().flatten().all(|a| a.stale),
