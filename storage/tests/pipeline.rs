@@ -119,7 +119,7 @@ fn a_store_with_overlapping_batches_keeps_every_message() {
 /// write past the first round removes the subject's older message) still overlaps its
 /// batches: removals ask automatic compaction to look for a block worth rewriting, and
 /// each look waits for the batches in flight, but not before every batch. It still
-/// compacts, and every subject's last message survives a reopen.
+/// compacts once idle, and every subject's last message survives a reopen.
 #[test]
 fn a_store_that_removes_as_it_stores_still_pipelines() {
     const SUBJECTS: u64 = 50;
@@ -162,9 +162,33 @@ fn a_store_that_removes_as_it_stores_still_pipelines() {
         st.pipelined,
         st.batches
     );
+    assert_eq!(s.fast_state().msgs, latest.len() as u64);
+    // Removals still lead to rewrites. Whether a block of hot keys alone is caught half
+    // dead depends on the disk's timing (nearly all die whole), so leave one for certain:
+    // a key written once, then two blocks' worth of hot keys after it. An idle store
+    // looks at once, whatever the batch count.
+    let cold = "kv.cold".to_string();
+    let (seq, _) = s.store_msg(&cold, b"", &payload(last + 1), 0).expect("store cold");
+    last = seq;
+    latest.insert(cold, seq);
+    for _ in 0..600 {
+        let subject = format!("kv.{}", rng.gen_range(0..SUBJECTS));
+        let (seq, _) = s.store_msg(&subject, b"", &payload(last + 1), 0).expect("store");
+        last = seq;
+        latest.insert(subject, seq);
+    }
+    s.sync().expect("sync");
+    let before = s.stats().compactions;
+    for _ in 0..10_000 {
+        if s.stats().compactions > before {
+            break;
+        }
+        s.poll_completions().expect("poll");
+    }
+    let st = s.stats();
     assert!(
-        st.compactions > 0,
-        "blocks were still rewritten between the batches ({st:?})"
+        st.compactions > before,
+        "the block holding the one live key was rewritten once the store was idle ({st:?})"
     );
     assert_eq!(s.fast_state().msgs, latest.len() as u64);
     s.stop().expect("stop");
