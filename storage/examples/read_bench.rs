@@ -1,7 +1,7 @@
 //! Read paths of the io_uring backend, measured on the consumers' access patterns: a file
 //! store (default configuration) gets `--msgs` messages of `--payload` bytes over 1000
 //! subjects and is stopped; then, for each read path (`direct`: O_DIRECT reads through the
-//! store's ring with its 1 MiB chunk cache; `buffered`: `pread` on a buffered descriptor,
+//! store's ring with its chunk cache; `buffered`: `pread` on a buffered descriptor,
 //! the page cache), the store is reopened with the files' pages evicted from the page cache
 //! (`posix_fadvise(DONTNEED)`; the blocks were written with O_DIRECT, so nothing of them
 //! is cached to begin with either) and read:

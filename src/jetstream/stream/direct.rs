@@ -13,7 +13,7 @@ use storage::{Filter, StoredMsg};
 /// One reply: the header block and payload.
 pub struct Reply {
     pub header: Vec<u8>,
-    pub payload: Vec<u8>,
+    pub payload: bytes::Bytes,
 }
 
 /// Most messages one batch returns.
@@ -22,7 +22,7 @@ const MAX_BATCH: usize = 1000;
 fn status(line: &str) -> Reply {
     Reply {
         header: format!("NATS/1.0 {line}\r\n\r\n").into_bytes(),
-        payload: Vec::new(),
+        payload: bytes::Bytes::new(),
     }
 }
 
@@ -52,7 +52,7 @@ fn message(stream: &str, m: &StoredMsg, no_hdr: bool, batch: Option<(u64, u64)>)
     h.extend_from_slice(b"\r\n");
     Reply {
         header: h,
-        payload: m.payload.to_vec(),
+        payload: m.payload.clone(),
     }
 }
 
@@ -145,21 +145,18 @@ impl Stream {
         }
         let mut out = Vec::with_capacity(found.len() + 1);
         let mut last = 0u64;
-        let n = found.len();
-        for (i, m) in found.iter().enumerate() {
+        for m in &found {
             let pending = self.store.num_pending(m.seq + 1, &filter, false);
-            let _ = i;
             out.push(message(&self.name, m, req.no_hdr, Some((pending, last))));
             last = m.seq;
         }
         let pending = found
             .last()
             .map_or(0, |m| self.store.num_pending(m.seq + 1, &filter, false));
-        let _ = n;
         out.push(Reply {
             header: format!("NATS/1.0 204 EOB\r\nNats-Num-Pending: {pending}\r\nNats-Last-Sequence: {last}\r\n\r\n")
                 .into_bytes(),
-            payload: Vec::new(),
+            payload: bytes::Bytes::new(),
         });
         out
     }
@@ -201,7 +198,7 @@ impl Stream {
         eob.push_str("\r\n");
         out.push(Reply {
             header: eob.into_bytes(),
-            payload: Vec::new(),
+            payload: bytes::Bytes::new(),
         });
         out
     }

@@ -59,6 +59,30 @@ impl FileStore {
             return Err("sealed record and no encryption key configured".into());
         }
         let off = u64::from(loc.off);
+        let plain = r.flags & (RF_SUBJECT_SEALED | RF_SEALED | RF_S2) == 0;
+        if plain {
+            // The common case: the message is the record's body as read, with no copy (the
+            // body is a window of `bytes`, found by its place in it).
+            if r.subject != subject.as_bytes() {
+                return Err("record does not match the index".into());
+            }
+            let (h, len) = (r.hdr_len as usize, r.body.len());
+            let start = (r.body.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
+            if len != r.plain_len as usize
+                || h > len
+                || bytes.get(start..start + len).map(<[u8]>::as_ptr) != Some(r.body.as_ptr())
+            {
+                return Err("body length mismatch".into());
+            }
+            let buf = Bytes::from(bytes).slice(start..start + len);
+            return Ok(StoredMsg {
+                seq,
+                ts,
+                subject,
+                headers: buf.slice(..h),
+                payload: buf.slice(h..),
+            });
+        }
         let (stored_subject, hdr_len, mut body) = if r.flags & RF_SUBJECT_SEALED != 0 {
             let o = cipher::open_content(self.cipher.as_ref(), file_id, off, r.body)
                 .map_err(|e| format!("cannot open sealed record: {e}"))?;

@@ -82,8 +82,9 @@
 //! A load finds the record in the tail's buffer or reads it from its block through the
 //! I/O layer: with io_uring, an O_DIRECT read on the store's ring, waited for at once
 //! (loads are synchronous in the [`crate::Store`] API; the wait is the device's, as a
-//! `pread` would be), through a 1 MiB cache of 64 KiB chunks for reads near the previous
-//! one (consumers reading in order); with the threaded backend, a buffered `pread`. Every
+//! `pread` would be), through a cache of 64 KiB chunks (up to 16 MiB a store, 128 MiB in
+//! all) for reads near the previous one (consumers reading in order, KV gets cycling over
+//! their keys); with the threaded backend, a buffered `pread`. Every
 //! record read is checked (checksum, sequence, subject) before it is served. Numbers in
 //! `io::uring`'s docs.
 //!

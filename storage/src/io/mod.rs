@@ -8,7 +8,7 @@
 //! - `uring::Uring` (Linux, feature `uring`): O_DIRECT files driven through an io_uring
 //!   ring owned by the calling thread: no locks, no helper thread; the owning shard calls
 //!   [`Io::start`] and [`Io::poll`] from its loop. Reads are O_DIRECT reads on the same
-//!   ring (a synchronous wait for their completion) with a small chunk cache.
+//!   ring (a synchronous wait for their completion) with a bounded chunk cache (`uring::cache`).
 //!
 //! Both keep their open files in a `table::FileTable`.
 //!

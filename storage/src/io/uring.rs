@@ -13,7 +13,7 @@
 //! meanwhile are kept for [`Io::poll`]). Loads are synchronous in the store's API, and a
 //! wait on the store's own ring costs no more than a `pread` would (both wait for the
 //! device; neither involves another thread). Small reads go through a bounded cache of
-//! [`CACHE_CHUNKS`] aligned chunks of [`CHUNK`] bytes per store (1 MiB), least recently
+//! [`CACHE_CHUNKS`] aligned chunks of [`CHUNK`] bytes per store (16 MiB), least recently
 //! used out (and [`PROCESS_CHUNKS`] for all the stores of the process together), so that a
 //! consumer reading messages in order pays one device read per 64 KiB instead of one per
 //! message, and does not wait for it: from its second miss in order the next chunk is read
@@ -51,10 +51,13 @@
 //! backend waits for everything in flight first.
 
 mod ahead;
+mod cache;
 
 use super::table::FileTable;
 use super::{Batch, Done, FileNo, Io, Op};
 use ahead::{ahead_slot, Ahead};
+use cache::ChunkCache;
+pub use cache::{cached_chunks, set_chunk_budget, CACHE_CHUNKS, PROCESS_CHUNKS};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
@@ -67,26 +70,6 @@ const ALIGN: usize = 4096;
 const RING: u32 = 256;
 /// Bytes of a cached read chunk.
 pub const CHUNK: usize = 64 * 1024;
-/// Chunks cached per store.
-pub const CACHE_CHUNKS: usize = 16;
-/// Chunks cached by all the stores of the process together, by default (128 MiB): past
-/// it a store recycles its own least recently used chunk instead of taking a new one (it
-/// may still take its first), so hundreds of streams cannot hold 1 MiB each.
-pub const PROCESS_CHUNKS: usize = 2048;
-
-/// Chunks held by every store's cache, and the budget for them.
-static CACHED_CHUNKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-static CHUNK_BUDGET: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(PROCESS_CHUNKS);
-
-/// Chunks cached in the whole process now.
-pub fn cached_chunks() -> usize {
-    CACHED_CHUNKS.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// Change the process-wide chunk budget (default [`PROCESS_CHUNKS`]).
-pub fn set_chunk_budget(chunks: usize) {
-    CHUNK_BUDGET.store(chunks, std::sync::atomic::Ordering::Relaxed);
-}
 /// Reads larger than this go to the device in pieces of this size.
 const BIG_READ: usize = 4 << 20;
 /// `user_data` of a read's completion (batches use `id << 20 | op`).
@@ -167,8 +150,7 @@ pub struct Uring {
     finished: VecDeque<Done>,
     /// Reads through the ring (else `pread` on the buffered descriptors).
     direct_reads: bool,
-    cache: Vec<Chunk>,
-    tick: u64,
+    cache: ChunkCache,
     /// The result of the read in flight, once reaped.
     read_done: Option<i32>,
     /// Where the last small read ended (file, offset): a read near it fills a chunk.
@@ -188,14 +170,6 @@ const SPARE_BUFS: usize = 8;
 const SPARE_MAX: usize = 8 << 20;
 
 /// A cached chunk of a file: `valid` bytes from `idx * CHUNK`.
-struct Chunk {
-    file: FileNo,
-    idx: u64,
-    buf: Aligned,
-    valid: usize,
-    used: u64,
-}
-
 fn on_tmpfs(dir: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
@@ -247,6 +221,13 @@ fn workers_off_this_core(ring: &IoUring) {
 fn lay_over(buf: &mut Aligned, base: u64, overlay: Vec<(u64, Vec<u8>)>, mut got: usize) -> usize {
     for (at, bytes) in overlay {
         let from = (at - base) as usize;
+        if from > got {
+            // Past the end the device returned: what lies between is not on disk yet
+            // (and a reused buffer still holds another chunk's bytes there).
+            if let Some(gap) = buf.as_mut().get_mut(got..from) {
+                gap.fill(0);
+            }
+        }
         if let Some(dst) = buf.as_mut().get_mut(from..from + bytes.len()) {
             dst.copy_from_slice(&bytes);
             got = got.max(from + bytes.len());
@@ -331,8 +312,7 @@ impl Uring {
             next_batch: 0,
             finished: VecDeque::new(),
             direct_reads,
-            cache: Vec::new(),
-            tick: 0,
+            cache: ChunkCache::default(),
             read_done: None,
             last_read: (FileNo::MAX, 0),
             last_miss: (FileNo::MAX, 0),
@@ -352,29 +332,14 @@ impl Uring {
 
     /// Drop the cached chunks of `file` that overlap `[off, off + len)` (all with `None`).
     fn invalidate(&mut self, file: FileNo, range: Option<(u64, u64)>) {
-        let before = self.cache.len();
-        self.cache.retain(|c| {
-            c.file != file
-                || range.is_some_and(|(off, len)| {
-                    let (a, b) = (c.idx * CHUNK as u64, (c.idx + 1) * CHUNK as u64);
-                    off + len <= a || off >= b
-                })
-        });
-        self.uncount(before - self.cache.len());
+        self.cache.invalidate(file, range);
         self.ahead_stale(Some(file), range);
     }
 
     /// Drop every cached chunk.
     fn clear_cache(&mut self) {
-        self.uncount(self.cache.len());
         self.cache.clear();
         self.ahead_stale(None, None);
-    }
-
-    fn uncount(&self, chunks: usize) {
-        if chunks > 0 {
-            CACHED_CHUNKS.fetch_sub(chunks, std::sync::atomic::Ordering::Relaxed);
-        }
     }
 
     /// Read `len` bytes (a multiple of [`ALIGN`]) at `off` (aligned) with O_DIRECT through
@@ -382,7 +347,11 @@ impl Uring {
     /// of the file).
     fn direct_read(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<(Aligned, usize)> {
         let fd = self.file(file)?.as_raw_fd();
-        let mut buf = Aligned::zeroed(len);
+        let mut buf = if len == CHUNK {
+            self.cache.buffer()
+        } else {
+            Aligned::zeroed(len)
+        };
         let mut got = 0usize;
         // What in-flight writes put in this range: the device may serve the read before
         // or during them, so their bytes are laid over what it returns.
@@ -468,12 +437,7 @@ impl Uring {
 
     /// The cached chunk `idx` of `file`, read if needed; returns its position in the cache.
     fn chunk(&mut self, file: FileNo, idx: u64) -> io::Result<usize> {
-        self.tick += 1;
-        let tick = self.tick;
-        if let Some(i) = self.cache.iter().position(|c| c.file == file && c.idx == idx) {
-            if let Some(c) = self.cache.get_mut(i) {
-                c.used = tick;
-            }
+        if let Some(i) = self.cache.find(file, idx) {
             return Ok(i);
         }
         let ahead = self.take_ahead(file, idx)?;
@@ -484,29 +448,7 @@ impl Uring {
             Some(read) => read,
             None => self.direct_read(file, idx * CHUNK as u64, CHUNK)?,
         };
-        let c = Chunk {
-            file,
-            idx,
-            buf,
-            valid,
-            used: tick,
-        };
-        let room = self.cache.is_empty() || cached_chunks() < CHUNK_BUDGET.load(std::sync::atomic::Ordering::Relaxed);
-        if self.cache.len() < CACHE_CHUNKS && room {
-            CACHED_CHUNKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.cache.push(c);
-            return Ok(self.cache.len() - 1);
-        }
-        let lru = self
-            .cache
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, c)| c.used)
-            .map_or(0, |(i, _)| i);
-        if let Some(slot) = self.cache.get_mut(lru) {
-            *slot = c;
-        }
-        Ok(lru)
+        Ok(self.cache.insert(file, idx, buf, valid))
     }
 
     fn read_direct(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<Vec<u8>> {
@@ -534,7 +476,7 @@ impl Uring {
         let (lf, lend) = self.last_read;
         self.last_read = (file, end);
         let near = lf == file && off + (CHUNK as u64) >= lend && off <= lend + CHUNK as u64;
-        let cached = self.cache.iter().any(|c| c.file == file && c.idx == off / CHUNK as u64);
+        let cached = self.cache.contains(file, off / CHUNK as u64);
         if !near && !cached {
             let a0 = off - off % ALIGN as u64;
             let a1 = end.div_ceil(ALIGN as u64) * ALIGN as u64;
@@ -1040,6 +982,22 @@ mod tests {
 
     /// A reused write buffer holds exactly the new bytes, aligned, whether it shrinks or
     /// grows within its memory; one too small is replaced.
+    #[test]
+    fn an_overlay_past_the_end_read_leaves_zeros_in_a_reused_buffer() {
+        // A reused chunk buffer still holds another chunk's bytes; the device returned one
+        // page (the file's end on disk) and a write in flight lands at 16 KiB.
+        let mut buf = Aligned::from(&vec![0xffu8; CHUNK]);
+        let write = vec![7u8; ALIGN];
+        let got = lay_over(&mut buf, 0, vec![(4 * ALIGN as u64, write.clone())], ALIGN);
+        assert_eq!(got, 5 * ALIGN);
+        assert!(
+            buf.as_ref()[ALIGN..4 * ALIGN].iter().all(|&b| b == 0),
+            "nothing on disk between"
+        );
+        assert_eq!(&buf.as_ref()[4 * ALIGN..5 * ALIGN], &write[..]);
+        assert_eq!(buf.as_ref()[0], 0xff, "what the device returned is kept");
+    }
+
     #[test]
     fn reused_write_buffers_hold_exactly_the_new_bytes() {
         let big: Vec<u8> = (0..3 * ALIGN).map(|i| (i % 251) as u8).collect();

@@ -109,7 +109,7 @@ impl Uring {
         let mut a = Ahead {
             file,
             idx,
-            buf: Aligned::zeroed(CHUNK),
+            buf: self.cache.buffer(),
             overlay,
             result: None,
             stale: false,

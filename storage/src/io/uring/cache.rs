@@ -1,0 +1,282 @@
+//! The read cache of one io_uring store: chunks of [`CHUNK`] bytes of its block files,
+//! found by (file, chunk index) in a map, least recently used out. A store may hold up to
+//! [`CACHE_CHUNKS`] while the process-wide budget ([`PROCESS_CHUNKS`] by default, for all
+//! the stores together) has room; past the budget it recycles its own chunks. Buffers of
+//! dropped chunks are kept (a few) for the next reads, so a store reading through a stream
+//! larger than its cache neither allocates nor zeroes 64 KiB per miss.
+//!
+//! Owned by the store's [`Uring`](super::Uring), on the store's shard; only the count of
+//! cached chunks is shared (an atomic), for the budget.
+
+use super::{Aligned, FileNo, CHUNK};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Chunks a store may cache (16 MiB), while the process-wide budget has room: enough for a
+/// KV bucket of ten thousand 1 KiB values read over and over (with 1 MiB, such a cycle
+/// missed on every chunk, and each miss cost a device read and a fresh buffer).
+pub const CACHE_CHUNKS: usize = 256;
+/// Chunks cached by all the stores of the process together, by default (128 MiB): past
+/// it a store recycles its own least recently used chunk instead of taking a new one (it
+/// may still take its first), so hundreds of streams cannot hold 16 MiB each.
+pub const PROCESS_CHUNKS: usize = 2048;
+/// Buffers of dropped chunks kept for the next misses and read-aheads (no allocation, no
+/// zeroing, pages already mapped).
+const FREE_CHUNKS: usize = 8;
+
+/// Chunks held by every store's cache, and the budget for them.
+static CACHED_CHUNKS: AtomicUsize = AtomicUsize::new(0);
+static CHUNK_BUDGET: AtomicUsize = AtomicUsize::new(PROCESS_CHUNKS);
+
+/// Chunks cached in the whole process now.
+pub fn cached_chunks() -> usize {
+    CACHED_CHUNKS.load(Ordering::Relaxed)
+}
+
+/// Change the process-wide chunk budget (default [`PROCESS_CHUNKS`]).
+pub fn set_chunk_budget(chunks: usize) {
+    CHUNK_BUDGET.store(chunks, Ordering::Relaxed);
+}
+
+/// A cached chunk of a file: `valid` bytes from `idx * CHUNK`.
+pub(super) struct Chunk {
+    pub file: FileNo,
+    pub idx: u64,
+    pub buf: Aligned,
+    pub valid: usize,
+    used: u64,
+}
+
+#[derive(Default)]
+pub(super) struct ChunkCache {
+    chunks: Vec<Chunk>,
+    /// Where each chunk is in `chunks`, by (file, chunk index).
+    at: HashMap<(FileNo, u64), usize, ahash::RandomState>,
+    /// Buffers of dropped chunks, for the next reads of a chunk.
+    free: Vec<Aligned>,
+    tick: u64,
+}
+
+impl ChunkCache {
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// The position of chunk `idx` of `file`, if cached (and it is now the most recently
+    /// used).
+    pub fn find(&mut self, file: FileNo, idx: u64) -> Option<usize> {
+        let i = *self.at.get(&(file, idx))?;
+        self.tick += 1;
+        if let Some(c) = self.chunks.get_mut(i) {
+            c.used = self.tick;
+        }
+        Some(i)
+    }
+
+    pub fn contains(&self, file: FileNo, idx: u64) -> bool {
+        self.at.contains_key(&(file, idx))
+    }
+
+    pub fn get(&self, i: usize) -> Option<&Chunk> {
+        self.chunks.get(i)
+    }
+
+    /// A [`CHUNK`]-sized buffer to read into: a free one if any (its bytes are stale;
+    /// readers only use what a read or an overlay filled), else a new zeroed one.
+    pub fn buffer(&mut self) -> Aligned {
+        self.free.pop().unwrap_or_else(|| Aligned::zeroed(CHUNK))
+    }
+
+    /// Cache chunk `idx` of `file` (not cached yet), read into `buf` with `valid` bytes;
+    /// returns its position.
+    pub fn insert(&mut self, file: FileNo, idx: u64, buf: Aligned, valid: usize) -> usize {
+        self.tick += 1;
+        let c = Chunk {
+            file,
+            idx,
+            buf,
+            valid,
+            used: self.tick,
+        };
+        let room = self.chunks.is_empty() || cached_chunks() < CHUNK_BUDGET.load(Ordering::Relaxed);
+        if self.chunks.len() < CACHE_CHUNKS && room {
+            CACHED_CHUNKS.fetch_add(1, Ordering::Relaxed);
+            self.at.insert((file, idx), self.chunks.len());
+            self.chunks.push(c);
+            return self.chunks.len() - 1;
+        }
+        // Full: the least recently used chunk makes room (a scan, but only on a miss,
+        // which cost a device read or a read-ahead anyway).
+        let lru = self
+            .chunks
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, c)| c.used)
+            .map_or(0, |(i, _)| i);
+        let Some(slot) = self.chunks.get_mut(lru) else {
+            // Not reached: a full cache has chunks. Stay correct anyway.
+            CACHED_CHUNKS.fetch_add(1, Ordering::Relaxed);
+            self.at.insert((file, idx), 0);
+            self.chunks.push(c);
+            return 0;
+        };
+        let old = std::mem::replace(slot, c);
+        self.at.remove(&(old.file, old.idx));
+        self.at.insert((file, idx), lru);
+        self.recycle(old.buf);
+        lru
+    }
+
+    /// Drop the chunks of `file` that overlap `[off, off + len)` (all of them with `None`).
+    pub fn invalidate(&mut self, file: FileNo, range: Option<(u64, u64)>) {
+        let chunk = CHUNK as u64;
+        let span = range.map(|(off, len)| (off / chunk, off.saturating_add(len).div_ceil(chunk)));
+        match span {
+            Some((first, end)) if end.saturating_sub(first) <= self.chunks.len() as u64 => {
+                for idx in first..end {
+                    if let Some(i) = self.at.get(&(file, idx)).copied() {
+                        self.remove(i);
+                    }
+                }
+            }
+            _ => {
+                let mut i = 0;
+                while let Some(c) = self.chunks.get(i) {
+                    if c.file == file && span.is_none_or(|(first, end)| (first..end).contains(&c.idx)) {
+                        self.remove(i);
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Drop every chunk.
+    pub fn clear(&mut self) {
+        uncount(self.chunks.len());
+        self.chunks.clear();
+        self.at.clear();
+    }
+
+    /// Keep `buf` (a chunk's buffer no longer used) for a later read, if there is room.
+    pub fn recycle(&mut self, buf: Aligned) {
+        if self.free.len() < FREE_CHUNKS && buf.len == CHUNK {
+            self.free.push(buf);
+        }
+    }
+
+    /// Remove the chunk at `i` (the last one takes its place).
+    fn remove(&mut self, i: usize) {
+        if i >= self.chunks.len() {
+            return;
+        }
+        let c = self.chunks.swap_remove(i);
+        self.at.remove(&(c.file, c.idx));
+        if let Some(moved) = self.chunks.get(i) {
+            self.at.insert((moved.file, moved.idx), i);
+        }
+        uncount(1);
+        self.recycle(c.buf);
+    }
+}
+
+impl Drop for ChunkCache {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+fn uncount(chunks: usize) {
+    if chunks > 0 {
+        CACHED_CHUNKS.fetch_sub(chunks, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filled(file: FileNo, idx: u64) -> Aligned {
+        let mut b = Aligned::zeroed(CHUNK);
+        b.as_mut().fill((file as u64 * 31 + idx) as u8);
+        b
+    }
+
+    fn holds(c: &mut ChunkCache, file: FileNo, idx: u64) -> bool {
+        let Some(i) = c.find(file, idx) else { return false };
+        let ch = c.get(i).expect("chunk at its position");
+        assert_eq!((ch.file, ch.idx), (file, idx), "the map points at the chunk");
+        assert_eq!(ch.buf.as_ref()[0], (file as u64 * 31 + idx) as u8, "its own bytes");
+        true
+    }
+
+    /// A working set of 12 MiB read over and over stays cached (with the former 16 chunks
+    /// per store, an in-order cycle over more than 16 missed on every chunk).
+    #[test]
+    fn a_cycle_over_twelve_mib_hits_on_every_pass_after_the_first() {
+        let mut c = ChunkCache::default();
+        let chunks = 192u64;
+        assert!(chunks as usize <= CACHE_CHUNKS);
+        for idx in 0..chunks {
+            assert!(!holds(&mut c, 1, idx), "chunk {idx} before its first read");
+            c.insert(1, idx, filled(1, idx), CHUNK);
+        }
+        for _pass in 0..3 {
+            for idx in 0..chunks {
+                assert!(holds(&mut c, 1, idx), "chunk {idx} stayed cached");
+            }
+        }
+        assert_eq!(c.len(), chunks as usize);
+    }
+
+    #[test]
+    fn the_least_recently_used_chunk_makes_room_and_its_buffer_is_reused() {
+        let mut c = ChunkCache::default();
+        for idx in 0..CACHE_CHUNKS as u64 {
+            c.insert(2, idx, filled(2, idx), CHUNK);
+        }
+        // Chunk 0 used again: chunk 1 is now the oldest.
+        assert!(holds(&mut c, 2, 0));
+        let n = CACHE_CHUNKS as u64;
+        c.insert(2, n, filled(2, n), CHUNK);
+        assert!(!holds(&mut c, 2, 1), "the least recently used chunk left");
+        assert!(holds(&mut c, 2, 0) && holds(&mut c, 2, n) && holds(&mut c, 2, 2));
+        assert_eq!(c.len(), CACHE_CHUNKS);
+        // Its buffer is the next one handed out (with its stale bytes).
+        assert_eq!(c.buffer().as_ref()[0], (2 * 31 + 1) as u8);
+        assert_eq!(c.buffer().as_ref()[0], 0, "then fresh zeroed ones");
+    }
+
+    #[test]
+    fn invalidation_drops_exactly_the_overlapping_chunks_and_keeps_the_map_right() {
+        let mut c = ChunkCache::default();
+        for file in [3, 4] {
+            for idx in 0..40u64 {
+                c.insert(file, idx, filled(file, idx), CHUNK);
+            }
+        }
+        let chunk = CHUNK as u64;
+        // A write over the end of chunk 5 and the start of chunk 6 of file 3.
+        c.invalidate(3, Some((6 * chunk - 10, 20)));
+        // A write inside chunk 39 only.
+        c.invalidate(3, Some((39 * chunk + 100, 1)));
+        // An empty range touches nothing; a huge one takes the scan.
+        c.invalidate(3, Some((20 * chunk, 0)));
+        c.invalidate(4, Some((30 * chunk, u64::MAX)));
+        for idx in 0..40u64 {
+            let gone3 = [5, 6, 39].contains(&idx);
+            assert_eq!(holds(&mut c, 3, idx), !gone3, "file 3 chunk {idx}");
+            assert_eq!(holds(&mut c, 4, idx), idx < 30, "file 4 chunk {idx}");
+        }
+        // A whole file.
+        c.invalidate(3, None);
+        assert!((0..40u64).all(|idx| !holds(&mut c, 3, idx)));
+        assert!((0..30u64).all(|idx| holds(&mut c, 4, idx)));
+        assert_eq!(c.len(), 30);
+        c.clear();
+        assert_eq!(c.len(), 0);
+        assert!(!holds(&mut c, 4, 0));
+    }
+}
