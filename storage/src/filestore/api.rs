@@ -13,7 +13,7 @@ use bytes::Bytes;
 use std::io::Write;
 
 impl FileStore {
-    fn record_bytes(&mut self, loc: Loc) -> Result<(Vec<u8>, format::Checksum, u64)> {
+    fn record_bytes(&mut self, loc: Loc) -> Result<(Bytes, format::Checksum, u64)> {
         let i = self
             .block_pos(u64::from(loc.blk))
             .ok_or_else(|| StoreError::Corrupt(format!("block {} is gone", loc.blk)))?;
@@ -24,11 +24,11 @@ impl FileStore {
         if off >= b.base {
             let at = (off - b.base) as usize;
             if let Some(src) = b.buf.get(at..at + len) {
-                return Ok((src.to_vec(), cs, file_id));
+                return Ok((Bytes::copy_from_slice(src), cs, file_id));
             }
         }
         let file = self.file_of(i)?;
-        Ok((self.io.read_at(file, off, len)?, cs, file_id))
+        Ok((self.io.read_shared(file, off, len)?, cs, file_id))
     }
 
     /// Load the live message `seq`, verifying its record.
@@ -62,7 +62,8 @@ impl FileStore {
         let plain = r.flags & (RF_SUBJECT_SEALED | RF_SEALED | RF_S2) == 0;
         if plain {
             // The common case: the message is the record's body as read, with no copy (the
-            // body is a window of `bytes`, found by its place in it).
+            // body is a window of `bytes`, often of the read cache's chunk, found by its
+            // place in it).
             if r.subject != subject.as_bytes() {
                 return Err("record does not match the index".into());
             }
@@ -74,7 +75,7 @@ impl FileStore {
             {
                 return Err("body length mismatch".into());
             }
-            let buf = Bytes::from(bytes).slice(start..start + len);
+            let buf = bytes.slice(start..start + len);
             return Ok(StoredMsg {
                 seq,
                 ts,

@@ -74,6 +74,11 @@ pub trait Io {
     fn rename(&mut self, from: &str, to: &str) -> io::Result<()>;
     /// Read exactly `len` bytes at `off` (fewer at the end of the file).
     fn read_at(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<Vec<u8>>;
+    /// [`Io::read_at`] for a message load: a backend with a read cache may hand out a
+    /// window of a cached chunk instead of a copy.
+    fn read_shared(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<bytes::Bytes> {
+        self.read_at(file, off, len).map(bytes::Bytes::from)
+    }
     /// Start a batch.
     fn start(&mut self, batch: Batch) -> io::Result<()>;
     /// A finished batch, if any (never blocks).

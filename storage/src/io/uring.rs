@@ -451,6 +451,30 @@ impl Uring {
         Ok(self.cache.insert(file, idx, buf, valid))
     }
 
+    /// Whether a small read at `off` of `file` is near where the last one ended (reads in
+    /// order go through the chunk cache; others read only their own pages).
+    fn near_last_read(&self, file: FileNo, off: u64) -> bool {
+        let (lf, lend) = self.last_read;
+        lf == file && off + (CHUNK as u64) >= lend && off <= lend + CHUNK as u64
+    }
+
+    /// A message load's read: a window of the cached chunk when the range lies in one
+    /// chunk that is cached or (read near the last one) gets cached; else a copy, as
+    /// [`Io::read_at`] makes it.
+    fn read_window(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<Option<bytes::Bytes>> {
+        let idx = off / CHUNK as u64;
+        let from = (off - idx * CHUNK as u64) as usize;
+        if !self.direct_reads || from + len > CHUNK {
+            return Ok(None);
+        }
+        if !self.near_last_read(file, off) && !self.cache.contains(file, idx) {
+            return Ok(None);
+        }
+        self.last_read = (file, off + len as u64);
+        let i = self.chunk(file, idx)?;
+        Ok(self.cache.get(i).and_then(|c| c.window(from, len)))
+    }
+
     fn read_direct(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<Vec<u8>> {
         let end = off + len as u64;
         let mut out = Vec::with_capacity(len);
@@ -473,9 +497,8 @@ impl Uring {
         }
         // A read far from the last one (a random access): only its own pages, uncached
         // (a whole chunk would cost a 64 KiB transfer for a few hundred bytes).
-        let (lf, lend) = self.last_read;
+        let near = self.near_last_read(file, off);
         self.last_read = (file, end);
-        let near = lf == file && off + (CHUNK as u64) >= lend && off <= lend + CHUNK as u64;
         let cached = self.cache.contains(file, off / CHUNK as u64);
         if !near && !cached {
             let a0 = off - off % ALIGN as u64;
@@ -499,7 +522,7 @@ impl Uring {
             if from >= to {
                 break;
             }
-            if let Some(src) = c.buf.as_ref().get(from..to) {
+            if let Some(src) = c.data().get(from..to) {
                 out.extend_from_slice(src);
             }
             pos = base + to as u64;
@@ -685,6 +708,13 @@ impl Io for Uring {
     fn rename(&mut self, from: &str, to: &str) -> io::Result<()> {
         self.clear_cache();
         std::fs::rename(self.dir.join(from), self.dir.join(to))
+    }
+
+    fn read_shared(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<bytes::Bytes> {
+        match self.read_window(file, off, len)? {
+            Some(window) => Ok(window),
+            None => self.read_at(file, off, len).map(bytes::Bytes::from),
+        }
     }
 
     fn read_at(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<Vec<u8>> {

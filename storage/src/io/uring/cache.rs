@@ -9,8 +9,10 @@
 //! cached chunks is shared (an atomic), for the budget.
 
 use super::{Aligned, FileNo, CHUNK};
+use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Chunks a store may cache (16 MiB), while the process-wide budget has room: enough for a
 /// KV bucket of ten thousand 1 KiB values read over and over (with 1 MiB, such a cycle
@@ -38,13 +40,40 @@ pub fn set_chunk_budget(chunks: usize) {
     CHUNK_BUDGET.store(chunks, Ordering::Relaxed);
 }
 
-/// A cached chunk of a file: `valid` bytes from `idx * CHUNK`.
+/// A cached chunk of a file: `valid` bytes from `idx * CHUNK`. Its buffer is shared with
+/// the windows handed out ([`Chunk::window`]); it never changes once cached (a write drops
+/// the chunk instead).
 pub(super) struct Chunk {
     pub file: FileNo,
     pub idx: u64,
-    pub buf: Aligned,
+    buf: Arc<Aligned>,
     pub valid: usize,
     used: u64,
+}
+
+/// A chunk's buffer as the owner of [`Bytes`] windows.
+struct Shared(Arc<Aligned>);
+
+impl AsRef<[u8]> for Shared {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_ref().as_ref()
+    }
+}
+
+impl Chunk {
+    /// The chunk's bytes (the valid ones first).
+    pub fn data(&self) -> &[u8] {
+        self.buf.as_ref().as_ref()
+    }
+
+    /// `len` bytes from `from`, without a copy: the buffer stays alive (out of the
+    /// cache's reuse) while the window does. `None` past the valid bytes.
+    pub fn window(&self, from: usize, len: usize) -> Option<Bytes> {
+        if from.checked_add(len)? > self.valid {
+            return None;
+        }
+        Some(Bytes::from_owner(Shared(Arc::clone(&self.buf))).slice(from..from + len))
+    }
 }
 
 #[derive(Default)]
@@ -95,7 +124,7 @@ impl ChunkCache {
         let c = Chunk {
             file,
             idx,
-            buf,
+            buf: Arc::new(buf),
             valid,
             used: self.tick,
         };
@@ -124,7 +153,7 @@ impl ChunkCache {
         let old = std::mem::replace(slot, c);
         self.at.remove(&(old.file, old.idx));
         self.at.insert((file, idx), lru);
-        self.recycle(old.buf);
+        self.reclaim(old.buf);
         lru
     }
 
@@ -167,6 +196,13 @@ impl ChunkCache {
         }
     }
 
+    /// A dropped chunk's buffer, reused unless a window of it is still out.
+    fn reclaim(&mut self, buf: Arc<Aligned>) {
+        if let Ok(buf) = Arc::try_unwrap(buf) {
+            self.recycle(buf);
+        }
+    }
+
     /// Remove the chunk at `i` (the last one takes its place).
     fn remove(&mut self, i: usize) {
         if i >= self.chunks.len() {
@@ -178,7 +214,7 @@ impl ChunkCache {
             self.at.insert((moved.file, moved.idx), i);
         }
         uncount(1);
-        self.recycle(c.buf);
+        self.reclaim(c.buf);
     }
 }
 
@@ -208,7 +244,7 @@ mod tests {
         let Some(i) = c.find(file, idx) else { return false };
         let ch = c.get(i).expect("chunk at its position");
         assert_eq!((ch.file, ch.idx), (file, idx), "the map points at the chunk");
-        assert_eq!(ch.buf.as_ref()[0], (file as u64 * 31 + idx) as u8, "its own bytes");
+        assert_eq!(ch.data()[0], (file as u64 * 31 + idx) as u8, "its own bytes");
         true
     }
 
@@ -247,6 +283,32 @@ mod tests {
         // Its buffer is the next one handed out (with its stale bytes).
         assert_eq!(c.buffer().as_ref()[0], (2 * 31 + 1) as u8);
         assert_eq!(c.buffer().as_ref()[0], 0, "then fresh zeroed ones");
+    }
+
+    /// A window handed out keeps its chunk's bytes after the chunk leaves the cache, and
+    /// the buffer is only reused once no window is left.
+    #[test]
+    fn a_window_outlives_its_chunk_and_holds_its_buffer_back() {
+        let mut c = ChunkCache::default();
+        c.insert(5, 0, filled(5, 0), 100);
+        let i = c.find(5, 0).expect("cached");
+        let w = c.get(i).and_then(|ch| ch.window(10, 90)).expect("window");
+        assert!(
+            c.get(i).and_then(|ch| ch.window(10, 91)).is_none(),
+            "past the valid bytes"
+        );
+        assert_eq!(&w[..], &[5 * 31u8; 90][..]);
+        c.invalidate(5, None);
+        // Its buffer is not handed out while the window is alive: the next one is new.
+        let mut next = c.buffer();
+        assert_eq!(next.as_ref()[0], 0);
+        next.as_mut().fill(0xee);
+        assert_eq!(&w[..], &[5 * 31u8; 90][..], "the window kept its bytes");
+        // Without a window out, a dropped chunk's buffer is reused.
+        c.insert(5, 1, filled(5, 1), CHUNK);
+        c.invalidate(5, None);
+        assert_eq!(c.buffer().as_ref()[0], (5 * 31 + 1) as u8);
+        drop(w);
     }
 
     #[test]
