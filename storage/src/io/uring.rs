@@ -13,7 +13,8 @@
 //! meanwhile are kept for [`Io::poll`]). Loads are synchronous in the store's API, and a
 //! wait on the store's own ring costs no more than a `pread` would (both wait for the
 //! device; neither involves another thread). Small reads go through a bounded cache of
-//! [`CACHE_CHUNKS`] aligned chunks of [`CHUNK`] bytes per store (16 MiB), least recently
+//! aligned chunks of [`CHUNK`] bytes per store (1 MiB, growing to 16 MiB for readers that
+//! come back to what they read; see [`cache`]), least recently
 //! used out (and [`PROCESS_CHUNKS`] for all the stores of the process together), so that a
 //! consumer reading messages in order pays one device read per 64 KiB instead of one per
 //! message, and does not wait for it: from its second miss in order the next chunk is read
@@ -57,7 +58,7 @@ use super::table::FileTable;
 use super::{Batch, Done, FileNo, Io, Op};
 use ahead::{ahead_slot, Ahead};
 use cache::ChunkCache;
-pub use cache::{cached_chunks, set_chunk_budget, CACHE_CHUNKS, PROCESS_CHUNKS};
+pub use cache::{cached_chunks, set_chunk_budget, BASE_CHUNKS, CACHE_CHUNKS, PROCESS_CHUNKS};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};

@@ -1,9 +1,17 @@
 //! The read cache of one io_uring store: chunks of [`CHUNK`] bytes of its block files,
-//! found by (file, chunk index) in a map, least recently used out. A store may hold up to
-//! [`CACHE_CHUNKS`] while the process-wide budget ([`PROCESS_CHUNKS`] by default, for all
-//! the stores together) has room; past the budget it recycles its own chunks. Buffers of
-//! dropped chunks are kept (a few) for the next reads, so a store reading through a stream
-//! larger than its cache neither allocates nor zeroes 64 KiB per miss.
+//! found by (file, chunk index) in a map, least recently used out.
+//!
+//! A store starts with room for [`BASE_CHUNKS`] (1 MiB), enough for readers going through
+//! a stream once (a consumer: each chunk is read once, ahead of it). It grows, up to
+//! [`CACHE_CHUNKS`] (16 MiB), only when it misses on a chunk it evicted recently (the keys
+//! of the last evicted chunks are remembered): readers coming back to what they read (KV
+//! gets cycling over their keys, several consumers at different places) get a cache that
+//! holds their working set, and a single pass does not fill memory with chunks never read
+//! again. All the stores together hold at most the process-wide budget
+//! ([`PROCESS_CHUNKS`] by default); past it a store recycles its own chunks.
+//!
+//! Buffers of dropped chunks are kept (a few) for the next reads, so a store reading
+//! through a stream larger than its cache neither allocates nor zeroes 64 KiB per miss.
 //!
 //! Owned by the store's [`Uring`](super::Uring), on the store's shard; only the count of
 //! cached chunks is shared (an atomic), for the budget.
@@ -14,9 +22,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// Chunks a store may cache (16 MiB), while the process-wide budget has room: enough for a
-/// KV bucket of ten thousand 1 KiB values read over and over (with 1 MiB, such a cycle
-/// missed on every chunk, and each miss cost a device read and a fresh buffer).
+/// Chunks a store may cache at first (1 MiB).
+pub const BASE_CHUNKS: usize = 16;
+/// Chunks a store may cache at most (16 MiB), after misses on chunks it evicted, while the
+/// process-wide budget has room: enough for a KV bucket of ten thousand 1 KiB values read
+/// over and over (with 1 MiB, such a cycle missed on every chunk, and each miss cost a
+/// device read and a fresh buffer).
 pub const CACHE_CHUNKS: usize = 256;
 /// Chunks cached by all the stores of the process together, by default (128 MiB): past
 /// it a store recycles its own least recently used chunk instead of taking a new one (it
@@ -76,7 +87,6 @@ impl Chunk {
     }
 }
 
-#[derive(Default)]
 pub(super) struct ChunkCache {
     chunks: Vec<Chunk>,
     /// Where each chunk is in `chunks`, by (file, chunk index).
@@ -84,6 +94,26 @@ pub(super) struct ChunkCache {
     /// Buffers of dropped chunks, for the next reads of a chunk.
     free: Vec<Aligned>,
     tick: u64,
+    /// Chunks this store may hold now (from [`BASE_CHUNKS`] up to [`CACHE_CHUNKS`]).
+    limit: usize,
+    /// Keys of the chunks evicted last (at most [`CACHE_CHUNKS`]), oldest first: a miss
+    /// on one of them means the cache is smaller than what its readers come back to.
+    ghosts: std::collections::VecDeque<(FileNo, u64)>,
+    ghost_set: std::collections::HashSet<(FileNo, u64), ahash::RandomState>,
+}
+
+impl Default for ChunkCache {
+    fn default() -> ChunkCache {
+        ChunkCache {
+            chunks: Vec::new(),
+            at: HashMap::default(),
+            free: Vec::new(),
+            tick: 0,
+            limit: BASE_CHUNKS,
+            ghosts: std::collections::VecDeque::new(),
+            ghost_set: Default::default(),
+        }
+    }
 }
 
 impl ChunkCache {
@@ -121,6 +151,10 @@ impl ChunkCache {
     /// returns its position.
     pub fn insert(&mut self, file: FileNo, idx: u64, buf: Aligned, valid: usize) -> usize {
         self.tick += 1;
+        if self.ghost_set.remove(&(file, idx)) && self.limit < CACHE_CHUNKS {
+            // Read again soon after it was evicted: one chunk more.
+            self.limit += 1;
+        }
         let c = Chunk {
             file,
             idx,
@@ -129,7 +163,7 @@ impl ChunkCache {
             used: self.tick,
         };
         let room = self.chunks.is_empty() || cached_chunks() < CHUNK_BUDGET.load(Ordering::Relaxed);
-        if self.chunks.len() < CACHE_CHUNKS && room {
+        if self.chunks.len() < self.limit && room {
             CACHED_CHUNKS.fetch_add(1, Ordering::Relaxed);
             self.at.insert((file, idx), self.chunks.len());
             self.chunks.push(c);
@@ -153,6 +187,7 @@ impl ChunkCache {
         let old = std::mem::replace(slot, c);
         self.at.remove(&(old.file, old.idx));
         self.at.insert((file, idx), lru);
+        self.remember_evicted((old.file, old.idx));
         self.reclaim(old.buf);
         lru
     }
@@ -194,6 +229,23 @@ impl ChunkCache {
         if self.free.len() < FREE_CHUNKS && buf.len == CHUNK {
             self.free.push(buf);
         }
+    }
+
+    fn remember_evicted(&mut self, key: (FileNo, u64)) {
+        if self.ghost_set.insert(key) {
+            self.ghosts.push_back(key);
+        }
+        while self.ghosts.len() > CACHE_CHUNKS {
+            if let Some(old) = self.ghosts.pop_front() {
+                self.ghost_set.remove(&old);
+            }
+        }
+    }
+
+    /// Chunks this store may hold now.
+    #[cfg(test)]
+    pub fn limit(&self) -> usize {
+        self.limit
     }
 
     /// A dropped chunk's buffer, reused unless a window of it is still out.
@@ -248,38 +300,59 @@ mod tests {
         true
     }
 
-    /// A working set of 12 MiB read over and over stays cached (with the former 16 chunks
-    /// per store, an in-order cycle over more than 16 missed on every chunk).
+    /// Read chunks `0..chunks` of file 1 in order as a store does (a miss caches the
+    /// chunk); returns the misses.
+    fn pass(c: &mut ChunkCache, chunks: u64) -> usize {
+        let mut misses = 0;
+        for idx in 0..chunks {
+            if !holds(c, 1, idx) {
+                misses += 1;
+                c.insert(1, idx, filled(1, idx), CHUNK);
+            }
+        }
+        misses
+    }
+
+    /// A working set of 12 MiB read over and over gets cached: the second pass misses on
+    /// chunks evicted in the first, which grows the cache; from the third on every read
+    /// hits (with the former fixed 16 chunks, every read of such a cycle missed).
     #[test]
-    fn a_cycle_over_twelve_mib_hits_on_every_pass_after_the_first() {
+    fn a_cycle_over_twelve_mib_grows_the_cache_until_it_hits() {
         let mut c = ChunkCache::default();
         let chunks = 192u64;
         assert!(chunks as usize <= CACHE_CHUNKS);
-        for idx in 0..chunks {
-            assert!(!holds(&mut c, 1, idx), "chunk {idx} before its first read");
-            c.insert(1, idx, filled(1, idx), CHUNK);
-        }
-        for _pass in 0..3 {
-            for idx in 0..chunks {
-                assert!(holds(&mut c, 1, idx), "chunk {idx} stayed cached");
-            }
+        assert_eq!(pass(&mut c, chunks), 192, "first pass");
+        assert_eq!(c.limit(), BASE_CHUNKS);
+        assert_eq!(pass(&mut c, chunks), 192 - BASE_CHUNKS, "the last chunks stayed");
+        for _ in 0..3 {
+            assert_eq!(pass(&mut c, chunks), 0, "every chunk stayed cached");
         }
         assert_eq!(c.len(), chunks as usize);
+    }
+
+    /// A reader going through a stream once (a consumer) keeps the cache at its base
+    /// size, however far it reads.
+    #[test]
+    fn a_single_pass_keeps_the_cache_at_its_base_size() {
+        let mut c = ChunkCache::default();
+        assert_eq!(pass(&mut c, 1000), 1000);
+        assert_eq!(c.limit(), BASE_CHUNKS);
+        assert_eq!(c.len(), BASE_CHUNKS);
     }
 
     #[test]
     fn the_least_recently_used_chunk_makes_room_and_its_buffer_is_reused() {
         let mut c = ChunkCache::default();
-        for idx in 0..CACHE_CHUNKS as u64 {
+        for idx in 0..BASE_CHUNKS as u64 {
             c.insert(2, idx, filled(2, idx), CHUNK);
         }
         // Chunk 0 used again: chunk 1 is now the oldest.
         assert!(holds(&mut c, 2, 0));
-        let n = CACHE_CHUNKS as u64;
+        let n = BASE_CHUNKS as u64;
         c.insert(2, n, filled(2, n), CHUNK);
         assert!(!holds(&mut c, 2, 1), "the least recently used chunk left");
         assert!(holds(&mut c, 2, 0) && holds(&mut c, 2, n) && holds(&mut c, 2, 2));
-        assert_eq!(c.len(), CACHE_CHUNKS);
+        assert_eq!(c.len(), BASE_CHUNKS);
         // Its buffer is the next one handed out (with its stale bytes).
         assert_eq!(c.buffer().as_ref()[0], (2 * 31 + 1) as u8);
         assert_eq!(c.buffer().as_ref()[0], 0, "then fresh zeroed ones");
@@ -314,6 +387,7 @@ mod tests {
     #[test]
     fn invalidation_drops_exactly_the_overlapping_chunks_and_keeps_the_map_right() {
         let mut c = ChunkCache::default();
+        c.limit = CACHE_CHUNKS;
         for file in [3, 4] {
             for idx in 0..40u64 {
                 c.insert(file, idx, filled(file, idx), CHUNK);
