@@ -10,6 +10,7 @@ use crate::store::{SnapshotMeta, Store};
 use crate::subject::Filter;
 use crate::types::{StorageKind, StoreConfig, StoredMsg};
 use bytes::Bytes;
+use std::borrow::Cow;
 use std::io::Write;
 
 impl FileStore {
@@ -59,61 +60,39 @@ impl FileStore {
             return Err("sealed record and no encryption key configured".into());
         }
         let off = u64::from(loc.off);
-        let plain = r.flags & (RF_SUBJECT_SEALED | RF_SEALED | RF_S2) == 0;
-        if plain {
-            // The common case: the message is the record's body as read, with no copy (the
-            // body is a window of `bytes`, often of the read cache's chunk, found by its
-            // place in it).
-            if r.subject != subject.as_bytes() {
-                return Err("record does not match the index".into());
-            }
-            let (h, len) = (r.hdr_len as usize, r.body.len());
-            let start = (r.body.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
-            if len != r.plain_len as usize
-                || h > len
-                || bytes.get(start..start + len).map(<[u8]>::as_ptr) != Some(r.body.as_ptr())
-            {
-                return Err("body length mismatch".into());
-            }
-            let buf = bytes.slice(start..start + len);
-            return Ok(StoredMsg {
-                seq,
-                ts,
-                subject,
-                headers: buf.slice(..h),
-                payload: buf.slice(h..),
-            });
-        }
-        let (stored_subject, hdr_len, mut body) = if r.flags & RF_SUBJECT_SEALED != 0 {
+        // A plain record's body is a window of `bytes` (often of the read cache's chunk):
+        // the message is served without a copy. Sealed ones are opened into their own.
+        let (stored_subject, hdr_len, mut body): (Cow<'_, [u8]>, u32, Bytes) = if r.flags & RF_SUBJECT_SEALED != 0 {
             let o = cipher::open_content(self.cipher.as_ref(), file_id, off, r.body)
                 .map_err(|e| format!("cannot open sealed record: {e}"))?;
-            (o.subject, o.hdr_len, o.body)
-        } else {
+            (o.subject.into(), o.hdr_len, o.body.into())
+        } else if r.flags & RF_SEALED != 0 {
             let mut body = r.body.to_vec();
-            if r.flags & RF_SEALED != 0 {
-                self.cipher
-                    .open(file_id, off, &mut body)
-                    .map_err(|e| format!("cannot open sealed body: {e}"))?;
-            }
-            (r.subject.to_vec(), r.hdr_len, body)
+            self.cipher
+                .open(file_id, off, &mut body)
+                .map_err(|e| format!("cannot open sealed body: {e}"))?;
+            (r.subject.into(), r.hdr_len, body.into())
+        } else {
+            (r.subject.into(), r.hdr_len, bytes.slice_ref(r.body))
         };
-        if stored_subject != subject.as_bytes() {
+        if *stored_subject != *subject.as_bytes() {
             return Err("record does not match the index".into());
         }
         if r.flags & RF_S2 != 0 {
-            body = format::s2_decode(&body, r.plain_len as usize).ok_or("bad s2 body")?;
+            body = format::s2_decode(&body, r.plain_len as usize)
+                .ok_or("bad s2 body")?
+                .into();
         }
         if body.len() != r.plain_len as usize || hdr_len > r.plain_len {
             return Err("body length mismatch".into());
         }
-        let buf = Bytes::from(body);
         let h = hdr_len as usize;
         Ok(StoredMsg {
             seq,
             ts,
             subject,
-            headers: buf.slice(..h),
-            payload: buf.slice(h..),
+            headers: body.slice(..h),
+            payload: body.slice(h..),
         })
     }
 
