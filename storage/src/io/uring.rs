@@ -172,7 +172,6 @@ pub struct Uring {
 const SPARE_BUFS: usize = 8;
 const SPARE_MAX: usize = 8 << 20;
 
-/// A cached chunk of a file: `valid` bytes from `idx * CHUNK`.
 fn on_tmpfs(dir: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
@@ -487,11 +486,13 @@ impl Uring {
         if !self.direct_reads || from + len > CHUNK {
             return Ok(None);
         }
-        if !self.near_last_read(file, off) && !self.cache.contains(file, idx) {
-            return Ok(None);
-        }
+        // A hit costs one lookup; a miss near the last read fills the chunk.
+        let i = match self.cache.find(file, idx) {
+            Some(i) => i,
+            None if self.near_last_read(file, off) => self.chunk(file, idx)?,
+            None => return Ok(None),
+        };
         self.last_read = (file, off + len as u64);
-        let i = self.chunk(file, idx)?;
         Ok(self.cache.get(i).and_then(|c| c.window(from, len)))
     }
 
@@ -1036,8 +1037,6 @@ mod tests {
         }
     }
 
-    /// A reused write buffer holds exactly the new bytes, aligned, whether it shrinks or
-    /// grows within its memory; one too small is replaced.
     /// A lone small append is one write carrying its sync; a batch started while another
     /// is in flight, or a larger one, keeps its fdatasync. Either way the bytes are there.
     #[test]
@@ -1092,6 +1091,8 @@ mod tests {
         assert_eq!(buf.as_ref()[0], 0xff, "what the device returned is kept");
     }
 
+    /// A reused write buffer holds exactly the new bytes, aligned, whether it shrinks or
+    /// grows within its memory; one too small is replaced.
     #[test]
     fn reused_write_buffers_hold_exactly_the_new_bytes() {
         let big: Vec<u8> = (0..3 * ALIGN).map(|i| (i % 251) as u8).collect();

@@ -77,7 +77,8 @@ impl Uring {
         }
     }
 
-    /// Drop the arrived read-aheads `unwanted` picks; mark those still in flight stale.
+    /// Drop the arrived read-aheads `unwanted` picks (their buffers go back to the cache
+    /// for reuse); mark those still in flight stale.
     fn drop_aheads(&mut self, unwanted: impl Fn(&Ahead) -> bool) {
         for slot in self.ahead.iter_mut() {
             let Some(a) = slot.as_mut() else { continue };
@@ -85,7 +86,9 @@ impl Uring {
                 continue;
             }
             if a.result.is_some() {
-                *slot = None;
+                if let Some(a) = slot.take() {
+                    self.cache.recycle(a.buf);
+                }
             } else {
                 a.stale = true;
             }
@@ -143,7 +146,9 @@ impl Uring {
             None => false,
         };
         if stale {
-            *s = None;
+            if let Some(a) = s.take() {
+                self.cache.recycle(a.buf);
+            }
         }
     }
 
@@ -196,12 +201,14 @@ impl Uring {
         let res = a.result.unwrap_or(-libc::EIO);
         // A failed or interrupted read-ahead: read it the ordinary way instead.
         if a.stale || res < 0 {
+            self.cache.recycle(a.buf);
             return Ok(None);
         }
         let got = (res as usize).min(CHUNK);
         if got < CHUNK && got % ALIGN == 0 && got > 0 {
             // Short but not at the end of the file (a direct read stops short only
             // there): let the caller read it whole.
+            self.cache.recycle(a.buf);
             return Ok(None);
         }
         let mut buf = a.buf;

@@ -57,7 +57,11 @@ pub fn set_chunk_budget(chunks: usize) {
 pub(super) struct Chunk {
     pub file: FileNo,
     pub idx: u64,
+    /// The buffer, for reuse once the chunk and every window of it are gone.
     buf: Arc<Aligned>,
+    /// The same buffer as `Bytes`, made once: a window is a slice of it (a count
+    /// incremented, no allocation).
+    bytes: Bytes,
     pub valid: usize,
     used: u64,
 }
@@ -72,9 +76,21 @@ impl AsRef<[u8]> for Shared {
 }
 
 impl Chunk {
+    fn new(file: FileNo, idx: u64, buf: Aligned, valid: usize, used: u64) -> Chunk {
+        let buf = Arc::new(buf);
+        Chunk {
+            file,
+            idx,
+            bytes: Bytes::from_owner(Shared(Arc::clone(&buf))),
+            buf,
+            valid,
+            used,
+        }
+    }
+
     /// The chunk's bytes (the valid ones first).
     pub fn data(&self) -> &[u8] {
-        self.buf.as_ref().as_ref()
+        &self.bytes
     }
 
     /// `len` bytes from `from`, without a copy: the buffer stays alive (out of the
@@ -83,7 +99,7 @@ impl Chunk {
         if from.checked_add(len)? > self.valid {
             return None;
         }
-        Some(Bytes::from_owner(Shared(Arc::clone(&self.buf))).slice(from..from + len))
+        Some(self.bytes.slice(from..from + len))
     }
 }
 
@@ -155,40 +171,32 @@ impl ChunkCache {
             // Read again soon after it was evicted: one chunk more.
             self.limit += 1;
         }
-        let c = Chunk {
-            file,
-            idx,
-            buf: Arc::new(buf),
-            valid,
-            used: self.tick,
-        };
+        let c = Chunk::new(file, idx, buf, valid, self.tick);
+        // A store may always hold its first chunk, whatever the budget.
         let room = self.chunks.is_empty() || cached_chunks() < CHUNK_BUDGET.load(Ordering::Relaxed);
-        if self.chunks.len() < self.limit && room {
+        // Full: the least recently used chunk makes room (a scan, but only on a miss,
+        // which cost a device read or a read-ahead anyway).
+        let full = self.chunks.len() >= self.limit || !room;
+        let lru = if full {
+            self.chunks
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, c)| c.used)
+                .map(|(i, _)| i)
+        } else {
+            None
+        };
+        let Some((lru, slot)) = lru.and_then(|i| Some((i, self.chunks.get_mut(i)?))) else {
             CACHED_CHUNKS.fetch_add(1, Ordering::Relaxed);
             self.at.insert((file, idx), self.chunks.len());
             self.chunks.push(c);
             return self.chunks.len() - 1;
-        }
-        // Full: the least recently used chunk makes room (a scan, but only on a miss,
-        // which cost a device read or a read-ahead anyway).
-        let lru = self
-            .chunks
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, c)| c.used)
-            .map_or(0, |(i, _)| i);
-        let Some(slot) = self.chunks.get_mut(lru) else {
-            // Not reached: a full cache has chunks. Stay correct anyway.
-            CACHED_CHUNKS.fetch_add(1, Ordering::Relaxed);
-            self.at.insert((file, idx), 0);
-            self.chunks.push(c);
-            return 0;
         };
         let old = std::mem::replace(slot, c);
         self.at.remove(&(old.file, old.idx));
         self.at.insert((file, idx), lru);
         self.remember_evicted((old.file, old.idx));
-        self.reclaim(old.buf);
+        self.reclaim(old);
         lru
     }
 
@@ -249,7 +257,9 @@ impl ChunkCache {
     }
 
     /// A dropped chunk's buffer, reused unless a window of it is still out.
-    fn reclaim(&mut self, buf: Arc<Aligned>) {
+    fn reclaim(&mut self, chunk: Chunk) {
+        let Chunk { buf, bytes, .. } = chunk;
+        drop(bytes);
         if let Ok(buf) = Arc::try_unwrap(buf) {
             self.recycle(buf);
         }
@@ -266,7 +276,7 @@ impl ChunkCache {
             self.at.insert((moved.file, moved.idx), i);
         }
         uncount(1);
-        self.reclaim(c.buf);
+        self.reclaim(c);
     }
 }
 
