@@ -119,7 +119,7 @@ fn a_store_with_overlapping_batches_keeps_every_message() {
 /// write past the first round removes the subject's older message) still overlaps its
 /// batches: removals ask automatic compaction to look for a block worth rewriting, and
 /// each look waits for the batches in flight, but not before every batch. It still
-/// compacts once idle, and every subject's last message survives a reopen.
+/// compacts, and every subject's last message survives a reopen.
 #[test]
 fn a_store_that_removes_as_it_stores_still_pipelines() {
     const SUBJECTS: u64 = 50;
@@ -165,8 +165,7 @@ fn a_store_that_removes_as_it_stores_still_pipelines() {
     assert_eq!(s.fast_state().msgs, latest.len() as u64);
     // Removals still lead to rewrites. Whether a block of hot keys alone is caught half
     // dead depends on the disk's timing (nearly all die whole), so leave one for certain:
-    // a key written once, then two blocks' worth of hot keys after it. An idle store
-    // looks at once, whatever the batch count.
+    // a key written once, then two blocks' worth of hot keys after it.
     let before = s.stats().compactions;
     let cold = "kv.cold".to_string();
     let (seq, _) = s.store_msg(&cold, b"", &payload(last + 1), 0).expect("store cold");
