@@ -368,7 +368,7 @@ fn plain_acks_survive_a_clean_stop(r: common::Reactor, shards: &str) {
     {
         let s = start(r, shards, &dir);
         rt().block_on(async {
-            let (c, js) = js(&s).await;
+            let (_c, js) = js(&s).await;
             let cons = filled_with_durable(&js, "PLAIN", "plain", 30, "P").await;
             let mut b = cons.fetch().max_messages(30).messages().await.unwrap();
             let mut n = 0;
@@ -377,14 +377,27 @@ fn plain_acks_survive_a_clean_stop(r: common::Reactor, shards: &str) {
                 n += 1;
             }
             assert_eq!(n, 30);
-            // The server has read every ack once a round trip after them completes.
-            c.flush().await.unwrap();
+            // The client's flush only empties its socket buffer (no PING): wait until the
+            // consumer has applied every ack, so that the stop comes after them and before
+            // the state interval writes them.
+            let mut p: consumer::PullConsumer = js.get_stream("PLAIN").await.unwrap().get_consumer("P").await.unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while p.info().await.unwrap().ack_floor.stream_sequence < 30 {
+                assert!(std::time::Instant::now() < deadline, "the acks were never applied");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
         });
     }
     let s = start(r, shards, &dir);
     rt().block_on(async {
         let (_c, js) = js(&s).await;
-        let st = js.get_stream("PLAIN").await.unwrap();
+        let mut st = js.get_stream("PLAIN").await.unwrap();
+        let state = st.info().await.unwrap().state.clone();
+        assert_eq!(
+            (state.messages, state.last_sequence),
+            (30, 30),
+            "messages lost in a clean stop"
+        );
         let mut c: consumer::PullConsumer = st.get_consumer("P").await.unwrap();
         let info = c.info().await.unwrap();
         assert_eq!(info.ack_floor.stream_sequence, 30, "acks lost in a clean stop");
