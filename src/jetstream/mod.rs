@@ -148,6 +148,16 @@ impl JetStream {
         self.registry.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The registry if no one holds it now (for a caller that must not wait or may hold
+    /// it already).
+    pub fn try_registry(&self) -> Option<std::sync::MutexGuard<'_, registry::Registry>> {
+        match self.registry.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// The account's JetStream setting: from its JWT in operator mode, else from the
     /// config (`$G` only when no accounts are configured).
     pub fn account_setting(&self, name: &str) -> AccountJetStream {

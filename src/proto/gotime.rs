@@ -5,39 +5,47 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Go's RFC3339Nano in UTC: trailing zeros of the fraction dropped.
 pub fn rfc3339_nano(t: SystemTime) -> String {
+    let mut out = Vec::with_capacity(30);
+    push_rfc3339_nano(&mut out, t);
+    // Only ASCII digits and separators were written.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// [`rfc3339_nano`] appended to `out` (no allocation of its own): this runs for every
+/// direct get and every message header that carries a time.
+pub fn push_rfc3339_nano(out: &mut Vec<u8>, t: SystemTime) {
     let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
     let (y, mo, da, h, mi, s) = civil_utc(d.as_secs() as i64);
-    let mut out = String::with_capacity(30);
     if (0..=9999).contains(&y) {
-        // Written digit by digit: this runs for every direct get and every message
-        // header that carries a time.
-        push_digits(&mut out, y as u32, 4);
-        for (sep, v) in [('-', mo), ('-', da), ('T', h), (':', mi), (':', s)] {
+        push_digits(out, y as u32, 4);
+        for (sep, v) in [(b'-', mo), (b'-', da), (b'T', h), (b':', mi), (b':', s)] {
             out.push(sep);
-            push_digits(&mut out, v, 2);
+            push_digits(out, v, 2);
         }
     } else {
-        out = format!("{y:04}-{mo:02}-{da:02}T{h:02}:{mi:02}:{s:02}");
+        out.extend_from_slice(format!("{y:04}-{mo:02}-{da:02}T{h:02}:{mi:02}:{s:02}").as_bytes());
     }
-    let nanos = d.subsec_nanos();
+    let mut nanos = d.subsec_nanos();
     if nanos > 0 {
-        let mut frac = String::with_capacity(9);
-        push_digits(&mut frac, nanos, 9);
-        out.push('.');
-        out.push_str(frac.trim_end_matches('0'));
+        let mut width = 9;
+        while nanos % 10 == 0 {
+            nanos /= 10;
+            width -= 1;
+        }
+        out.push(b'.');
+        push_digits(out, nanos, width);
     }
-    out.push('Z');
-    out
+    out.push(b'Z');
 }
 
 /// `v` in decimal, zero-padded to `width` digits.
-fn push_digits(out: &mut String, v: u32, width: usize) {
+fn push_digits(out: &mut Vec<u8>, v: u32, width: usize) {
     let mut buf = itoa::Buffer::new();
     let digits = buf.format(v);
     for _ in digits.len()..width {
-        out.push('0');
+        out.push(b'0');
     }
-    out.push_str(digits);
+    out.extend_from_slice(digits.as_bytes());
 }
 
 /// UTC calendar fields from Unix seconds (days-from-civil inverse).
@@ -159,6 +167,9 @@ mod tests {
             "2023-11-14T22:13:20.000000001Z"
         );
         assert_eq!(rfc3339_nano(at(1_700_000_000_120_000_000)), "2023-11-14T22:13:20.12Z");
+        let mut out = b"Nats-Time-Stamp: ".to_vec();
+        push_rfc3339_nano(&mut out, at(1_700_000_000_120_000_000));
+        assert_eq!(out, b"Nats-Time-Stamp: 2023-11-14T22:13:20.12Z");
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..2000 {
             x ^= x << 13;

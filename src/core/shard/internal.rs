@@ -57,6 +57,12 @@ impl InternalMsg {
 /// ([`InternalMsg::take`] keeps it).
 pub type Handler = Box<dyn FnMut(&mut ShardCore, &mut InternalMsg, Instant)>;
 
+/// A test run before an internal subscription's message is copied for its handler: given
+/// the account and the routed subject, true means the handler would do nothing with it, so
+/// it is taken (it counts as delivered) without a copy or a handler run. Runs on the
+/// delivering shard, inside routing: it must not publish.
+pub type Skip = Box<dyn Fn(AccountId, &[u8]) -> bool>;
+
 /// Buffers kept for reuse by internal deliveries: at most this many, holding at most
 /// [`POOL_MAX_BYTES`] together, none over [`POOL_MAX_CAP`]. One read of 64 KiB of small
 /// JetStream publishes queues over a thousand messages of up to four buffers each before
@@ -64,6 +70,10 @@ pub type Handler = Box<dyn FnMut(&mut ShardCore, &mut InternalMsg, Instant)>;
 const POOL_BUFS: usize = 8192;
 const POOL_MAX_CAP: usize = 64 * 1024;
 const POOL_MAX_BYTES: usize = 4 * 1024 * 1024;
+/// Buffers up to this capacity are the pool's small class.
+const SMALL_CAP: usize = 256;
+/// The least capacity of a new pooled buffer (a subject or an inbox fits).
+const MIN_CAP: usize = 64;
 
 /// A shard's part of a [`ShardCore::gather`].
 pub type PartFn<T> = Arc<dyn Fn(&mut ShardCore, Instant) -> T + Send + Sync>;
@@ -85,8 +95,13 @@ pub(crate) struct Internals {
     /// Subscriptions that see only local publishes.
     local: FastMap<SubId, ()>,
     queue: VecDeque<(SubId, InternalMsg)>,
-    /// Buffers of handled messages, for the copies of the next ones.
+    /// Subscriptions whose messages are tested before they are copied.
+    skips: FastMap<SubId, Skip>,
+    /// Buffers of handled messages, for the copies of the next ones: small ones (subjects,
+    /// replies, short payloads) apart from large ones, so that a large copy does not grow
+    /// a small buffer (a reallocation) and a small copy does not hold a large one.
     pool: Vec<Vec<u8>>,
+    pool_large: Vec<Vec<u8>>,
     /// The capacity the pool holds.
     pool_bytes: usize,
     /// Pending requests by inbox subject.
@@ -107,7 +122,7 @@ impl Internals {
         if data.is_empty() {
             return Vec::new();
         }
-        let mut v = self.buffer();
+        let mut v = self.buffer(data.len());
         v.extend_from_slice(data);
         v
     }
@@ -120,21 +135,39 @@ impl Internals {
         }
     }
 
-    /// An empty buffer from the pool (or a new one).
-    fn buffer(&mut self) -> Vec<u8> {
-        let mut v = self.pool.pop().unwrap_or_default();
+    /// An empty buffer for `need` bytes from the pool of its size class (or a new one).
+    fn buffer(&mut self, need: usize) -> Vec<u8> {
+        let class = if need > SMALL_CAP {
+            &mut self.pool_large
+        } else {
+            &mut self.pool
+        };
+        let Some(mut v) = class.pop() else {
+            return Vec::with_capacity(need.max(MIN_CAP));
+        };
         self.pool_bytes = self.pool_bytes.saturating_sub(v.capacity());
         v.clear();
+        v.reserve(need);
         v
     }
 
     /// Keep one buffer for later copies (if the pool has room and it is not too large).
     fn give_back(&mut self, v: Vec<u8>) {
         let cap = v.capacity();
-        if self.pool.len() < POOL_BUFS && cap > 0 && cap <= POOL_MAX_CAP && self.pool_bytes + cap <= POOL_MAX_BYTES {
+        let held = self.pool.len() + self.pool_large.len();
+        if held < POOL_BUFS && cap > 0 && cap <= POOL_MAX_CAP && self.pool_bytes + cap <= POOL_MAX_BYTES {
             self.pool_bytes += cap;
-            self.pool.push(v);
+            if cap > SMALL_CAP {
+                self.pool_large.push(v);
+            } else {
+                self.pool.push(v);
+            }
         }
+    }
+
+    /// Whether a message on `subject` in `acc` for subscription `id` is skipped.
+    fn skipped(&self, id: SubId, acc: AccountId, subject: &[u8]) -> bool {
+        !self.skips.is_empty() && self.skips.get(&id).is_some_and(|f| f(acc, subject))
     }
 
     /// True if internal deliveries wait to be handled.
@@ -237,6 +270,14 @@ impl ShardCore {
         Some(id)
     }
 
+    /// Test the messages of internal subscription `id` with `skip` before they are copied
+    /// for its handler (see [`Skip`]).
+    pub fn skip_internal(&mut self, id: SubId, skip: Skip) {
+        if self.internals.handlers.contains_key(&id) {
+            self.internals.skips.insert(id, skip);
+        }
+    }
+
     /// Remove an internal subscription.
     pub fn unsubscribe_internal(&mut self, id: SubId) {
         let Some(sub) = self.subs.get(id as usize) else { return };
@@ -245,6 +286,7 @@ impl ShardCore {
             c.subs.remove(&sid);
         }
         self.internals.handlers.remove(&id);
+        self.internals.skips.remove(&id);
         if self.internals.local.remove(&id).is_some() {
             if let Some(sub) = self.subs.try_remove(id as usize) {
                 self.acct(sub.account)
@@ -317,7 +359,7 @@ impl ShardCore {
         let key = self.internal_client(acc, now);
         // Header and payload joined in a pooled buffer (routing needs them as one), given
         // back to the pool after the delivery.
-        let mut data = self.internals.buffer();
+        let mut data = self.internals.buffer(header.map_or(0, <[u8]>::len) + payload.len());
         data.extend_from_slice(header.unwrap_or_default());
         data.extend_from_slice(payload);
         let mut size = itoa::Buffer::new();
@@ -464,6 +506,9 @@ impl ShardCore {
             return false;
         };
         let account = sub.account;
+        if self.internals.skipped(id, account, m.subject) {
+            return true;
+        }
         let sender = publisher.filter(|k| self.client(*k).is_some_and(|c| !c.internal));
         let i = &mut self.internals;
         let msg = InternalMsg {

@@ -143,3 +143,42 @@ fn internal_handlers_see_the_extension_even_when_queued_during_its_step() {
         "every handler ran with the extension free"
     );
 }
+
+#[test]
+fn skipped_internal_messages_are_taken_without_a_copy_or_a_handler() {
+    // One member of a `_sys_` queue group on each shard, as the JetStream API has.
+    let mut w = World::new(2, CoreConfig::default());
+    let now = w.now;
+    let handled: Rc<RefCell<Vec<(usize, String)>>> = Rc::default();
+    for s in 0..2 {
+        let seen = handled.clone();
+        let h: Handler = Box::new(move |_core: &mut ShardCore, m: &mut InternalMsg, _now: Instant| {
+            seen.borrow_mut()
+                .push((s, String::from_utf8_lossy(&m.subject).into_owned()));
+        });
+        let id = w.shards[s]
+            .subscribe_internal(GLOBAL, "svc.>", Some("_sys_svc"), false, h, now)
+            .unwrap();
+        w.shards[s].skip_internal(id, Box::new(|_acc, subject: &[u8]| subject.starts_with(b"svc.skip.")));
+    }
+    w.pump();
+    let (s1, cli) = w.connect(
+        1,
+        r#"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true}"#,
+    );
+    w.send(s1, cli, "SUB _INBOX.x 9\r\nPING\r\n");
+    assert_eq!(w.take(s1, cli), "PONG\r\n");
+    w.send(
+        s1,
+        cli,
+        "PUB svc.skip.a _INBOX.x 2\r\nhi\r\nPUB svc.keep _INBOX.x 2\r\nhi\r\n",
+    );
+    w.pump();
+    w.shards[0].tick(w.now);
+    w.shards[1].tick(w.now);
+    w.pump();
+    // The skipped one reached no handler here and was not sent on to the other shard's
+    // member; it counted as taken, so the requester got no "no responders" status.
+    assert_eq!(*handled.borrow(), vec![(1, "svc.keep".to_string())]);
+    assert_eq!(w.take(s1, cli), "");
+}

@@ -59,6 +59,15 @@ impl GoTime {
         }
     }
 
+    /// [`GoTime::format`] appended to `out` (no allocation for times after 1970).
+    pub fn format_into(&self, out: &mut Vec<u8>) {
+        if self.0 > 0 {
+            crate::proto::gotime::push_rfc3339_nano(out, UNIX_EPOCH + Duration::from_nanos(self.0 as u64));
+        } else {
+            out.extend_from_slice(self.format().as_bytes());
+        }
+    }
+
     /// Parse RFC 3339 (any offset, optional fraction).
     pub fn parse(s: &str) -> Option<GoTime> {
         if s == "0001-01-01T00:00:00Z" {

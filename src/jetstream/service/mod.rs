@@ -19,7 +19,7 @@ use super::shard::{with_js, ShardJs, StreamKey};
 use super::JetStream;
 use crate::core::accounts::AccountId;
 use crate::core::post::Job;
-use crate::core::shard::internal::{Handler, InternalMsg};
+use crate::core::shard::internal::{Handler, InternalMsg, Skip};
 use crate::core::shard::ShardCore;
 use std::sync::Arc;
 use std::time::Instant;
@@ -240,18 +240,37 @@ pub fn subscribe_accounts(
             subjects.push(format!("$JS.{}.API.>", js.settings.domain));
         }
         for subject in subjects {
-            let js = js.clone();
+            let js_api = js.clone();
             let name = name.clone();
             let h: Handler = Box::new(move |core: &mut ShardCore, m: &mut InternalMsg, now: Instant| {
                 let m = m.take();
                 // Asked per request: a JWT update can turn JetStream on or off.
-                let enabled = js.enabled_for(&name, false);
-                dispatch(core, &js, enabled, m, now);
+                let enabled = js_api.enabled_for(&name, false);
+                dispatch(core, &js_api, enabled, m, now);
             });
             // One member per shard in a queue group: each request is handled once, on the
             // shard that learns of a new account first (operator mode installs accounts
             // where their first client connects).
-            core.subscribe_internal(acc, &subject, Some(API_QUEUE), false, h, now);
+            if let Some(id) = core.subscribe_internal(acc, &subject, Some(API_QUEUE), false, h, now) {
+                // Direct gets and pull requests that a stream or consumer serves are theirs:
+                // not copied for the API's handler, which would drop them (see `dispatch`).
+                let js = js.clone();
+                let skip: Skip = Box::new(move |acc: AccountId, subject: &[u8]| {
+                    let Ok(subject) = std::str::from_utf8(subject) else {
+                        return false;
+                    };
+                    let Some(api) = api_part(subject, &js.settings.domain) else {
+                        return false;
+                    };
+                    if !api.starts_with("DIRECT.") && !api.starts_with("CONSUMER.MSG.NEXT.") {
+                        return false;
+                    }
+                    // Never waits: routing may run under the registry's lock (then the
+                    // handler decides, as without this test).
+                    js.try_registry().is_some_and(|reg| served_in(&reg, acc, api))
+                });
+                core.skip_internal(id, skip);
+            }
         }
     }
 }
@@ -358,11 +377,15 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
 
 /// Is a direct get or a pull request served by a stream's or consumer's subscription?
 fn served_elsewhere(js: &JetStream, acc: AccountId, api: &str) -> bool {
-    let reg = js.registry();
+    served_in(&js.registry(), acc, api)
+}
+
+/// [`served_elsewhere`] with the registry at hand.
+fn served_in(reg: &super::registry::Registry, acc: AccountId, api: &str) -> bool {
     if let Some(rest) = api.strip_prefix("DIRECT.GET.") {
         let stream = rest.split('.').next().unwrap_or("");
         return reg.get(acc, stream).is_some_and(|e| e.cfg.allow_direct)
-            || crate::jetstream::sourcing::report::mirrors_direct(&reg, acc, stream);
+            || crate::jetstream::sourcing::report::mirrors_direct(reg, acc, stream);
     }
     if let Some(rest) = api.strip_prefix("CONSUMER.MSG.NEXT.") {
         let mut t = rest.split('.');

@@ -28,23 +28,24 @@ fn status(line: &str) -> Reply {
 
 /// The stored message with the direct-get headers (and the batch ones when given).
 fn message(stream: &str, m: &StoredMsg, no_hdr: bool, batch: Option<(u64, u64)>) -> Reply {
-    let mut h = Vec::with_capacity(128 + m.headers.len());
+    // The names, a sequence, a time and the batch fields fit in 192 bytes.
+    let mut h = Vec::with_capacity(192 + m.headers.len() + stream.len() + m.subject.len());
     if !no_hdr && m.headers.len() > 12 && m.headers.starts_with(b"NATS/1.0") {
         // The original block without its closing blank line.
         h.extend_from_slice(m.headers.get(..m.headers.len() - 2).unwrap_or(&m.headers));
     } else {
         h.extend_from_slice(b"NATS/1.0\r\n");
     }
-    let ts = GoTime(m.ts).format();
     for (name, value) in [
         (&b"Nats-Stream: "[..], stream.as_bytes()),
         (b"\r\nNats-Subject: ", m.subject.as_bytes()),
         (b"\r\nNats-Sequence: ", itoa::Buffer::new().format(m.seq).as_bytes()),
-        (b"\r\nNats-Time-Stamp: ", ts.as_bytes()),
     ] {
         h.extend_from_slice(name);
         h.extend_from_slice(value);
     }
+    h.extend_from_slice(b"\r\nNats-Time-Stamp: ");
+    GoTime(m.ts).format_into(&mut h);
     h.extend_from_slice(b"\r\n");
     if let Some((pending, last)) = batch {
         h.extend_from_slice(format!("Nats-Num-Pending: {pending}\r\nNats-Last-Sequence: {last}\r\n").as_bytes());
