@@ -320,6 +320,11 @@ pub struct FileStore {
     /// Dead blocks taken off the front, deleted once a synced batch started after they
     /// were taken off (it carries the sequence range that replaces them) has completed.
     doomed: Vec<Doomed>,
+    /// Every block before the tail with an ordinal up to this one was all handed to the
+    /// I/O layer when last looked at (only an erasure lowers a block's `flushed`, and it
+    /// lowers this too): a batch looks at the blocks after it, not at all of a long
+    /// stream's thousands of blocks.
+    flushed_through: u64,
 }
 
 /// A dead block waiting for its deletion.
@@ -370,6 +375,7 @@ impl FileStore {
             batch_avg: 0,
             tombs: Vec::new(),
             doomed: Vec::new(),
+            flushed_through: 0,
             open_files: Default::default(),
             from_state: false,
             auto: Default::default(),

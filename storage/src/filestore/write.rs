@@ -85,6 +85,10 @@ impl FileStore {
     /// Start block `ordinal` (the log's new tail) after a block of length `prev_len`.
     pub(super) fn new_block(&mut self, ordinal: u64, prev_len: u64, compacted: bool) -> Result<()> {
         let (file, _) = self.io.open(&Block::name(ordinal), true)?;
+        if ordinal <= self.flushed_through {
+            // Ordinals only grow; should one not, every block is looked at again.
+            self.flushed_through = 0;
+        }
         let mut flags = self.block_flags();
         if compacted {
             flags |= BF_COMPACTED;
@@ -322,6 +326,7 @@ impl FileStore {
                 dst.copy_from_slice(src);
             }
             b.flushed = b.flushed.min(s);
+            self.flushed_through = self.flushed_through.min(b.ordinal.saturating_sub(1));
         }
         if off < b.base {
             let e = end.min(b.base);
@@ -404,7 +409,8 @@ impl FileStore {
         let n = self.blocks.len();
         let preformat = self.cfg.preformat;
         let block_cap = ceil(self.cfg.block_size, 4096);
-        for (i, b) in self.blocks.iter_mut().enumerate() {
+        let from = self.maybe_unflushed();
+        for (i, b) in self.blocks.iter_mut().enumerate().skip(from) {
             if b.flushed >= b.len {
                 continue;
             }
@@ -433,6 +439,7 @@ impl FileStore {
                 self.stats.syncs += 1;
             }
         }
+        self.older_blocks_flushed();
         if sync && (!self.unsynced.is_empty() || self.dir_dirty) {
             for f in std::mem::take(&mut self.unsynced) {
                 ops.push(Op::Sync { file: f });
@@ -488,16 +495,42 @@ impl FileStore {
         {
             return false;
         }
-        let n = self.blocks.len();
         let Some(tail) = self.blocks.back() else { return false };
         let Some(tail_file) = tail.file else { return false };
-        if tail.flushed >= tail.len
-            || self.blocks.iter().take(n.saturating_sub(1)).any(|b| b.flushed < b.len)
-            || self.unsynced.iter().any(|f| *f != tail_file)
-        {
+        if tail.flushed >= tail.len {
+            return false;
+        }
+        if !self.older_blocks_flushed() {
+            return false;
+        }
+        if self.unsynced.iter().any(|f| *f != tail_file) {
             return false;
         }
         self.io.writes_idle()
+    }
+
+    /// Whether every block before the tail was all handed to the I/O layer (and if so,
+    /// remember it in `flushed_through`).
+    fn older_blocks_flushed(&mut self) -> bool {
+        let n = self.blocks.len();
+        let from = self.maybe_unflushed();
+        if n < 2 || self.blocks.range(from..n - 1).any(|b| b.flushed < b.len) {
+            return n < 2;
+        }
+        if let Some(before_tail) = self.blocks.get(n - 2) {
+            self.flushed_through = before_tail.ordinal;
+        }
+        true
+    }
+
+    /// The index of the first block that may hold bytes not yet handed to the I/O layer
+    /// (see `flushed_through`; the tail always may).
+    pub(super) fn maybe_unflushed(&self) -> usize {
+        let mut i = self.blocks.len();
+        while i > 1 && self.blocks.get(i - 2).is_some_and(|b| b.ordinal > self.flushed_through) {
+            i -= 1;
+        }
+        i.saturating_sub(1)
     }
 
     fn fail(&mut self, e: &std::io::Error) -> StoreError {
@@ -579,10 +612,15 @@ impl FileStore {
                 }
                 continue;
             }
-            let mut dirty = !self.patches.is_empty()
-                || self.blocks.iter().any(|b| b.flushed < b.len)
-                || !self.unsynced.is_empty()
-                || self.dir_dirty;
+            let first_unflushed = self.blocks.iter().position(|b| b.flushed < b.len);
+            if first_unflushed.is_some_and(|i| i < self.maybe_unflushed()) {
+                // Never expected: the next batch would skip that block, and this loop
+                // would not end. Every block is looked at again instead.
+                debug_assert!(false, "a block before flushed_through is not flushed");
+                self.flushed_through = 0;
+            }
+            let mut dirty =
+                !self.patches.is_empty() || first_unflushed.is_some() || !self.unsynced.is_empty() || self.dir_dirty;
             if !dirty && !self.doomed.is_empty() {
                 // Dead blocks wait for a synced batch (their range went out unsynced, in
                 // interval mode): sync the tail for them.
@@ -669,5 +707,51 @@ impl FileStore {
             _ => {}
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod flushed_through_tests {
+    use super::super::{FileStore, FileStoreConfig};
+    use crate::{Store, StoreConfig};
+
+    #[test]
+    fn batches_skip_the_blocks_known_flushed_and_an_erasure_brings_its_block_back() {
+        let dir = std::env::temp_dir().join(format!("rnats-flushed-through-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut f = FileStoreConfig::new(&dir);
+        f.block_size = 4096;
+        let mut s = FileStore::open(f.clone(), StoreConfig::new("T")).expect("open");
+        for i in 0..200u8 {
+            s.store_msg("a", b"", &[i; 100], 0).expect("store");
+            s.sync().expect("sync");
+        }
+        let n = s.blocks.len();
+        assert!(n > 4, "{n} blocks");
+        // Only the tail is looked at once the blocks before it are on their way.
+        assert_eq!(s.maybe_unflushed(), n - 1);
+        assert_eq!(s.flushed_through, s.blocks[n - 2].ordinal);
+        // Erasing in the block before the tail (its bytes still in memory) must have it
+        // written again, so the next batch looks at it.
+        let seq = s
+            .eng
+            .index
+            .iter()
+            .find(|(_, e)| u64::from(e.loc.blk) == s.blocks[n - 2].ordinal)
+            .map(|(seq, _)| seq);
+        let seq = seq.expect("a message in the block before the tail");
+        let erased_in_memory = s.blocks[n - 2].base < s.blocks[n - 2].len;
+        assert!(s.erase_msg(seq).expect("erase"));
+        if erased_in_memory {
+            assert!(s.maybe_unflushed() <= n - 2);
+        }
+        s.sync().expect("sync");
+        assert_eq!(s.maybe_unflushed(), n - 1);
+        s.stop().expect("stop");
+        drop(s);
+        let mut s = FileStore::open(f, StoreConfig::new("T")).expect("reopen");
+        assert!(s.load_msg(seq).is_err(), "the erased message is gone");
+        assert_eq!(s.state().msgs, 199);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
