@@ -145,7 +145,8 @@ impl ShardJs {
             core.unsubscribe_internal(id);
         }
         super::sourcing::stop(core, &mut st, delete, Instant::now());
-        let _ = st.store.stop();
+        // A deleted stream's files go: nothing more is synced or written for them.
+        let _ = if delete { st.store.discard() } else { st.store.stop() };
         if delete {
             if let Some(d) = &st.dir {
                 let _ = std::fs::remove_dir_all(d);

@@ -130,4 +130,11 @@ pub trait Store {
 
     /// Flush, sync and close; later calls fail with [`crate::StoreError::Closed`].
     fn stop(&mut self) -> Result<()>;
+
+    /// Close a store whose files are about to be deleted: what is in flight ends, nothing
+    /// more is written or synced (no state file, no commit record). Later calls fail as
+    /// after [`Store::stop`].
+    fn discard(&mut self) -> Result<()> {
+        self.stop()
+    }
 }

@@ -325,6 +325,16 @@ impl Store for FileStore {
         self.corruptions
     }
 
+    fn discard(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        // The I/O layer may still use the buffers of batches in flight: they end first.
+        let r = self.wait_in_flight();
+        self.closed = true;
+        r
+    }
+
     fn stop(&mut self) -> Result<()> {
         if self.closed {
             return Ok(());

@@ -602,6 +602,19 @@ impl FileStore {
         Ok(())
     }
 
+    /// Wait until no batch is in flight.
+    pub(super) fn wait_in_flight(&mut self) -> Result<()> {
+        loop {
+            self.reap()?;
+            if self.in_flight.is_empty() {
+                return Ok(());
+            }
+            if let Some(d) = self.io.wait() {
+                self.complete(d)?;
+            }
+        }
+    }
+
     /// Write and sync everything, waiting for it.
     pub(super) fn sync_all(&mut self, force: bool) -> Result<()> {
         loop {
@@ -711,7 +724,7 @@ impl FileStore {
 }
 
 #[cfg(test)]
-mod flushed_through_tests {
+mod tests {
     use super::super::{FileStore, FileStoreConfig};
     use crate::{Store, StoreConfig};
 
@@ -752,6 +765,25 @@ mod flushed_through_tests {
         let mut s = FileStore::open(f, StoreConfig::new("T")).expect("reopen");
         assert!(s.load_msg(seq).is_err(), "the erased message is gone");
         assert_eq!(s.state().msgs, 199);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_discarded_store_writes_no_state_and_refuses_more() {
+        let dir = std::env::temp_dir().join(format!("rnats-discard-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut s = FileStore::open(FileStoreConfig::new(&dir), StoreConfig::new("T")).expect("open");
+        for i in 0..1000u32 {
+            s.store_msg("a", b"", &i.to_le_bytes(), 0).expect("store");
+        }
+        s.discard().expect("discard");
+        assert!(s.in_flight.is_empty(), "what was in flight ended");
+        assert!(s.store_msg("a", b"", b"x", 0).is_err(), "closed");
+        drop(s);
+        assert!(
+            !dir.join(super::super::state::NAME).exists(),
+            "no state file for a store being deleted"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
