@@ -262,12 +262,10 @@ async fn acker(client: async_nats::Client, c: consumer::PullConsumer, state: Sha
 
 async fn connect(s: &Server) -> (async_nats::Client, jetstream::Context) {
     let c = async_nats::connect(s.url()).await.unwrap();
-    // The client's request inbox must be known on every shard before a stream-scoped API
-    // request: its answer comes from the stream's shard, which may not have learnt of a
-    // subscription made just before the request (it is relayed through shard 0). A first
-    // request answered by shard 0 creates the inbox; the flush's round trip spreads it.
+    // One request first, so the client's inbox subscription exists before the loop's
+    // first timed call (API answers leave from the shard the request arrived on, which has
+    // the inbox whatever shard the stream is on).
     c.request("$JS.API.INFO", "".into()).await.unwrap();
-    c.flush().await.unwrap();
     let mut js = jetstream::new(c.clone());
     js.set_timeout(Duration::from_secs(10));
     (c, js)
