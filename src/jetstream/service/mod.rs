@@ -262,7 +262,7 @@ pub fn subscribe_accounts(
                     let Some(api) = api_part(subject, &js.settings.domain) else {
                         return false;
                     };
-                    if !api.starts_with("DIRECT.") && !api.starts_with("CONSUMER.MSG.NEXT.") {
+                    if !has_own_subscription(api) {
                         return false;
                     }
                     // Never waits: routing may run under the registry's lock (then the
@@ -298,7 +298,7 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
     };
     // Served by the streams' and consumers' own subscriptions; where there is none, the
     // requester gets what no subscriber means (the API's own subscription does not count).
-    if api.starts_with("DIRECT.") || api.starts_with("CONSUMER.MSG.NEXT.") {
+    if has_own_subscription(api) {
         // A requester on another shard is assumed to want it (clients that use JetStream
         // ask for no-responders statuses).
         let wants = m.sender.and_then(|k| core.wants_no_responders(k)).unwrap_or(true);
@@ -373,6 +373,12 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
             }
         }
     }
+}
+
+/// Requests that streams and consumers serve on subscriptions of their own (direct gets,
+/// pull requests): the API's handler only answers them when no one serves them.
+fn has_own_subscription(api: &str) -> bool {
+    api.starts_with("DIRECT.") || api.starts_with("CONSUMER.MSG.NEXT.")
 }
 
 /// Is a direct get or a pull request served by a stream's or consumer's subscription?

@@ -512,13 +512,15 @@ impl FileStore {
     /// Whether every block before the tail was all handed to the I/O layer (and if so,
     /// remember it in `flushed_through`).
     fn older_blocks_flushed(&mut self) -> bool {
-        let n = self.blocks.len();
+        let Some(before_tail) = self.blocks.len().checked_sub(2) else {
+            return true;
+        };
         let from = self.maybe_unflushed();
-        if n < 2 || self.blocks.range(from..n - 1).any(|b| b.flushed < b.len) {
-            return n < 2;
+        if self.blocks.range(from..=before_tail).any(|b| b.flushed < b.len) {
+            return false;
         }
-        if let Some(before_tail) = self.blocks.get(n - 2) {
-            self.flushed_through = before_tail.ordinal;
+        if let Some(b) = self.blocks.get(before_tail) {
+            self.flushed_through = b.ordinal;
         }
         true
     }
@@ -618,13 +620,7 @@ impl FileStore {
     /// Write and sync everything, waiting for it.
     pub(super) fn sync_all(&mut self, force: bool) -> Result<()> {
         loop {
-            self.reap()?;
-            if !self.in_flight.is_empty() {
-                if let Some(d) = self.io.wait() {
-                    self.complete(d)?;
-                }
-                continue;
-            }
+            self.wait_in_flight()?;
             let first_unflushed = self.blocks.iter().position(|b| b.flushed < b.len);
             if first_unflushed.is_some_and(|i| i < self.maybe_unflushed()) {
                 // Never expected: the next batch would skip that block, and this loop
