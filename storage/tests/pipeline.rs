@@ -31,7 +31,7 @@ fn rewrites_of_one_page_land_in_start_order() {
                 Op::Write {
                     file: f,
                     off: 0,
-                    data: fill(round * 3 + k),
+                    data: fill(round * 3 + k).into(),
                 },
                 Op::Sync { file: f },
             ];

@@ -184,7 +184,7 @@ fn a_read_over_a_write_in_flight_sees_the_write() {
             Op::Write {
                 file: f,
                 off: (i * PAGE) as u64,
-                data: page(i),
+                data: page(i).into(),
             },
             Op::Sync { file: f },
         ];

@@ -730,8 +730,10 @@ impl FileStore {
             return;
         }
         let n = ((upto - job.out_at) as usize).min(job.out.len());
-        let mut data: Vec<u8> = job.out.drain(..n).collect();
-        data.resize((upto - job.out_at) as usize, 0);
+        let mut data = self.io.write_buf();
+        data.extend_from_slice(job.out.get(..n).unwrap_or(&[]));
+        job.out.drain(..n);
+        data.resize((upto - job.out_at) as usize);
         self.stats.bytes_written += data.len() as u64;
         self.patches.push(Op::Write {
             file: job.tmp,
@@ -768,7 +770,7 @@ impl FileStore {
         self.patches.push(Op::Write {
             file: job.tmp,
             off: 0,
-            data: page,
+            data: page.into(),
         });
         self.patches.push(Op::Sync { file: job.tmp });
         self.stats.syncs += 1;
@@ -812,7 +814,7 @@ impl FileStore {
             b.flushed = b.len;
             let align = self.io.alignment() as u64;
             b.base = b.len.div_ceil(align) * align;
-            b.buf = Vec::new();
+            b.buf = Default::default();
             b.live = live;
             b.live_bytes = live_bytes;
         }

@@ -125,6 +125,7 @@ mod compact;
 pub mod format;
 mod recover;
 mod state;
+mod tail;
 mod write;
 
 pub use cipher::{BlockCipher, NoCipher};
@@ -234,7 +235,7 @@ pub(crate) struct Block {
     pub live: u64,
     pub live_bytes: u64,
     /// Bytes `[base, len)` held in memory (the tail that is not yet all on disk).
-    pub buf: Vec<u8>,
+    pub buf: tail::TailBuf,
     pub base: u64,
     /// Bytes handed to the I/O layer.
     pub flushed: u64,

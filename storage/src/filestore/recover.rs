@@ -411,7 +411,7 @@ impl FileStore {
                 len: scan.end,
                 live: 0,
                 live_bytes: 0,
-                buf: Vec::new(),
+                buf: Default::default(),
                 base: scan.end.div_ceil(align) * align,
                 flushed: scan.end,
                 synced: scan.end,

@@ -282,7 +282,7 @@ impl FileStore {
                 len,
                 live,
                 live_bytes,
-                buf: Vec::new(),
+                buf: Default::default(),
                 base: len.div_ceil(align) * align,
                 flushed: len,
                 synced: len,

@@ -112,7 +112,7 @@ impl FileStore {
             len: DATA_START as u64,
             live: 0,
             live_bytes: 0,
-            buf,
+            buf: buf.into(),
             base: 0,
             flushed: 0,
             synced: DATA_START as u64,
@@ -141,7 +141,7 @@ impl FileStore {
             return Err(StoreError::MsgTooLarge);
         }
         let off = b.len;
-        format::encode_record(&mut b.buf, rec, cs, b.hdr.file_id);
+        format::encode_record(b.buf.appender(need as usize), rec, cs, b.hdr.file_id);
         b.len += need;
         Ok(Loc {
             blk: b.ordinal as u32,
@@ -246,7 +246,7 @@ impl FileStore {
             body: &[],
         };
         let before = b.buf.len();
-        format::encode_record(&mut b.buf, &rec, cs, b.hdr.file_id);
+        format::encode_record(b.buf.appender(format::record_len(0, 0, cs)), &rec, cs, b.hdr.file_id);
         b.len += (b.buf.len() - before) as u64;
         b.marked = b.synced;
         true
@@ -338,7 +338,11 @@ impl FileStore {
             if let (Some(dst), Some(src)) = (data.get_mut(at..at + n), out.get(..n)) {
                 dst.copy_from_slice(src);
             }
-            self.patches.push(Op::Write { file, off: a0, data });
+            self.patches.push(Op::Write {
+                file,
+                off: a0,
+                data: data.into(),
+            });
             self.unsynced.insert(file);
         }
         Ok(())
@@ -425,8 +429,11 @@ impl FileStore {
             }
             b.zeroed = b.zeroed.max(end);
             let from = (start - b.base) as usize;
-            let mut data = b.buf.get(from..).unwrap_or(&[]).to_vec();
-            data.resize((end - start) as usize, 0);
+            // Straight into the I/O layer's aligned memory (a direct backend writes it
+            // from there).
+            let mut data = self.io.write_buf();
+            data.extend_from_slice(b.buf.live().get(from..).unwrap_or(&[]));
+            data.resize((end - start) as usize);
             self.stats.bytes_written += data.len() as u64;
             ops.push(Op::Write { file, off: start, data });
             b.flushed = b.len;
@@ -576,10 +583,10 @@ impl FileStore {
             };
             if keep_from > b.base {
                 let cut = ((keep_from - b.base) as usize).min(b.buf.len());
-                b.buf.drain(..cut);
+                b.buf.advance(cut);
                 b.base = keep_from;
                 if Some(ord) != last {
-                    b.buf = Vec::new();
+                    b.buf = Default::default();
                 }
             }
             // A sealed block that is all on disk needs no open file until it is read

@@ -10,7 +10,8 @@
 //!   [`Io::start`] and [`Io::poll`] from its loop. Reads are O_DIRECT reads on the same
 //!   ring (a synchronous wait for their completion) with a bounded chunk cache (`uring::cache`).
 //!
-//! Both keep their open files in a `table::FileTable`.
+//! Both keep their open files in a `table::FileTable`. Writes carry their bytes in a
+//! [`WriteBuf`] (`buf`), aligned memory a direct backend writes from as it is.
 //!
 //! Completion is learned by polling, but the owner need not poll on a timer: given a
 //! [`Wake`] (its shard's wake-up eventfd), a backend signals it whenever a batch completes
@@ -20,6 +21,7 @@
 //! [`open_backend`] picks one: io_uring with O_DIRECT when asked for and available, else
 //! the threaded backend.
 
+mod buf;
 pub mod fault;
 pub mod raw;
 mod table;
@@ -30,6 +32,8 @@ pub mod uring;
 use std::io;
 use std::path::Path;
 
+pub use buf::{WriteBuf, BUF_ALIGN};
+
 /// A file opened through a backend.
 pub type FileNo = u32;
 
@@ -37,7 +41,7 @@ pub type FileNo = u32;
 #[derive(Debug)]
 pub enum Op {
     /// Write `data` at `off` (aligned for direct backends).
-    Write { file: FileNo, off: u64, data: Vec<u8> },
+    Write { file: FileNo, off: u64, data: WriteBuf },
     /// fdatasync the file.
     Sync { file: FileNo },
     /// fsync the directory the files live in (new or removed files).
@@ -78,6 +82,11 @@ pub trait Io {
     /// window of a cached chunk instead of a copy.
     fn read_shared(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<bytes::Bytes> {
         self.read_at(file, off, len).map(bytes::Bytes::from)
+    }
+    /// An empty buffer for the next batch's write: backends that keep the buffers of
+    /// finished writes hand one back (its pages already mapped).
+    fn write_buf(&mut self) -> WriteBuf {
+        WriteBuf::new()
     }
     /// Start a batch.
     fn start(&mut self, batch: Batch) -> io::Result<()>;

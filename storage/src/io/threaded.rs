@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 enum Step {
-    Write(Arc<dyn RawFile>, u64, Vec<u8>),
+    Write(Arc<dyn RawFile>, u64, super::WriteBuf),
     Sync(Arc<dyn RawFile>),
     SyncDir,
 }

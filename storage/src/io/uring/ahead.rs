@@ -249,7 +249,7 @@ mod tests {
             ops.push(Op::Write {
                 file: f,
                 off: idx * CHUNK as u64,
-                data: chunk_bytes(idx, gen),
+                data: chunk_bytes(idx, gen).into(),
             });
         }
         ops.push(Op::Sync { file: f });
