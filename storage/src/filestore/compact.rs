@@ -186,8 +186,9 @@ const LOOK_EVERY: u64 = 16;
 pub(super) struct Auto {
     survey: Option<Survey>,
     /// Blocks a survey could not read (damage): their spans stay unknown.
-    unsurveyable: std::collections::HashSet<u64>,
-    meta: HashMap<u64, Meta>,
+    unsurveyable: std::collections::HashSet<u64, ahash::RandomState>,
+    /// By block ordinal; touched for every stored message (a fast hash for integers).
+    meta: HashMap<u64, Meta, ahash::RandomState>,
     /// Blocks up to this ordinal were on disk at open (their spans start unknown).
     opened_upto: u64,
     /// Removals happened since candidates were last looked for.

@@ -133,7 +133,8 @@ pub struct Uring {
     /// Per file: the O_DIRECT descriptor (writes, syncs, reads) and, when reads are
     /// buffered, a buffered one.
     files: FileTable<(File, Option<File>)>,
-    batches: HashMap<u64, InBatch>,
+    /// By batch id; looked up at every poll (a fast hash for integers).
+    batches: HashMap<u64, InBatch, ahash::RandomState>,
     /// Batch ids in the order they started: completions are reported in this order.
     order: VecDeque<u64>,
     /// Batches waiting for the writes of earlier ones to end, with their chains.
@@ -297,7 +298,7 @@ impl Uring {
             dir: dir.to_path_buf(),
             dir_file: File::open(dir)?,
             files: FileTable::default(),
-            batches: HashMap::new(),
+            batches: HashMap::default(),
             order: VecDeque::new(),
             held: VecDeque::new(),
             next_batch: 0,
