@@ -26,6 +26,10 @@ pub trait Notify: Send + Sync {
     fn notify(&self);
 }
 
+/// One cache line pair per shard: a shard writes its `parked` flag each time it sleeps
+/// and wakes, and every producer reads it after each push; packed together, the flags of
+/// different shards would share a line and each park would evict it from every core.
+#[repr(align(128))]
 struct Peer {
     parked: AtomicBool,
     notify: Box<dyn Notify>,

@@ -108,7 +108,7 @@ impl FileStore {
         if !self.tombs.is_empty() {
             self.auto.removed();
         }
-        self.write_removals(false)?;
+        self.write_removals_at(false, Some(ts))?;
         self.after_write()?;
         self.backpressure()
     }
