@@ -18,9 +18,10 @@
 //! keyed by its random file id, so a record copied from another block does not validate.
 //!
 //! # Durability
-//! Writes go to the tail block's buffer; [`crate::Store::submit`] (or
+//! Writes go to the tail block's buffer (module `tail`); [`crate::Store::submit`] (or
 //! [`crate::Store::poll_completions`]) hands what is buffered to the I/O layer as one batch:
-//! the writes, then one fdatasync per file written. A write counts as durable
+//! the writes (copied once, into the layer's aligned [`crate::io::WriteBuf`]s, which a
+//! direct backend writes from as they are), then one fdatasync per file written. A write counts as durable
 //! ([`crate::Store::durable_seq`]) when the fdatasync of its batch has completed; everything
 //! stored while a batch is in flight goes into the next batch and shares its fdatasync
 //! (group commit). Up to two batches are in flight: once the writes of the one in flight
