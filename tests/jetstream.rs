@@ -510,6 +510,76 @@ async fn ack_one_payload(c: consumer::PullConsumer, want: &[u8]) {
     m.double_ack().await.unwrap();
 }
 
+/// Direct gets and pull requests are answered by the stream's and consumer's own
+/// subscriptions while those exist, and get "no responders" while they do not, through
+/// every change in between (each shard remembers which are served until the registry
+/// changes: a stale memory shows as a request that gets no answer at all).
+fn served_requests_follow_changes(r: common::Reactor, shards: &str) {
+    use async_nats::RequestErrorKind;
+    let dir = store_dir("served");
+    let s = start(r, shards, &dir);
+    rt().block_on(async {
+        let (c, js) = js(&s).await;
+        // Served first, so a memory that outlived a change would skip requests that
+        // nobody serves any more (they would get no answer).
+        let mut cfg = stream::Config {
+            name: "DG".into(),
+            subjects: vec!["dg.>".into()],
+            allow_direct: true,
+            ..Default::default()
+        };
+        js.create_stream(cfg.clone()).await.unwrap();
+        js.publish("dg.a", "one".into()).await.unwrap().await.unwrap();
+        let get = || c.request("$JS.API.DIRECT.GET.DG.dg.a", "".into());
+        let no_responders = |r: Result<async_nats::Message, async_nats::RequestError>| {
+            matches!(r, Err(e) if e.kind() == RequestErrorKind::NoResponders)
+        };
+        for _ in 0..3 {
+            assert_eq!(&get().await.unwrap().payload[..], b"one");
+        }
+        for allow in [false, true, false] {
+            cfg.allow_direct = allow;
+            js.update_stream(cfg.clone()).await.unwrap();
+            for _ in 0..3 {
+                let got = get().await;
+                if allow {
+                    assert_eq!(&got.unwrap().payload[..], b"one");
+                } else {
+                    assert!(no_responders(got), "allow_direct turned off again");
+                }
+            }
+        }
+        // A pull request's messages keep their stored subject (not the reply's), so they
+        // are read on a subscription of the reply subject, not through `request`.
+        let mut inbox = c.subscribe("pull.inbox").await.unwrap();
+        c.flush().await.unwrap();
+        let next = || c.request("$JS.API.CONSUMER.MSG.NEXT.DG.C", r#"{"batch":1,"no_wait":true}"#.into());
+        let st = js.get_stream("DG").await.unwrap();
+        for _ in 0..2 {
+            st.create_consumer(consumer::pull::Config {
+                durable_name: Some("C".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+            c.publish_with_reply("$JS.API.CONSUMER.MSG.NEXT.DG.C", "pull.inbox", r#"{"batch":1}"#.into())
+                .await
+                .unwrap();
+            let m = tokio::time::timeout(Duration::from_secs(5), inbox.next())
+                .await
+                .expect("the consumer serves its pull request")
+                .unwrap();
+            assert_eq!((m.subject.as_str(), &m.payload[..]), ("dg.a", &b"one"[..]));
+            st.delete_consumer("C").await.unwrap();
+            assert!(no_responders(next().await), "the consumer is gone");
+        }
+        js.delete_stream("DG").await.unwrap();
+        assert!(no_responders(get().await), "the stream is gone");
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 macro_rules! js_tests {
     ($($name:ident),*) => {
         $(
@@ -530,7 +600,8 @@ js_tests!(
     restart_keeps_state,
     consumer_state_shrinks,
     plain_acks_survive_a_clean_stop,
-    retention
+    retention,
+    served_requests_follow_changes
 );
 
 /// A store directory written by nats-server 2.14 opens in rnats with its stream, every

@@ -111,7 +111,10 @@ pub struct JetStream {
     /// on the message path).
     usage: Mutex<HashMap<AccountId, Arc<Usage>>>,
     pub total: Arc<Usage>,
-    pub registry: Mutex<registry::Registry>,
+    registry: Mutex<registry::Registry>,
+    /// Bumped each time the registry is locked for a possible change
+    /// ([`JetStream::registry`]): answers worked out from it stay good while it holds.
+    registry_gen: std::sync::atomic::AtomicU64,
     pub api: ApiStats,
     /// The API request queues' pending counts ([`service::queue`]).
     pub queues: service::queue::ApiQueues,
@@ -125,6 +128,7 @@ impl JetStream {
         Arc::new(JetStream {
             settings,
             registry: Mutex::new(registry::Registry::new(shards)),
+            registry_gen: std::sync::atomic::AtomicU64::new(0),
             usage: Mutex::new(HashMap::new()),
             total: Arc::new(Usage::default()),
             api: ApiStats::default(),
@@ -144,12 +148,31 @@ impl JetStream {
             .clone()
     }
 
+    /// The registry, for reading or changing it. Every call counts as a change
+    /// ([`JetStream::registry_gen`] moves on once the lock is held, before the holder
+    /// can change anything).
     pub fn registry(&self) -> std::sync::MutexGuard<'_, registry::Registry> {
+        let g = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        self.registry_gen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        g
+    }
+
+    /// The registry, to read only: waits for the lock but does not move the generation
+    /// (a request path that falls back to the lock must not make every shard's
+    /// remembered answers stale).
+    pub fn registry_to_read(&self) -> std::sync::MutexGuard<'_, registry::Registry> {
         self.registry.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The registry if no one holds it now (for a caller that must not wait or may hold
-    /// it already).
+    /// The registry's generation: what was read from it under a generation is still true
+    /// while the generation is the same. Read it before locking the registry with
+    /// [`JetStream::try_registry`] to read.
+    pub fn registry_gen(&self) -> u64 {
+        self.registry_gen.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The registry if no one holds it now, to read only (it does not move the
+    /// generation; a caller that must not wait, or may hold it already).
     pub fn try_registry(&self) -> Option<std::sync::MutexGuard<'_, registry::Registry>> {
         match self.registry.try_lock() {
             Ok(g) => Some(g),

@@ -3,6 +3,8 @@
 //!
 //! - [`streams`]: `STREAM.*` (create, update, info, names, list, delete, purge, message
 //!   get and delete) and `INFO`.
+//! - `served`: whether a direct get or pull request is served by a stream's or consumer's
+//!   own subscription (remembered per shard while the registry does not change).
 //!
 //! Stream-scoped requests run as jobs on the stream's shard ([`on_stream_shard`]), which
 //! answers the requester itself.
@@ -11,6 +13,7 @@ pub mod account_purge;
 pub mod consumers;
 pub mod queue;
 pub mod restore;
+mod served;
 pub mod snapshot;
 pub mod streams;
 
@@ -21,6 +24,7 @@ use crate::core::accounts::AccountId;
 use crate::core::post::Job;
 use crate::core::shard::internal::{Handler, InternalMsg, Skip};
 use crate::core::shard::ShardCore;
+use served::{has_own_subscription, served_elsewhere, ServedMemo};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -255,6 +259,7 @@ pub fn subscribe_accounts(
                 // Direct gets and pull requests that a stream or consumer serves are theirs:
                 // not copied for the API's handler, which would drop them (see `dispatch`).
                 let js = js.clone();
+                let memo = ServedMemo::default();
                 let skip: Skip = Box::new(move |acc: AccountId, subject: &[u8]| {
                     let Ok(subject) = std::str::from_utf8(subject) else {
                         return false;
@@ -267,7 +272,7 @@ pub fn subscribe_accounts(
                     }
                     // Never waits: routing may run under the registry's lock (then the
                     // handler decides, as without this test).
-                    js.try_registry().is_some_and(|reg| served_in(&reg, acc, api))
+                    memo.served(&js, acc, api).unwrap_or(false)
                 });
                 core.skip_internal(id, skip);
             }
@@ -373,32 +378,6 @@ fn dispatch(core: &mut ShardCore, js: &Arc<JetStream>, enabled: bool, m: Interna
             }
         }
     }
-}
-
-/// Requests that streams and consumers serve on subscriptions of their own (direct gets,
-/// pull requests): the API's handler only answers them when no one serves them.
-fn has_own_subscription(api: &str) -> bool {
-    api.starts_with("DIRECT.") || api.starts_with("CONSUMER.MSG.NEXT.")
-}
-
-/// Is a direct get or a pull request served by a stream's or consumer's subscription?
-fn served_elsewhere(js: &JetStream, acc: AccountId, api: &str) -> bool {
-    served_in(&js.registry(), acc, api)
-}
-
-/// [`served_elsewhere`] with the registry at hand.
-fn served_in(reg: &super::registry::Registry, acc: AccountId, api: &str) -> bool {
-    if let Some(rest) = api.strip_prefix("DIRECT.GET.") {
-        let stream = rest.split('.').next().unwrap_or("");
-        return reg.get(acc, stream).is_some_and(|e| e.cfg.allow_direct)
-            || crate::jetstream::sourcing::report::mirrors_direct(reg, acc, stream);
-    }
-    if let Some(rest) = api.strip_prefix("CONSUMER.MSG.NEXT.") {
-        let mut t = rest.split('.');
-        let (stream, consumer) = (t.next().unwrap_or(""), t.next().unwrap_or(""));
-        return t.next().is_none() && reg.get(acc, stream).is_some_and(|e| e.consumers.contains(consumer));
-    }
-    true
 }
 
 /// Install JetStream on every shard (its extension) and the API services on shard 0,
