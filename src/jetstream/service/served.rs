@@ -61,7 +61,10 @@ pub(super) struct ServedMemo {
 #[derive(Default)]
 struct MemoInner {
     gen: u64,
-    answers: HashMap<AccountId, HashMap<Box<str>, bool>>,
+    /// The last answer looked up or made (a client of a KV bucket asks for the same
+    /// stream over and over: one compare, no hashing).
+    last: Option<(AccountId, Box<str>, bool)>,
+    answers: HashMap<AccountId, HashMap<Box<str>, bool, ahash::RandomState>, ahash::RandomState>,
     len: usize,
 }
 
@@ -74,9 +77,15 @@ impl ServedMemo {
         // Read before the registry is locked: a change after this moves it on.
         let gen = js.registry_gen();
         {
-            let m = self.inner.borrow();
+            let mut m = self.inner.borrow_mut();
             if m.gen == gen {
+                if let Some((a, k, v)) = &m.last {
+                    if *a == acc && **k == *key {
+                        return Some(*v);
+                    }
+                }
                 if let Some(&v) = m.answers.get(&acc).and_then(|a| a.get(key)) {
+                    m.last = Some((acc, key.into(), v));
                     return Some(v);
                 }
             }
@@ -88,6 +97,7 @@ impl ServedMemo {
             m.len = 0;
             m.gen = gen;
         }
+        m.last = Some((acc, key.into(), v));
         if m.answers.entry(acc).or_default().insert(key.into(), v).is_none() {
             m.len += 1;
         }
