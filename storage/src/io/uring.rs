@@ -1038,19 +1038,27 @@ mod tests {
         }
     }
 
+    /// A ring over a fresh directory named after `tag`, or `None` (with a note) where
+    /// io_uring or O_DIRECT is refused.
+    fn fresh_ring(tag: &str) -> Option<(PathBuf, Uring)> {
+        let dir = std::env::temp_dir().join(format!("rnats-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        match Uring::open(&dir, true) {
+            Ok(u) => Some((dir, u)),
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                None
+            }
+        }
+    }
+
     /// A lone small append is one write carrying its sync; a batch started while another
     /// is in flight, or a larger one, keeps its fdatasync. Either way the bytes are there.
     #[test]
     fn a_lone_small_append_carries_its_own_sync() {
-        let dir = std::env::temp_dir().join(format!("rnats-dsync-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        let mut u = match Uring::open(&dir, true) {
-            Ok(u) => u,
-            Err(e) => {
-                eprintln!("skipped: {e}");
-                return;
-            }
+        let Some((dir, mut u)) = fresh_ring("dsync") else {
+            return;
         };
         let (f, _) = u.open("a.blk", true).expect("open");
         let page = |b: u8, pages: usize| WriteBuf::from(vec![b; pages * ALIGN]);
@@ -1097,16 +1105,7 @@ mod tests {
     /// written is on disk.
     #[test]
     fn write_buffers_are_written_in_place_and_come_back() {
-        let dir = std::env::temp_dir().join(format!("rnats-wbuf-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        let mut u = match Uring::open(&dir, true) {
-            Ok(u) => u,
-            Err(e) => {
-                eprintln!("skipped: {e}");
-                return;
-            }
-        };
+        let Some((dir, mut u)) = fresh_ring("wbuf") else { return };
         let (f, _) = u.open("b.blk", true).expect("open");
         let mut data = u.write_buf();
         assert!(data.is_empty());
