@@ -1,7 +1,8 @@
-//! [`WriteBuf`]: the bytes of one write of a batch, in memory whose first byte is
-//! 4096-aligned, so an O_DIRECT backend hands it to the kernel as it is (no copy into
-//! aligned memory), and a backend may give written buffers back to the store for its next
-//! batch ([`super::Io::write_buf`]) with their pages still mapped.
+//! [`WriteBuf`]: bytes in memory whose first byte is 4096-aligned, as O_DIRECT wants
+//! them. A batch's writes carry their bytes in one, so an O_DIRECT backend hands it to
+//! the kernel as it is (no copy into aligned memory), and a backend may give written
+//! buffers back to the store for its next batch ([`super::Io::write_buf`]) with their
+//! pages still mapped. The io_uring backend's reads and read cache use the same type.
 
 use std::fmt;
 
@@ -31,6 +32,14 @@ impl WriteBuf {
         let mut b = WriteBuf::new();
         b.reserve(cap);
         b
+    }
+
+    /// `len` zero bytes (fresh zeroed memory: large buffers cost no writes of zeros).
+    pub fn zeroed(len: usize) -> WriteBuf {
+        let mut mem = vec![0u8; len + BUF_ALIGN];
+        let start = (BUF_ALIGN - (mem.as_ptr() as usize % BUF_ALIGN)) % BUF_ALIGN;
+        mem.truncate(start + len);
+        WriteBuf { mem, start }
     }
 
     /// A buffer holding a copy of `data`.
@@ -149,5 +158,9 @@ mod tests {
         assert_eq!(b.len(), 10);
         assert_eq!(WriteBuf::from(vec![7u8; 9000]).as_slice(), &[7u8; 9000][..]);
         assert!(WriteBuf::from_slice(&[1]).is_aligned());
+        let z = WriteBuf::zeroed(3 * BUF_ALIGN + 5);
+        assert!(z.is_aligned());
+        assert_eq!(z.len(), 3 * BUF_ALIGN + 5);
+        assert!(z.iter().all(|&x| x == 0));
     }
 }

@@ -67,7 +67,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-const ALIGN: usize = 4096;
+const ALIGN: usize = super::BUF_ALIGN;
 const RING: u32 = 256;
 /// Bytes of a cached read chunk.
 pub const CHUNK: usize = 64 * 1024;
@@ -78,33 +78,6 @@ const BIG_READ: usize = 4 << 20;
 /// `user_data` of a read's completion (batches use `id << 20 | op`).
 const READ_TAG: u64 = u64::MAX - 1;
 const TMPFS_MAGIC: i64 = 0x0102_1994;
-
-/// A heap buffer whose usable part starts 4096-aligned.
-struct Aligned {
-    mem: Vec<u8>,
-    start: usize,
-    len: usize,
-}
-
-impl Aligned {
-    fn zeroed(len: usize) -> Aligned {
-        let mem = vec![0u8; len + ALIGN];
-        let start = (ALIGN - (mem.as_ptr() as usize % ALIGN)) % ALIGN;
-        Aligned { mem, start, len }
-    }
-    #[cfg(test)]
-    fn from(data: &[u8]) -> Aligned {
-        let mut a = Aligned::zeroed(data.len());
-        a.as_mut().copy_from_slice(data);
-        a
-    }
-    fn as_ref(&self) -> &[u8] {
-        self.mem.get(self.start..self.start + self.len).unwrap_or(&[])
-    }
-    fn as_mut(&mut self) -> &mut [u8] {
-        self.mem.get_mut(self.start..self.start + self.len).unwrap_or(&mut [])
-    }
-}
 
 struct InBatch {
     token: u64,
@@ -210,17 +183,17 @@ fn workers_off_this_core(ring: &IoUring) {
 /// Copy the bytes of in-flight writes (each with its file offset, from
 /// [`Uring::in_flight_bytes`]) over `buf`, which holds a read of the file from `base`
 /// that returned `got` bytes; returns how many bytes of `buf` are valid now.
-fn lay_over(buf: &mut Aligned, base: u64, overlay: Vec<(u64, Vec<u8>)>, mut got: usize) -> usize {
+fn lay_over(buf: &mut WriteBuf, base: u64, overlay: Vec<(u64, Vec<u8>)>, mut got: usize) -> usize {
     for (at, bytes) in overlay {
         let from = (at - base) as usize;
         if from > got {
             // Past the end the device returned: what lies between is not on disk yet
             // (and a reused buffer still holds another chunk's bytes there).
-            if let Some(gap) = buf.as_mut().get_mut(got..from) {
+            if let Some(gap) = buf.as_mut_slice().get_mut(got..from) {
                 gap.fill(0);
             }
         }
-        if let Some(dst) = buf.as_mut().get_mut(from..from + bytes.len()) {
+        if let Some(dst) = buf.as_mut_slice().get_mut(from..from + bytes.len()) {
             dst.copy_from_slice(&bytes);
             got = got.max(from + bytes.len());
         }
@@ -284,7 +257,7 @@ impl Uring {
                 .create_new(true)
                 .custom_flags(libc::O_DIRECT)
                 .open(&probe)?;
-            f.write_all_at(Aligned::zeroed(ALIGN).as_ref(), 0)
+            f.write_all_at(&WriteBuf::zeroed(ALIGN), 0)
         })();
         let _ = std::fs::remove_file(&probe);
         r?;
@@ -337,19 +310,19 @@ impl Uring {
     /// Read `len` bytes (a multiple of [`ALIGN`]) at `off` (aligned) with O_DIRECT through
     /// the ring, waiting for it; returns the buffer and the bytes read (fewer at the end
     /// of the file).
-    fn direct_read(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<(Aligned, usize)> {
+    fn direct_read(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<(WriteBuf, usize)> {
         let fd = self.file(file)?.as_raw_fd();
         let mut buf = if len == CHUNK {
             self.cache.buffer()
         } else {
-            Aligned::zeroed(len)
+            WriteBuf::zeroed(len)
         };
         let mut got = 0usize;
         // What in-flight writes put in this range: the device may serve the read before
         // or during them, so their bytes are laid over what it returns.
         let overlay = self.in_flight_bytes(file, off, len);
         while got < len {
-            let dst = buf.as_mut().get_mut(got..).unwrap_or(&mut []);
+            let dst = buf.as_mut_slice().get_mut(got..).unwrap_or(&mut []);
             let sqe = opcode::Read::new(types::Fd(fd), dst.as_mut_ptr(), dst.len() as u32)
                 .offset(off + got as u64)
                 .build()
@@ -419,7 +392,7 @@ impl Uring {
                 if f != file || a >= z {
                     continue;
                 }
-                if let Some(src) = data.as_ref().get((a - o) as usize..(z - o) as usize) {
+                if let Some(src) = data.get((a - o) as usize..(z - o) as usize) {
                     out.push((a, src.to_vec()));
                 }
             }
@@ -496,7 +469,7 @@ impl Uring {
                 let (buf, got) = self.direct_read(file, pos, n)?;
                 let from = off.saturating_sub(pos) as usize;
                 let to = ((end - pos) as usize).min(got);
-                if let Some(src) = buf.as_ref().get(from..to) {
+                if let Some(src) = buf.get(from..to) {
                     out.extend_from_slice(src);
                 }
                 if got < n {
@@ -517,7 +490,7 @@ impl Uring {
             let (buf, got) = self.direct_read(file, a0, (a1 - a0) as usize)?;
             let from = (off - a0) as usize;
             let to = ((end - a0) as usize).min(got);
-            if let Some(src) = buf.as_ref().get(from..to) {
+            if let Some(src) = buf.get(from..to) {
                 out.extend_from_slice(src);
             }
             return Ok(out);
@@ -1088,16 +1061,13 @@ mod tests {
     fn an_overlay_past_the_end_read_leaves_zeros_in_a_reused_buffer() {
         // A reused chunk buffer still holds another chunk's bytes; the device returned one
         // page (the file's end on disk) and a write in flight lands at 16 KiB.
-        let mut buf = Aligned::from(&vec![0xffu8; CHUNK]);
+        let mut buf = WriteBuf::from_slice(&vec![0xffu8; CHUNK]);
         let write = vec![7u8; ALIGN];
         let got = lay_over(&mut buf, 0, vec![(4 * ALIGN as u64, write.clone())], ALIGN);
         assert_eq!(got, 5 * ALIGN);
-        assert!(
-            buf.as_ref()[ALIGN..4 * ALIGN].iter().all(|&b| b == 0),
-            "nothing on disk between"
-        );
-        assert_eq!(&buf.as_ref()[4 * ALIGN..5 * ALIGN], &write[..]);
-        assert_eq!(buf.as_ref()[0], 0xff, "what the device returned is kept");
+        assert!(buf[ALIGN..4 * ALIGN].iter().all(|&b| b == 0), "nothing on disk between");
+        assert_eq!(&buf[4 * ALIGN..5 * ALIGN], &write[..]);
+        assert_eq!(buf[0], 0xff, "what the device returned is kept");
     }
 
     /// A write goes to the device from the store's own buffer, and the buffer comes back

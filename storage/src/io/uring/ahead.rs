@@ -11,7 +11,7 @@
 //! or the file's close marks it stale, and a stale read-ahead is never used. Its buffer
 //! lives until its completion is reaped, stale or not.
 
-use super::{lay_over, Aligned, Uring, ALIGN, CHUNK};
+use super::{lay_over, Uring, WriteBuf, ALIGN, CHUNK};
 use crate::io::FileNo;
 use io_uring::{opcode, types};
 use std::io;
@@ -33,7 +33,7 @@ pub(super) fn ahead_slot(user_data: u64) -> Option<usize> {
 pub(super) struct Ahead {
     file: FileNo,
     idx: u64,
-    buf: Aligned,
+    buf: WriteBuf,
     /// In-flight writes' bytes over this chunk when the read started, with their offsets.
     overlay: Vec<(u64, Vec<u8>)>,
     /// The completion's result, once reaped.
@@ -117,13 +117,13 @@ impl Uring {
             result: None,
             stale: false,
         };
-        let dst = a.buf.as_mut();
+        let dst = a.buf.as_mut_slice();
         let sqe = opcode::Read::new(types::Fd(fd), dst.as_mut_ptr(), CHUNK as u32)
             .offset(off)
             .build()
             .user_data(AHEAD_TAG | slot as u64);
         // SAFETY: the SQE points into `a.buf`, a heap buffer that moves into
-        // `self.ahead[slot]` below (moving the `Aligned` does not move its heap memory)
+        // `self.ahead[slot]` below (moving the `WriteBuf` does not move its heap memory)
         // and stays there until this read's completion is reaped (`ahead_reaped`); `Drop`
         // waits for that completion, and leaks the buffer if it cannot.
         if unsafe { self.ring.submission().push(&sqe) }.is_err() {
@@ -175,7 +175,7 @@ impl Uring {
     /// Chunk `idx` of `file` from a read-ahead, waiting for its completion if needed: its
     /// buffer and the bytes valid in it. `None` when no usable read-ahead holds it (the
     /// caller reads it itself).
-    pub(super) fn take_ahead(&mut self, file: FileNo, idx: u64) -> io::Result<Option<(Aligned, usize)>> {
+    pub(super) fn take_ahead(&mut self, file: FileNo, idx: u64) -> io::Result<Option<(WriteBuf, usize)>> {
         let wanted = |a: &Ahead| a.file == file && a.idx == idx && !a.stale;
         let Some(slot) = self.ahead.iter().position(|s| s.as_ref().is_some_and(wanted)) else {
             return Ok(None);

@@ -16,7 +16,7 @@
 //! Owned by the store's [`Uring`](super::Uring), on the store's shard; only the count of
 //! cached chunks is shared (an atomic), for the budget.
 
-use super::{Aligned, FileNo, CHUNK};
+use super::{FileNo, WriteBuf, CHUNK};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -58,7 +58,7 @@ pub(super) struct Chunk {
     pub file: FileNo,
     pub idx: u64,
     /// The buffer, for reuse once the chunk and every window of it are gone.
-    buf: Arc<Aligned>,
+    buf: Arc<WriteBuf>,
     /// The same buffer as `Bytes`, made once: a window is a slice of it (a count
     /// incremented, no allocation).
     bytes: Bytes,
@@ -67,16 +67,16 @@ pub(super) struct Chunk {
 }
 
 /// A chunk's buffer as the owner of [`Bytes`] windows.
-struct Shared(Arc<Aligned>);
+struct Shared(Arc<WriteBuf>);
 
 impl AsRef<[u8]> for Shared {
     fn as_ref(&self) -> &[u8] {
-        self.0.as_ref().as_ref()
+        self.0.as_slice()
     }
 }
 
 impl Chunk {
-    fn new(file: FileNo, idx: u64, buf: Aligned, valid: usize, used: u64) -> Chunk {
+    fn new(file: FileNo, idx: u64, buf: WriteBuf, valid: usize, used: u64) -> Chunk {
         let buf = Arc::new(buf);
         Chunk {
             file,
@@ -108,7 +108,7 @@ pub(super) struct ChunkCache {
     /// Where each chunk is in `chunks`, by (file, chunk index).
     at: HashMap<(FileNo, u64), usize, ahash::RandomState>,
     /// Buffers of dropped chunks, for the next reads of a chunk.
-    free: Vec<Aligned>,
+    free: Vec<WriteBuf>,
     tick: u64,
     /// Chunks this store may hold now (from [`BASE_CHUNKS`] up to [`CACHE_CHUNKS`]).
     limit: usize,
@@ -159,13 +159,13 @@ impl ChunkCache {
 
     /// A [`CHUNK`]-sized buffer to read into: a free one if any (its bytes are stale;
     /// readers only use what a read or an overlay filled), else a new zeroed one.
-    pub fn buffer(&mut self) -> Aligned {
-        self.free.pop().unwrap_or_else(|| Aligned::zeroed(CHUNK))
+    pub fn buffer(&mut self) -> WriteBuf {
+        self.free.pop().unwrap_or_else(|| WriteBuf::zeroed(CHUNK))
     }
 
     /// Cache chunk `idx` of `file` (not cached yet), read into `buf` with `valid` bytes;
     /// returns its position.
-    pub fn insert(&mut self, file: FileNo, idx: u64, buf: Aligned, valid: usize) -> usize {
+    pub fn insert(&mut self, file: FileNo, idx: u64, buf: WriteBuf, valid: usize) -> usize {
         self.tick += 1;
         if self.ghost_set.remove(&(file, idx)) && self.limit < CACHE_CHUNKS {
             // Read again soon after it was evicted: one chunk more.
@@ -233,8 +233,8 @@ impl ChunkCache {
     }
 
     /// Keep `buf` (a chunk's buffer no longer used) for a later read, if there is room.
-    pub fn recycle(&mut self, buf: Aligned) {
-        if self.free.len() < FREE_CHUNKS && buf.len == CHUNK {
+    pub fn recycle(&mut self, buf: WriteBuf) {
+        if self.free.len() < FREE_CHUNKS && buf.len() == CHUNK {
             self.free.push(buf);
         }
     }
@@ -296,9 +296,9 @@ fn uncount(chunks: usize) {
 mod tests {
     use super::*;
 
-    fn filled(file: FileNo, idx: u64) -> Aligned {
-        let mut b = Aligned::zeroed(CHUNK);
-        b.as_mut().fill((file as u64 * 31 + idx) as u8);
+    fn filled(file: FileNo, idx: u64) -> WriteBuf {
+        let mut b = WriteBuf::zeroed(CHUNK);
+        b.as_mut_slice().fill((file as u64 * 31 + idx) as u8);
         b
     }
 
@@ -364,8 +364,8 @@ mod tests {
         assert!(holds(&mut c, 2, 0) && holds(&mut c, 2, n) && holds(&mut c, 2, 2));
         assert_eq!(c.len(), BASE_CHUNKS);
         // Its buffer is the next one handed out (with its stale bytes).
-        assert_eq!(c.buffer().as_ref()[0], (2 * 31 + 1) as u8);
-        assert_eq!(c.buffer().as_ref()[0], 0, "then fresh zeroed ones");
+        assert_eq!(c.buffer()[0], (2 * 31 + 1) as u8);
+        assert_eq!(c.buffer()[0], 0, "then fresh zeroed ones");
     }
 
     /// A window handed out keeps its chunk's bytes after the chunk leaves the cache, and
@@ -384,13 +384,13 @@ mod tests {
         c.invalidate(5, None);
         // Its buffer is not handed out while the window is alive: the next one is new.
         let mut next = c.buffer();
-        assert_eq!(next.as_ref()[0], 0);
-        next.as_mut().fill(0xee);
+        assert_eq!(next[0], 0);
+        next.as_mut_slice().fill(0xee);
         assert_eq!(&w[..], &[5 * 31u8; 90][..], "the window kept its bytes");
         // Without a window out, a dropped chunk's buffer is reused.
         c.insert(5, 1, filled(5, 1), CHUNK);
         c.invalidate(5, None);
-        assert_eq!(c.buffer().as_ref()[0], (5 * 31 + 1) as u8);
+        assert_eq!(c.buffer()[0], (5 * 31 + 1) as u8);
         drop(w);
     }
 
