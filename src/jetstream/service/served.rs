@@ -62,10 +62,20 @@ pub(super) struct ServedMemo {
 struct MemoInner {
     gen: u64,
     /// The last answer looked up or made (a client of a KV bucket asks for the same
-    /// stream over and over: one compare, no hashing).
-    last: Option<(AccountId, Box<str>, bool)>,
+    /// stream over and over: one compare, no hashing). Its key is rewritten in place, so
+    /// requests alternating between streams allocate nothing either.
+    last: Option<(AccountId, bool)>,
+    last_key: String,
     answers: HashMap<AccountId, HashMap<Box<str>, bool, ahash::RandomState>, ahash::RandomState>,
     len: usize,
+}
+
+impl MemoInner {
+    fn remember_last(&mut self, acc: AccountId, key: &str, v: bool) {
+        self.last_key.clear();
+        self.last_key.push_str(key);
+        self.last = Some((acc, v));
+    }
 }
 
 impl ServedMemo {
@@ -79,13 +89,13 @@ impl ServedMemo {
         {
             let mut m = self.inner.borrow_mut();
             if m.gen == gen {
-                if let Some((a, k, v)) = &m.last {
-                    if *a == acc && **k == *key {
-                        return Some(*v);
+                if let Some((a, v)) = m.last {
+                    if a == acc && m.last_key == key {
+                        return Some(v);
                     }
                 }
                 if let Some(&v) = m.answers.get(&acc).and_then(|a| a.get(key)) {
-                    m.last = Some((acc, key.into(), v));
+                    m.remember_last(acc, key, v);
                     return Some(v);
                 }
             }
@@ -97,7 +107,7 @@ impl ServedMemo {
             m.len = 0;
             m.gen = gen;
         }
-        m.last = Some((acc, key.into(), v));
+        m.remember_last(acc, key, v);
         if m.answers.entry(acc).or_default().insert(key.into(), v).is_none() {
             m.len += 1;
         }

@@ -108,7 +108,7 @@ impl FileStore {
         if !self.tombs.is_empty() {
             self.auto.removed();
         }
-        self.write_removals_at(false, Some(ts))?;
+        self.write_removals(false, Some(ts))?;
         self.after_write()?;
         self.backpressure()
     }
@@ -126,7 +126,7 @@ impl FileStore {
         };
         let out = op(&mut self.eng, &mut sink);
         self.auto.removed();
-        self.write_removals(bulk)?;
+        self.write_removals(bulk, None)?;
         self.after_write()?;
         Ok(out)
     }

@@ -316,7 +316,7 @@ impl FileStore {
             tombs: &mut self.tombs,
         };
         self.eng.enforce_all(&mut sink);
-        self.write_removals(false)?;
+        self.write_removals(false, None)?;
         Ok(())
     }
 

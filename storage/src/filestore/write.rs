@@ -274,15 +274,11 @@ impl FileStore {
     }
 
     /// Write what the engine removed: tombstones (and erasures), then, after a bulk
-    /// removal, the sequence range; then drop dead blocks at the front.
-    pub(super) fn write_removals(&mut self, bulk: bool) -> Result<()> {
-        self.write_removals_at(bulk, None)
-    }
-
-    /// [`FileStore::write_removals`] with the time to stamp the tombstones with, when the
-    /// caller has one (a store call's removals happen as its message is stored, so they
-    /// carry its time and cost no clock read; replay does not use a tombstone's time).
-    pub(super) fn write_removals_at(&mut self, bulk: bool, at: Option<i64>) -> Result<()> {
+    /// removal, the sequence range; then drop dead blocks at the front. Tombstones are
+    /// stamped `at` when the caller has a time (a store call's removals happen as its
+    /// message is stored: they carry its time and cost no clock read; replay does not
+    /// use a tombstone's time), else now.
+    pub(super) fn write_removals(&mut self, bulk: bool, at: Option<i64>) -> Result<()> {
         let tombs = std::mem::take(&mut self.tombs);
         if !tombs.is_empty() {
             // One time for the call's tombstones (they are written together).
