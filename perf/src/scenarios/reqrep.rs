@@ -94,16 +94,8 @@ pub fn measure(p: &Params, ctx: &Ctx<'_>, spec: &RrSpec<'_>) -> Result<(RunResul
                 })
             })
             .collect();
-        let req_results: Vec<_> = reqs
-            .into_iter()
-            .map(|h| {
-                while !h.is_finished() {
-                    ctx.bar.set_position(done.load(Relaxed));
-                    thread::sleep(Duration::from_millis(50));
-                }
-                h.join().map_err(|_| PerfError::Worker("requester".into()))
-            })
-            .collect::<Vec<_>>();
+        // The rate runs to the last requester's end (the responders stop after it).
+        let req_results = super::join_timed(reqs, ctx.bar, &done, t0, "requester");
         stop.store(true, Relaxed);
         let resp_results: Vec<_> = resp
             .into_iter()
@@ -112,17 +104,7 @@ pub fn measure(p: &Params, ctx: &Ctx<'_>, spec: &RrSpec<'_>) -> Result<(RunResul
         (req_results, resp_results)
     });
     let after = ctx.pid.and_then(proc::sample);
-    // The rate runs to the last requester's end, taken in its thread: the joins wait in
-    // 50 ms steps and the responders stop after them.
-    let mut end = t0;
-    let mut req_results_of = Vec::new();
-    for f in req_results {
-        let (res, at) = f?;
-        end = end.max(at);
-        req_results_of.push(res);
-    }
-    let req_results = req_results_of;
-    let elapsed = end.duration_since(t0);
+    let (req_results, elapsed) = req_results?;
 
     let mut hist = new_histogram()?;
     let mut r = base_result(Scenario::Reqrep, p);

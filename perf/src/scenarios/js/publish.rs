@@ -7,7 +7,7 @@
 //! - `js-pub-sync`: one publisher, one publish at a time; every publish → `PubAck` round trip
 //!   goes into an HDR histogram (p50/p90/p99/p99.9).
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -99,10 +99,7 @@ pub fn run_async(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
     let t0 = Instant::now();
     let deadline = t0 + p.duration();
     let npubs = p.pubs as u64;
-    // Each publisher's end is taken when it ends: the joins below wait in steps of
-    // 50 ms (for the progress bar), and timing the joins made every short run's rate
-    // a multiple of those steps (400,000 messages in 0.55 s or 0.60 s, nothing between).
-    let finished = thread::scope(|s| {
+    let (outcomes, elapsed) = thread::scope(|s| {
         let handles: Vec<_> = conns
             .into_iter()
             .enumerate()
@@ -126,25 +123,8 @@ pub fn run_async(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                while !h.is_finished() {
-                    ctx.bar.set_position(done.load(Relaxed));
-                    thread::sleep(Duration::from_millis(50));
-                }
-                h.join().map_err(|_| PerfError::Worker("publisher".into()))
-            })
-            .collect::<Vec<_>>()
-    });
-    let mut outcomes = Vec::new();
-    let mut end = t0;
-    for f in finished {
-        let (o, at) = f?;
-        end = end.max(at);
-        outcomes.push(o);
-    }
-    let elapsed = end.duration_since(t0);
+        super::super::join_timed(handles, ctx.bar, &done, t0, "publisher")
+    })?;
     let after = ctx.pid.and_then(proc::sample);
     let mut r = base_result(Scenario::JsPubAsync, p);
     let (mut good, mut sent) = (0, 0);
