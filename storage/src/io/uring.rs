@@ -775,13 +775,9 @@ impl Io for Uring {
                         return Err(io::Error::new(io::ErrorKind::InvalidInput, "unaligned direct write"));
                     }
                     writes.push((file, off, data.len() as u64));
-                    // The store builds its writes in aligned memory; anything else is
-                    // copied into some.
-                    let buf = if data.is_aligned() {
-                        data
-                    } else {
-                        WriteBuf::from_slice(&data)
-                    };
+                    // Written from where it is: a `WriteBuf` with bytes starts aligned.
+                    debug_assert!(data.is_empty() || data.is_aligned());
+                    let buf = data;
                     let ptr = buf.as_slice().as_ptr();
                     expect.push(buf.len() as u32);
                     let e = opcode::Write::new(types::Fd(fd), ptr, buf.len() as u32)
