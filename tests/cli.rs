@@ -310,6 +310,37 @@ fn sqpoll_threads_serve_and_keep_sockets_apart() {
     }
 }
 
+/// `--send_zc`: large sends go zero-copy; big messages still arrive whole and in order
+/// (the unit tests in `shards/src/uring_send_tests.rs` check the notifications).
+#[cfg(all(target_os = "linux", feature = "uring"))]
+#[test]
+fn zero_copy_sends_deliver_big_messages() {
+    if shards::uring::probe(rnats::driver::uring::RING_ENTRIES).is_err()
+        || shards::uring_io::probe_completion().is_err()
+    {
+        return;
+    }
+    let s = Server::start_cmd(
+        bin(),
+        &["-a", "127.0.0.1", "-p", "-1", "--shards", "2", "--send_zc", "16384"],
+    );
+    let text = s.log_lines().join("\n");
+    assert!(text.contains("sends of 16384 bytes or more go zero-copy"), "{text}");
+    let mut sub = s.raw();
+    sub.handshake();
+    sub.send_str("SUB big 1\r\nPING\r\n");
+    sub.expect("PONG\r\n");
+    let mut p = s.raw();
+    p.handshake();
+    for round in 0..30 {
+        let body: String = (0..100_000)
+            .map(|i| char::from(b'a' + ((i + round) % 26) as u8))
+            .collect();
+        p.send_str(&format!("PUB big {}\r\n{body}\r\n", body.len()));
+        sub.expect(&format!("MSG big 1 {}\r\n{body}\r\n", body.len()));
+    }
+}
+
 both_reactors!(logging_flags, |r| {
     // -T=false drops the timestamp; -D adds debug lines; -l writes to a file.
     let dir = common::scratch_dir();

@@ -12,6 +12,8 @@
 //!   wake-up, an eventfd for wake-ups from other threads).
 //! - `uring_io` (with `uring`): completion I/O on that ring: multishot receives into
 //!   provided buffers and submitted sends.
+//! - `uring_send` (with `uring`): the sends of completion I/O, plain or zero-copy
+//!   (`SEND_ZC`) above a threshold.
 //! - `uring_bufs` (with `uring`): the provided-buffer ring those receives fill.
 //! - `uring_accept` (with `uring`): the acceptor's multishot accept on a ring of its own.
 
@@ -51,3 +53,5 @@ pub mod uring_accept;
 pub mod uring_bufs;
 #[cfg(all(target_os = "linux", feature = "uring"))]
 pub mod uring_io;
+#[cfg(all(target_os = "linux", feature = "uring"))]
+pub mod uring_send;

@@ -9,31 +9,26 @@
 //!   buffers come back, then its receive is armed again. A paused connection's receive is
 //!   cancelled; a new one is armed only after the old one's last completion, so bytes never
 //!   arrive out of order.
-//! - **Send**: at most one send in flight per connection, from a buffer the connection
-//!   owns (the caller's bytes are copied, so the core may keep appending to its own). A
-//!   short send is continued here; the caller hears of the send once all of it went (or
-//!   it failed), and only then counts the bytes as written.
+//! - **Send** ([`crate::uring_send`]): at most one send in flight per connection, from a
+//!   buffer the connection owns (the caller's bytes are copied, or a whole buffer handed
+//!   over). A short send is continued; the caller hears of the send once all of it went
+//!   (or it failed), and only then counts the bytes as written. Large sends may go
+//!   zero-copy.
 //! - **Registered files**: each connection's socket goes into the ring's file table (slot
 //!   = its token) when the table has room, so its receives and sends name the slot and the
 //!   kernel takes no reference to the file per request; a token past the table's end uses
 //!   its descriptor. Removal empties the slot, so the socket closes with its descriptor.
-//! - **Removal** cancels both; a send buffer the kernel may still read is kept until that
-//!   send's last completion.
+//! - **Removal** cancels both; a send buffer the kernel may still read is kept until the
+//!   last completion of every request that used it.
 
 use crate::uring::{decode, user_data, Reg, UringPoller, KIND_IGNORE, KIND_RECV, KIND_SEND};
 use crate::uring_bufs::BufRing;
+use crate::uring_send::complete_send;
 use crate::Completion;
 use io_uring::{cqueue, opcode, squeue, types};
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::RawFd;
-
-/// Most bytes one send takes from the caller.
-pub const SEND_MAX: usize = 256 * 1024;
-/// A connection keeps a send buffer up to this size between sends; larger ones go back
-/// (through [`UringPoller::take_spent`]) once their send completes, so an idle
-/// connection holds little.
-const KEEP_SEND: usize = 4 * 1024;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Recv {
@@ -50,11 +45,19 @@ pub(crate) struct ConnIo {
     recv: Recv,
     /// Whether the connection wants its receive running (not paused).
     want_recv: bool,
-    send: Vec<u8>,
+    pub(crate) send: Vec<u8>,
     /// Where the bytes of this send started in `send`, and how far they went.
-    send_start: usize,
-    send_off: usize,
-    sending: bool,
+    pub(crate) send_start: usize,
+    pub(crate) send_off: usize,
+    /// A send is in flight, or its buffer is still the kernel's.
+    pub(crate) sending: bool,
+    /// Requests of this send whose last completion has not come (a zero-copy request
+    /// ends with its notification).
+    pub(crate) ops: u32,
+    /// Whether the request whose result is awaited went zero-copy.
+    pub(crate) zc: bool,
+    /// What the send came to (bytes, errno), once known, to report when `ops` is 0.
+    pub(crate) outcome: Option<(usize, i32)>,
 }
 
 /// The shard-wide part: receive buffers, buffers of cancelled sends, waiting receives.
@@ -62,10 +65,16 @@ pub(crate) struct CompletionIo {
     bufs: BufRing,
     /// Connections whose receive ended for want of buffers: (token, generation).
     starved: Vec<(usize, u32)>,
-    /// Send buffers of removed connections, by the user data of their send.
-    graveyard: HashMap<u64, Vec<u8>>,
+    /// Send buffers of removed connections, by the user data of their send, with the
+    /// number of that send's requests whose last completion has not come.
+    pub(crate) graveyard: HashMap<u64, (Vec<u8>, u32)>,
     /// Large send buffers whose sends completed, for the owner to reuse.
-    spent: Vec<Vec<u8>>,
+    pub(crate) spent: Vec<Vec<u8>>,
+    /// Sends of at least this many bytes go zero-copy (0: none).
+    pub(crate) zc_min: usize,
+    /// Zero-copy requests submitted, and their notifications come back, so far.
+    pub(crate) zc_requests: u64,
+    pub(crate) zc_notifs: u64,
     /// Slots of the registered file table (0: none could be registered).
     file_slots: u32,
 }
@@ -117,6 +126,9 @@ impl UringPoller {
             starved: Vec::new(),
             graveyard: HashMap::new(),
             spent: Vec::new(),
+            zc_min: 0,
+            zc_requests: 0,
+            zc_notifs: 0,
             file_slots,
         });
         Ok(())
@@ -172,6 +184,9 @@ impl UringPoller {
             send_start: 0,
             send_off: 0,
             sending: false,
+            ops: 0,
+            zc: false,
+            outcome: None,
         };
         let gen = self.register(fd, token, Some(io));
         self.queue(recv_entry(file, user_data(token, gen, KIND_RECV), group));
@@ -200,64 +215,9 @@ impl UringPoller {
         self.cio.as_ref().map_or(0, |c| c.bufs.posted())
     }
 
-    /// A send of `token` is in flight.
-    pub fn send_busy(&self, token: usize) -> bool {
-        matches!(self.regs.get(token), Some(Some(Reg { io: Some(io), .. })) if io.sending)
-    }
-
     /// The completion state of `token`, if it is a completion connection.
-    fn conn_io(&mut self, token: usize) -> Option<&mut ConnIo> {
+    pub(crate) fn conn_io(&mut self, token: usize) -> Option<&mut ConnIo> {
         self.regs.get_mut(token)?.as_mut()?.io.as_mut()
-    }
-
-    /// Submit `send[off..]` of `token`, which the caller just filled.
-    fn submit_send(&mut self, token: usize, off: usize) {
-        let Some(Some(Reg { gen, io: Some(io), .. })) = self.regs.get_mut(token) else {
-            return;
-        };
-        io.send_start = off;
-        io.send_off = off;
-        io.sending = true;
-        let e = send_entry(
-            io.file,
-            io.send.get(off..).unwrap_or_default(),
-            user_data(token, *gen, KIND_SEND),
-        );
-        self.queue(e);
-    }
-
-    /// Send (a copy of) up to [`SEND_MAX`] bytes of `data`; returns how many were taken.
-    /// Nothing while a send of `token` is in flight.
-    pub fn send(&mut self, token: usize, data: &[u8]) -> usize {
-        let Some(io) = self.conn_io(token) else { return 0 };
-        if io.sending || data.is_empty() {
-            return 0;
-        }
-        let n = data.len().min(SEND_MAX);
-        io.send.clear();
-        io.send.reserve_exact(n);
-        io.send.extend_from_slice(data.get(..n).unwrap_or_default());
-        self.submit_send(token, 0);
-        n
-    }
-
-    /// Send `buf[off..]` from `buf` itself (no copy): the buffer is the connection's until
-    /// the send completes, then comes back through [`UringPoller::take_spent`]. Returns
-    /// the buffer the connection held before (or `buf`, untouched, if a send is in flight
-    /// or the token is not a completion connection), for the caller to reuse.
-    pub fn send_owned(&mut self, token: usize, buf: Vec<u8>, off: usize) -> Vec<u8> {
-        let Some(io) = self.conn_io(token) else { return buf };
-        if io.sending || off >= buf.len() {
-            return buf;
-        }
-        let old = std::mem::replace(&mut io.send, buf);
-        self.submit_send(token, off);
-        old
-    }
-
-    /// A send buffer given back after its send completed.
-    pub fn take_spent(&mut self) -> Option<Vec<u8>> {
-        self.cio.as_mut()?.spent.pop()
     }
 
     /// Stop receiving for `token` (its bytes already received still arrive).
@@ -295,10 +255,10 @@ impl UringPoller {
         if io.recv == Recv::Armed {
             self.queue(cancel_entry(user_data(token, gen, KIND_RECV), token, gen));
         }
-        if io.sending {
+        if io.ops > 0 {
             let ud = user_data(token, gen, KIND_SEND);
             if let Some(c) = &mut self.cio {
-                c.graveyard.insert(ud, io.send);
+                c.graveyard.insert(ud, (io.send, io.ops));
             }
             self.queue(cancel_entry(ud, token, gen));
         }
@@ -354,37 +314,28 @@ impl UringPoller {
             if let Some(b) = bid {
                 c.bufs.recycle(b);
             }
+            if kind == KIND_SEND && cqueue::notif(flags) {
+                c.zc_notifs += 1;
+            }
             if kind == KIND_SEND && !cqueue::more(flags) {
-                c.graveyard.remove(&cqe.user_data());
+                let ud = cqe.user_data();
+                if let Some((_, ops)) = c.graveyard.get_mut(&ud) {
+                    *ops = ops.saturating_sub(1);
+                    if *ops == 0 {
+                        c.graveyard.remove(&ud);
+                    }
+                }
             }
             return;
         };
         let Some(io) = reg.io.as_mut() else {
             return;
         };
-        let file = io.file;
         if kind == KIND_SEND {
-            if res < 0 || (res == 0 && io.send_off < io.send.len()) {
-                io.sending = false;
-                let err = if res < 0 { -res } else { libc::EPIPE };
-                done.push(Completion::Sent { token, n: 0, err });
-                return;
-            }
-            io.send_off += res as usize;
-            if io.send_off < io.send.len() {
-                // A short send: the rest goes now, in order.
-                let rest = io.send.get(io.send_off..).unwrap_or_default();
-                rearm.push(send_entry(file, rest, cqe.user_data()));
-                return;
-            }
-            io.sending = false;
-            let n = io.send.len() - io.send_start;
-            if io.send.capacity() > KEEP_SEND {
-                c.spent.push(std::mem::take(&mut io.send));
-            }
-            done.push(Completion::Sent { token, n, err: 0 });
+            complete_send(c, io, token, cqe, rearm, done);
             return;
         }
+        let file = io.file;
         // KIND_RECV
         let more = cqueue::more(flags);
         if res > 0 {
@@ -433,18 +384,21 @@ impl UringPoller {
     pub(crate) fn quiesce(&mut self) {
         let Some(c) = &self.cio else { return };
         let mut cancels = Vec::new();
+        // Last completions to wait for: one per receive, one per request of each send.
+        let mut pending: usize = c.graveyard.values().map(|(_, ops)| *ops as usize).sum();
         for (token, r) in self.regs.iter().enumerate() {
             let Some(Reg { gen, io: Some(io), .. }) = r else {
                 continue;
             };
             if io.recv != Recv::Off {
                 cancels.push(cancel_entry(user_data(token, *gen, KIND_RECV), token, *gen));
+                pending += 1;
             }
-            if io.sending {
+            if io.ops > 0 {
                 cancels.push(cancel_entry(user_data(token, *gen, KIND_SEND), token, *gen));
+                pending += io.ops as usize;
             }
         }
-        let mut pending = cancels.len() + c.graveyard.len();
         for e in cancels {
             self.queue(e);
         }
@@ -465,19 +419,6 @@ impl UringPoller {
             c.bufs.unregister(&self.ring.submitter());
         }
     }
-}
-
-fn send_entry(file: File, data: &[u8], ud: u64) -> squeue::Entry {
-    let (ptr, len) = (data.as_ptr(), data.len() as u32);
-    match file {
-        File::Fd(fd) => opcode::Send::new(types::Fd(fd), ptr, len)
-            .flags(libc::MSG_NOSIGNAL)
-            .build(),
-        File::Fixed(i) => opcode::Send::new(types::Fixed(i), ptr, len)
-            .flags(libc::MSG_NOSIGNAL)
-            .build(),
-    }
-    .user_data(ud)
 }
 
 /// The soft limit on open descriptors (what a sparse file table may not exceed).
@@ -553,4 +494,4 @@ pub fn probe_completion() -> io::Result<()> {
 
 #[cfg(test)]
 #[path = "uring_io_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -2,12 +2,13 @@
 //! sends, pause and resume, removal with sends in flight.
 
 use super::*;
+use crate::uring_send::SEND_MAX;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-fn poller(count: u16, size: usize) -> Option<UringPoller> {
+pub(crate) fn poller(count: u16, size: usize) -> Option<UringPoller> {
     if crate::uring::probe(64).is_err() || probe_completion().is_err() {
         eprintln!("io_uring completion I/O unavailable here; skipping");
         return None;
@@ -17,7 +18,7 @@ fn poller(count: u16, size: usize) -> Option<UringPoller> {
     Some(p)
 }
 
-fn pair() -> (TcpStream, TcpStream) {
+pub(crate) fn pair() -> (TcpStream, TcpStream) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let (s, _) = l.accept().unwrap();
@@ -27,14 +28,20 @@ fn pair() -> (TcpStream, TcpStream) {
 
 /// What completions reported: bytes per token, receive ends, sends.
 #[derive(Default)]
-struct Seen {
-    bytes: std::collections::HashMap<usize, Vec<u8>>,
-    ends: Vec<(usize, i32)>,
-    sent: Vec<(usize, usize, i32)>,
+pub(crate) struct Seen {
+    pub(crate) bytes: std::collections::HashMap<usize, Vec<u8>>,
+    pub(crate) ends: Vec<(usize, i32)>,
+    pub(crate) sent: Vec<(usize, usize, i32)>,
 }
 
 /// Wait for completions (at least once) until `until` holds of what was gathered.
-fn pump(p: &mut UringPoller, seen: &mut Seen, recycle: bool, held: &mut Vec<u16>, until: impl Fn(&Seen) -> bool) {
+pub(crate) fn pump(
+    p: &mut UringPoller,
+    seen: &mut Seen,
+    recycle: bool,
+    held: &mut Vec<u16>,
+    until: impl Fn(&Seen) -> bool,
+) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut done = Vec::new();
     loop {
@@ -62,7 +69,7 @@ fn pump(p: &mut UringPoller, seen: &mut Seen, recycle: bool, held: &mut Vec<u16>
     }
 }
 
-fn pattern(n: usize) -> Vec<u8> {
+pub(crate) fn pattern(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i % 251) as u8).collect()
 }
 

@@ -172,6 +172,8 @@ pub struct RuntimeConfig {
     pub spin_us: u64,
     /// io_uring: idle time of each shard's kernel submission thread, ms (0: none).
     pub sqpoll_ms: u64,
+    /// io_uring completion I/O: sends of at least this many bytes go zero-copy (0: none).
+    pub send_zc: usize,
     /// TLS and WebSocket settings per listener.
     pub transports: Transports,
 }

@@ -104,6 +104,9 @@ pub fn start(cfg: RuntimeConfig, listener: std::net::TcpListener, completion: bo
     if sqpoll > 0 {
         tracing::info!("io_uring submission threads poll {sqpoll} ms before they sleep (--sqpoll_ms)");
     }
+    if cfg.send_zc > 0 && completion {
+        tracing::info!("sends of {} bytes or more go zero-copy (--send_zc)", cfg.send_zc);
+    }
     let pollers = (0..cfg.nshards)
         .map(|_| {
             let mut ring = match sqpoll {
@@ -116,8 +119,13 @@ pub fn start(cfg: RuntimeConfig, listener: std::net::TcpListener, completion: bo
             if completion {
                 // The probe passed, so this fails only for want of memory: that shard then
                 // serves its connections through readiness polls.
-                if let Err(e) = ring.enable_completion(RECV_BUFFERS, RECV_BUFFER_SIZE) {
-                    tracing::warn!("io_uring completion I/O unavailable on a shard ({e}), using readiness polls there");
+                match ring.enable_completion(RECV_BUFFERS, RECV_BUFFER_SIZE) {
+                    Ok(()) => ring.set_send_zc(cfg.send_zc),
+                    Err(e) => {
+                        tracing::warn!(
+                            "io_uring completion I/O unavailable on a shard ({e}), using readiness polls there"
+                        )
+                    }
                 }
             }
             Ok(IoUringPoller { ring })

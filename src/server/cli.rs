@@ -465,6 +465,14 @@ const FLAGS: &[Flag] = &[
         },
     },
     Flag {
+        names: &["send_zc"],
+        kind: Kind::Int,
+        set: |p, v| {
+            p.opts.send_zc = i(v).max(0) as u64;
+            Ok(())
+        },
+    },
+    Flag {
         names: &["sqpoll_ms"],
         kind: Kind::Int,
         set: |p, v| {
@@ -780,6 +788,8 @@ rnats Options (not nats-server flags):
                                      flows (default: 100; 0: never)
         --sqpoll_ms <ms>             io_uring: a kernel thread per shard submits and completes its I/O,
                                      polling this long after its last work (default: 0, none)
+        --send_zc <bytes>            io_uring: sends of at least this many bytes go zero-copy, for NICs
+                                     that read user memory (default: 0, never; loopback gains nothing)
 
 Common Options:
     -h, --help                       Show this message
@@ -789,7 +799,7 @@ Common Options:
 
 /// The flags rnats has and nats-server does not: `USAGE` lists each of them (a test
 /// checks it, and that every other flag is nats-server's).
-pub const RNATS_ONLY_FLAGS: &[&str] = &["shards", "reactor", "spin_us", "sqpoll_ms"];
+pub const RNATS_ONLY_FLAGS: &[&str] = &["shards", "reactor", "spin_us", "sqpoll_ms", "send_zc"];
 
 #[cfg(test)]
 mod tests {

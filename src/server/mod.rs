@@ -390,6 +390,7 @@ impl Server {
             shared: shared.clone(),
             spin_us: opts.spin_us,
             sqpoll_ms: opts.sqpoll_ms,
+            send_zc: usize::try_from(opts.send_zc).unwrap_or(usize::MAX),
             transports: transports.clone(),
         };
         let mut running_opts = opts.clone();

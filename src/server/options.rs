@@ -205,6 +205,11 @@ pub struct Options {
     /// milliseconds after its last work before it sleeps, so busy shards make almost no
     /// system calls. 0 (the default): no such thread.
     pub sqpoll_ms: u64,
+    /// rnats only (`--send_zc`), io_uring completion I/O only: sends of at least this
+    /// many bytes go zero-copy (`SEND_ZC`: the NIC reads the outbound buffer instead of
+    /// the kernel copying it). 0 (the default): never; over loopback the kernel copies
+    /// anyway (see perf/RESULTS.md).
+    pub send_zc: u64,
 }
 
 impl Default for Options {
@@ -268,6 +273,7 @@ impl Default for Options {
             reactor: ReactorChoice::Auto,
             spin_us: DEFAULT_SPIN_US,
             sqpoll_ms: 0,
+            send_zc: 0,
         }
     }
 }

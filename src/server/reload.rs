@@ -380,6 +380,7 @@ pub fn prepare(current: &Options, flags: &[String], bound_port: u16) -> Result<(
     new.reactor = current.reactor;
     new.spin_us = current.spin_us;
     new.sqpoll_ms = current.sqpoll_ms;
+    new.send_zc = current.send_zc;
     let plan = diff(current, &new)?;
     if plan.logging_changed {
         logging::check(&LogConfig::from_options(&new))?;

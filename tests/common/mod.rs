@@ -31,12 +31,17 @@ impl Reactor {
         }
     }
 
-    /// The reactor's arguments: `--reactor` and, with `RNATS_TEST_URING_MODE=sqpoll` on
-    /// io_uring, kernel submission threads (`--sqpoll_ms`).
+    /// The reactor's arguments: `--reactor` and, on io_uring, with
+    /// `RNATS_TEST_URING_MODE=sqpoll` kernel submission threads (`--sqpoll_ms`), with
+    /// `RNATS_TEST_URING_MODE=send_zc` every send zero-copy (`--send_zc 1`).
     pub fn args(self) -> Vec<&'static str> {
         let mut v = vec!["--reactor", self.flag()];
-        if self == Reactor::Uring && std::env::var("RNATS_TEST_URING_MODE").is_ok_and(|v| v == "sqpoll") {
-            v.extend(["--sqpoll_ms", "20"]);
+        if self == Reactor::Uring {
+            match std::env::var("RNATS_TEST_URING_MODE").as_deref() {
+                Ok("sqpoll") => v.extend(["--sqpoll_ms", "20"]),
+                Ok("send_zc") => v.extend(["--send_zc", "1"]),
+                _ => {}
+            }
         }
         v
     }
@@ -327,13 +332,17 @@ impl Raw {
             .set_read_timeout(Some(left.max(Duration::from_millis(1))))
             .unwrap();
         let mut chunk = [0u8; 65536];
-        match self.s.read(&mut chunk) {
-            Ok(0) => false,
-            Ok(n) => {
-                self.buf.extend_from_slice(&chunk[..n]);
-                true
+        loop {
+            match self.s.read(&mut chunk) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return true;
+                }
+                // A signal to the test process (not the peer): read again.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
             }
-            Err(_) => false,
         }
     }
 

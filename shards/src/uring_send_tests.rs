@@ -1,0 +1,131 @@
+//! Zero-copy sends against real sockets: whole and in order through short sends, reported
+//! only after the kernel let go of the buffer, kept past a removal until then, and turned
+//! off where a socket refuses them.
+
+use super::*;
+use crate::uring_io::tests::{pair, pattern, poller, pump, Seen};
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+/// A zero-copy-capable poller, or none where this kernel lacks completion I/O.
+fn zc_poller(min: usize) -> Option<UringPoller> {
+    let mut p = poller(8, 4096)?;
+    p.set_send_zc(min);
+    Some(p)
+}
+
+#[test]
+fn zero_copy_sends_arrive_whole_and_are_reported_after_their_notifications() {
+    let Some(mut p) = zc_poller(16 * 1024) else { return };
+    let (mut c, s) = pair();
+    p.add_stream(s.as_raw_fd(), 2);
+    let total = 4 * 1024 * 1024;
+    let reader = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 9000];
+        while got.len() < total {
+            // A slow reader: sends come back short and are continued.
+            std::thread::sleep(Duration::from_micros(100));
+            let n = c.read(&mut buf).unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&buf[..n]);
+        }
+        got
+    });
+    let want = pattern(total);
+    let mut seen = Seen::default();
+    // Owned buffers of 1 MiB (zero-copy), then copied sends of 100 bytes (below the
+    // threshold: plain) in between.
+    let mut off = 0;
+    let mut round = 0;
+    while off < total {
+        let n = if round % 2 == 0 {
+            let n = (1024 * 1024).min(total - off);
+            let old = p.send_owned(2, want[off..off + n].to_vec(), 0);
+            assert!(old.len() <= 4096, "the connection kept only a small buffer");
+            n
+        } else {
+            p.send(2, &want[off..off + 100])
+        };
+        assert!(p.send_busy(2));
+        let before = seen.sent.len();
+        pump(&mut p, &mut seen, true, &mut Vec::new(), |s| s.sent.len() > before);
+        assert_eq!(seen.sent.last(), Some(&(2, n, 0)), "all of it, once");
+        let (requests, notifs) = p.zc_counts();
+        assert_eq!(
+            requests, notifs,
+            "reported only after the kernel let go of every zero-copy request"
+        );
+        off += n;
+        round += 1;
+    }
+    assert_eq!(reader.join().unwrap(), want);
+    let (requests, _) = p.zc_counts();
+    assert!(requests >= 2, "the large sends went zero-copy ({requests} requests)");
+    assert_eq!(p.send_zc(), 16 * 1024, "never refused on TCP");
+    while let Some(b) = p.take_spent() {
+        assert!(b.capacity() >= 512 * 1024, "the large buffers come back");
+    }
+}
+
+#[test]
+fn a_removed_connection_keeps_its_zero_copy_buffer_until_notified() {
+    let Some(mut p) = zc_poller(1) else { return };
+    let (c, s) = pair();
+    p.add_stream(s.as_raw_fd(), 6);
+    // The peer never reads: a send stalls once the socket buffers are full, and its
+    // queued bytes still reference the buffer.
+    let big = pattern(SEND_MAX);
+    let mut seen = Seen::default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline);
+        if !p.send_busy(6) {
+            p.send(6, &big);
+        }
+        pump(&mut p, &mut seen, true, &mut Vec::new(), |_| true);
+        std::thread::sleep(Duration::from_millis(20));
+        pump(&mut p, &mut seen, true, &mut Vec::new(), |_| true);
+        if p.send_busy(6) {
+            break;
+        }
+    }
+    p.remove(6);
+    let kept = p.cio.as_ref().map(|c| c.graveyard.len());
+    assert_eq!(kept, Some(1), "its buffer is kept");
+    // Closing both ends frees the queued bytes, and the notifications come.
+    drop(s);
+    drop(c);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.cio.as_ref().map(|c| c.graveyard.len()) != Some(0) {
+        assert!(Instant::now() < deadline, "the buffer was never let go");
+        pump(&mut p, &mut seen, true, &mut Vec::new(), |_| true);
+    }
+    let (requests, notifs) = p.zc_counts();
+    assert!(requests >= 1);
+    assert_eq!(
+        requests, notifs,
+        "every zero-copy request was notified before its buffer went"
+    );
+}
+
+#[test]
+fn a_socket_that_refuses_zero_copy_gets_plain_sends() {
+    let Some(mut p) = zc_poller(1) else { return };
+    // Unix sockets do not do zero-copy.
+    let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    p.add_stream(a.as_raw_fd(), 3);
+    let want = pattern(50_000);
+    let n = p.send(3, &want);
+    assert_eq!(n, want.len());
+    let mut seen = Seen::default();
+    pump(&mut p, &mut seen, true, &mut Vec::new(), |s| !s.sent.is_empty());
+    assert_eq!(seen.sent, vec![(3, want.len(), 0)]);
+    let mut got = vec![0u8; want.len()];
+    b.read_exact(&mut got).unwrap();
+    assert_eq!(got, want);
+    assert_eq!(p.send_zc(), 0, "zero-copy is off for the ring from then on");
+    drop(a);
+}
