@@ -259,7 +259,7 @@ fn check_jetstream(opts: &HealthzOptions, jh: &JsHealth<'_>, h: &mut HealthStatu
                 }
                 stream_found = true;
             }
-            if js.registry().get(acc, &stream).is_none() {
+            if js.registry_to_read().get(acc, &stream).is_none() {
                 let e = HealthzError {
                     kind: "STREAM".into(),
                     account: account.clone(),

@@ -207,7 +207,7 @@ fn snapshot(ctx: &Context, js: &JetStream) -> (Vec<(AccountId, String)>, Vec<Lis
         .map(|d| (d.id, d.name.clone()))
         .collect();
     accounts.sort_by(|a, b| a.1.cmp(&b.1));
-    let reg = js.registry();
+    let reg = js.registry_to_read();
     let mut listed = Vec::new();
     for (acc, _) in &accounts {
         for (name, e) in reg.streams(*acc) {

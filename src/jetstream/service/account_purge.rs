@@ -44,7 +44,7 @@ fn handle(core: &mut ShardCore, js: &Arc<JetStream>, m: InternalMsg, now: Instan
         return answer(core, m.account, &reply, Err(err), now);
     }
     let target = core.account_table().by_name(&name).map(|a| a.id);
-    let streams = target.map_or(0, |acc| js.registry().streams(acc).count());
+    let streams = target.map_or(0, |acc| js.registry_to_read().streams(acc).count());
     tracing::info!(
         "Purge request for account {name} (streams: {streams}, hasAccount: {})",
         target.is_some()

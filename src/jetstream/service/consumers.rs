@@ -202,7 +202,11 @@ fn create(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, now: Instant)
                 return fail(core, &req, suffix, &e::JS_MAXIMUM_CONSUMERS_LIMIT_ERR.err(), now);
             }
             if !cfg.direct && limits.max_consumers >= 0 {
-                let total: usize = js2.registry().streams(key.0).map(|(_, e)| e.consumers.len()).sum();
+                let total: usize = js2
+                    .registry_to_read()
+                    .streams(key.0)
+                    .map(|(_, e)| e.consumers.len())
+                    .sum();
                 if total as i64 >= limits.max_consumers {
                     return fail(core, &req, suffix, &e::JS_MAXIMUM_CONSUMERS_LIMIT_ERR.err(), now);
                 }

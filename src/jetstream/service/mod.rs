@@ -143,7 +143,7 @@ pub fn on_stream(
     f: impl FnOnce(&mut ShardJs, &mut ShardCore, &StreamKey, Request, Instant) + Send + 'static,
     now: Instant,
 ) {
-    let shard = js.registry().get(req.account, stream).map(|e| e.shard);
+    let shard = js.registry_to_read().get(req.account, stream).map(|e| e.shard);
     let Some(shard) = shard else {
         return fail(core, &req, suffix, &errors_table::JS_STREAM_NOT_FOUND_ERR.err(), now);
     };

@@ -95,7 +95,7 @@ pub fn handle(core: &mut ShardCore, js: &Arc<JetStream>, req: Request, name: &st
     if is_empty_request(&req.body) {
         return fail(core, &req, SUFFIX, &e::JS_BAD_REQUEST_ERR.err(), now);
     }
-    if js.registry().get(req.account, name).is_none() {
+    if js.registry_to_read().get(req.account, name).is_none() {
         return fail(core, &req, SUFFIX, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
     }
     let sreq: SnapshotRequest = match decode::decode_as(&req.body, &SNAPSHOT_REQUEST) {

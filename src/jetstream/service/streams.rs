@@ -87,7 +87,7 @@ fn locate(
     suffix: &str,
     now: Instant,
 ) -> Option<usize> {
-    let shard = js.registry().get(req.account, name).map(|e| e.shard);
+    let shard = js.registry_to_read().get(req.account, name).map(|e| e.shard);
     if shard.is_none() {
         fail(core, req, suffix, &e::JS_STREAM_NOT_FOUND_ERR.err(), now);
     }
@@ -217,7 +217,7 @@ pub(super) fn check_reservation(
 
 /// The configurations of an account's streams, by name (for the checks' lookups).
 fn account_configs(js: &JetStream, acc: AccountId) -> std::collections::HashMap<String, StreamConfig> {
-    js.registry()
+    js.registry_to_read()
         .streams(acc)
         .map(|(n, e)| (n.clone(), e.cfg.clone()))
         .collect()
