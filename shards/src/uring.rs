@@ -47,6 +47,8 @@ pub(crate) const KIND_IGNORE: u64 = 2;
 pub(crate) const KIND_RECV: u64 = 3;
 /// A connection's send (completion I/O).
 pub(crate) const KIND_SEND: u64 = 4;
+/// A request of a zero-copy send (completion I/O): the token field is its slot.
+pub(crate) const KIND_ZC: u64 = 5;
 /// Token of the shard's own wake-up eventfd.
 const WAKE_TOKEN: usize = (1 << 28) - 1;
 
@@ -360,8 +362,16 @@ impl UringPoller {
             if kind == KIND_IGNORE {
                 continue;
             }
-            if kind == KIND_RECV || kind == KIND_SEND {
-                self.complete(token, gen, kind, &cqe, &mut rearm, done);
+            if kind == KIND_RECV {
+                self.complete_recv(token, gen, &cqe, &mut rearm, done);
+                continue;
+            }
+            if kind == KIND_SEND {
+                self.complete_plain(token, gen, &cqe, &mut rearm, done);
+                continue;
+            }
+            if kind == KIND_ZC {
+                self.complete_zc(&cqe, &mut rearm, done);
                 continue;
             }
             let more = cqueue::more(cqe.flags());

@@ -21,9 +21,9 @@
 //! - **Removal** cancels both; a send buffer the kernel may still read is kept until the
 //!   last completion of every request that used it.
 
-use crate::uring::{decode, user_data, Reg, UringPoller, KIND_IGNORE, KIND_RECV, KIND_SEND};
+use crate::uring::{decode, user_data, Reg, UringPoller, KIND_IGNORE, KIND_RECV, KIND_SEND, KIND_ZC};
 use crate::uring_bufs::BufRing;
-use crate::uring_send::complete_send;
+use crate::uring_send::ZcTable;
 use crate::Completion;
 use io_uring::{cqueue, opcode, squeue, types};
 use std::collections::HashMap;
@@ -49,15 +49,11 @@ pub(crate) struct ConnIo {
     /// Where the bytes of this send started in `send`, and how far they went.
     pub(crate) send_start: usize,
     pub(crate) send_off: usize,
-    /// A send is in flight, or its buffer is still the kernel's.
     pub(crate) sending: bool,
-    /// Requests of this send whose last completion has not come (a zero-copy request
-    /// ends with its notification).
-    pub(crate) ops: u32,
-    /// Whether the request whose result is awaited went zero-copy.
-    pub(crate) zc: bool,
-    /// What the send came to (bytes, errno), once known, to report when `ops` is 0.
-    pub(crate) outcome: Option<(usize, i32)>,
+    /// A zero-copy send's hold (see [`crate::uring_send`]), and the user data of its
+    /// request in flight.
+    pub(crate) hold: Option<u32>,
+    pub(crate) zc_ud: u64,
 }
 
 /// The shard-wide part: receive buffers, buffers of cancelled sends, waiting receives.
@@ -65,16 +61,12 @@ pub(crate) struct CompletionIo {
     bufs: BufRing,
     /// Connections whose receive ended for want of buffers: (token, generation).
     starved: Vec<(usize, u32)>,
-    /// Send buffers of removed connections, by the user data of their send, with the
-    /// number of that send's requests whose last completion has not come.
-    pub(crate) graveyard: HashMap<u64, (Vec<u8>, u32)>,
+    /// Send buffers of removed connections' plain sends, by the user data of the send.
+    pub(crate) graveyard: HashMap<u64, Vec<u8>>,
     /// Large send buffers whose sends completed, for the owner to reuse.
     pub(crate) spent: Vec<Vec<u8>>,
-    /// Sends of at least this many bytes go zero-copy (0: none).
-    pub(crate) zc_min: usize,
-    /// Zero-copy requests submitted, and their notifications come back, so far.
-    pub(crate) zc_requests: u64,
-    pub(crate) zc_notifs: u64,
+    /// Zero-copy sends: threshold, requests in flight, buffers held for them.
+    pub(crate) zc: ZcTable,
     /// Slots of the registered file table (0: none could be registered).
     file_slots: u32,
 }
@@ -126,9 +118,7 @@ impl UringPoller {
             starved: Vec::new(),
             graveyard: HashMap::new(),
             spent: Vec::new(),
-            zc_min: 0,
-            zc_requests: 0,
-            zc_notifs: 0,
+            zc: ZcTable::default(),
             file_slots,
         });
         Ok(())
@@ -184,9 +174,8 @@ impl UringPoller {
             send_start: 0,
             send_off: 0,
             sending: false,
-            ops: 0,
-            zc: false,
-            outcome: None,
+            hold: None,
+            zc_ud: 0,
         };
         let gen = self.register(fd, token, Some(io));
         self.queue(recv_entry(file, user_data(token, gen, KIND_RECV), group));
@@ -255,11 +244,18 @@ impl UringPoller {
         if io.recv == Recv::Armed {
             self.queue(cancel_entry(user_data(token, gen, KIND_RECV), token, gen));
         }
-        if io.ops > 0 {
-            let ud = user_data(token, gen, KIND_SEND);
-            if let Some(c) = &mut self.cio {
-                c.graveyard.insert(ud, (io.send, io.ops));
-            }
+        let mut io = io;
+        if io.sending {
+            let ud = match self.forget_zc(&mut io) {
+                Some(ud) => ud,
+                None => {
+                    let ud = user_data(token, gen, KIND_SEND);
+                    if let Some(c) = &mut self.cio {
+                        c.graveyard.insert(ud, io.send);
+                    }
+                    ud
+                }
+            };
             self.queue(cancel_entry(ud, token, gen));
         }
         if let Some(c) = &mut self.cio {
@@ -289,12 +285,11 @@ impl UringPoller {
         }
     }
 
-    /// A receive or send completion.
-    pub(crate) fn complete(
+    /// A receive's completion (sends: [`crate::uring_send`]).
+    pub(crate) fn complete_recv(
         &mut self,
         token: usize,
         gen: u32,
-        kind: u64,
         cqe: &cqueue::Entry,
         rearm: &mut Vec<squeue::Entry>,
         done: &mut Vec<Completion>,
@@ -314,29 +309,12 @@ impl UringPoller {
             if let Some(b) = bid {
                 c.bufs.recycle(b);
             }
-            if kind == KIND_SEND && cqueue::notif(flags) {
-                c.zc_notifs += 1;
-            }
-            if kind == KIND_SEND && !cqueue::more(flags) {
-                let ud = cqe.user_data();
-                if let Some((_, ops)) = c.graveyard.get_mut(&ud) {
-                    *ops = ops.saturating_sub(1);
-                    if *ops == 0 {
-                        c.graveyard.remove(&ud);
-                    }
-                }
-            }
             return;
         };
         let Some(io) = reg.io.as_mut() else {
             return;
         };
-        if kind == KIND_SEND {
-            complete_send(c, io, token, cqe, rearm, done);
-            return;
-        }
         let file = io.file;
-        // KIND_RECV
         let more = cqueue::more(flags);
         if res > 0 {
             if let Some(b) = bid {
@@ -384,8 +362,9 @@ impl UringPoller {
     pub(crate) fn quiesce(&mut self) {
         let Some(c) = &self.cio else { return };
         let mut cancels = Vec::new();
-        // Last completions to wait for: one per receive, one per request of each send.
-        let mut pending: usize = c.graveyard.values().map(|(_, ops)| *ops as usize).sum();
+        // Last completions to wait for: one per receive, per plain send, per zero-copy
+        // request.
+        let mut pending = c.graveyard.len() + c.zc.live();
         for (token, r) in self.regs.iter().enumerate() {
             let Some(Reg { gen, io: Some(io), .. }) = r else {
                 continue;
@@ -394,9 +373,15 @@ impl UringPoller {
                 cancels.push(cancel_entry(user_data(token, *gen, KIND_RECV), token, *gen));
                 pending += 1;
             }
-            if io.ops > 0 {
-                cancels.push(cancel_entry(user_data(token, *gen, KIND_SEND), token, *gen));
-                pending += io.ops as usize;
+            if io.sending {
+                let ud = match io.hold {
+                    Some(_) => io.zc_ud,
+                    None => {
+                        pending += 1;
+                        user_data(token, *gen, KIND_SEND)
+                    }
+                };
+                cancels.push(cancel_entry(ud, token, *gen));
             }
         }
         for e in cancels {
@@ -410,7 +395,7 @@ impl UringPoller {
             let _ = self.ring.submitter().submit_with_args(1, &args);
             for cqe in self.ring.completion() {
                 let (_, _, kind) = decode(cqe.user_data());
-                if (kind == KIND_RECV || kind == KIND_SEND) && !cqueue::more(cqe.flags()) {
+                if (kind == KIND_RECV || kind == KIND_SEND || kind == KIND_ZC) && !cqueue::more(cqe.flags()) {
                     pending = pending.saturating_sub(1);
                 }
             }
