@@ -41,6 +41,9 @@ pub struct ShardJs {
     consumer_at: Option<Instant>,
     /// The earliest mirror/source timer (see [`super::sourcing`]).
     pub sourcing_at: Option<Instant>,
+    /// When the stores next give back the memory their readers and writers left unused
+    /// (every [`storage::io::TRIM_EVERY`] while the shard has streams).
+    trim_at: Option<Instant>,
     /// The accounts whose `$JS.API.>` is subscribed, and the account table seen
     /// last (new accounts get theirs when it changes).
     api_accounts: Option<(
@@ -71,6 +74,7 @@ impl ShardJs {
             expire_at: None,
             consumer_at: None,
             sourcing_at: None,
+            trim_at: None,
             api_accounts: None,
         }
     }
@@ -125,6 +129,7 @@ impl ShardJs {
         let key = (acc, st.name.clone());
         self.streams.insert(key.clone(), st);
         self.schedule_expiry(now);
+        self.trim_at.get_or_insert(now + storage::io::TRIM_EVERY);
         super::sourcing::start(self, core, &key, now);
         Ok(())
     }
@@ -459,10 +464,16 @@ impl ShardExt for ShardJs {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        [self.poll_at, self.expire_at, self.consumer_at, self.sourcing_at]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.poll_at,
+            self.expire_at,
+            self.consumer_at,
+            self.sourcing_at,
+            self.trim_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn tick(&mut self, core: &mut ShardCore, now: Instant) {
@@ -479,6 +490,12 @@ impl ShardExt for ShardJs {
         }
         if self.sourcing_at.is_some_and(|t| t <= now) {
             super::sourcing::tick(self, core, now);
+        }
+        if self.trim_at.is_some_and(|t| t <= now) {
+            for st in self.streams.values_mut() {
+                st.store.trim();
+            }
+            self.trim_at = (!self.streams.is_empty()).then(|| now + storage::io::TRIM_EVERY);
         }
         self.release_acks(core, now);
     }

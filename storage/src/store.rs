@@ -128,6 +128,10 @@ pub trait Store {
     /// Corrupt records detected (never served) since the store was opened.
     fn corruptions(&self) -> u64;
 
+    /// Give back memory kept for reuse that went unused since the last call (the owner
+    /// calls it every [`crate::io::TRIM_EVERY`] or so).
+    fn trim(&mut self) {}
+
     /// Flush, sync and close; later calls fail with [`crate::StoreError::Closed`].
     fn stop(&mut self) -> Result<()>;
 

@@ -321,6 +321,10 @@ impl Store for FileStore {
         crate::reference::snapshot::write(&name, meta, &st, msgs.into_iter(), out)
     }
 
+    fn trim(&mut self) {
+        self.io.trim();
+    }
+
     fn corruptions(&self) -> u64 {
         self.corruptions
     }

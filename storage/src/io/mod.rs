@@ -62,6 +62,9 @@ pub struct Done {
     pub result: io::Result<()>,
 }
 
+/// How often an owner calls [`Io::trim`] (and [`crate::Store::trim`]).
+pub const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What a backend does for the file store.
 pub trait Io {
     /// Offsets and lengths of writes must be multiples of this (1: anything goes).
@@ -103,6 +106,10 @@ pub trait Io {
     fn writes_idle(&mut self) -> bool {
         self.in_flight() == 0
     }
+    /// Called now and then by the owner (every [`TRIM_EVERY`] or so): give back the
+    /// memory kept for reuse (cached chunks, spare write buffers) that went unused since
+    /// the last call, so idle stores hold little.
+    fn trim(&mut self) {}
     /// From now on signal `wake` each time a batch completes (the owner's event loop
     /// sleeps on it instead of looking for completions on a timer). False where the
     /// backend cannot.

@@ -129,6 +129,10 @@ pub struct Uring {
     /// Write buffers of finished batches, for the next writes (at most [`SPARE_BUFS`],
     /// each at most [`SPARE_MAX`] bytes).
     spare: Vec<WriteBuf>,
+    /// Reads and batches so far, and their counts at the last [`Io::trim`].
+    reads: u64,
+    writes: u64,
+    trim_mark: (u64, u64),
 }
 
 /// Write buffers kept for reuse, and the largest kept.
@@ -283,6 +287,9 @@ impl Uring {
             last_miss: (FileNo::MAX, 0),
             ahead: Vec::new(),
             spare: Vec::new(),
+            reads: 0,
+            writes: 0,
+            trim_mark: (0, 0),
         })
     }
 
@@ -700,6 +707,7 @@ impl Io for Uring {
     }
 
     fn read_shared(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<bytes::Bytes> {
+        self.reads += 1;
         match self.read_window(file, off, len)? {
             Some(window) => Ok(window),
             None => self.read_at(file, off, len).map(bytes::Bytes::from),
@@ -707,6 +715,7 @@ impl Io for Uring {
     }
 
     fn read_at(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<Vec<u8>> {
+        self.reads += 1;
         if self.direct_reads {
             return self.read_direct(file, off, len);
         }
@@ -731,7 +740,21 @@ impl Io for Uring {
         Ok(buf)
     }
 
+    fn trim(&mut self) {
+        let (reads, writes) = self.trim_mark;
+        if self.reads == reads {
+            // No reader since the last call: the cache starts over at its base size.
+            self.clear_cache();
+            self.cache.shrink();
+        }
+        if self.writes == writes {
+            self.spare.clear();
+        }
+        self.trim_mark = (self.reads, self.writes);
+    }
+
     fn start(&mut self, mut batch: Batch) -> io::Result<()> {
+        self.writes += 1;
         if batch.ops.is_empty() {
             self.finished.push_back(Done {
                 token: batch.token,
@@ -1088,6 +1111,54 @@ mod tests {
         // A misaligned buffer cannot reach the backend through `WriteBuf`; what was
         // written is what the file holds.
         assert_eq!(u.read_at(f, 0, 3 * ALIGN).expect("read"), bytes);
+        drop(u);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An idle store gives back its cached chunks and spare write buffers at the second
+    /// trim without reads or writes (the first one after activity keeps them), and reads
+    /// and writes work as before afterwards.
+    #[test]
+    fn trimming_an_idle_store_gives_back_its_memory() {
+        let Some((dir, mut u)) = fresh_ring("trim") else { return };
+        if !u.direct_reads() {
+            eprintln!("skipped: buffered reads here (no cache)");
+            return;
+        }
+        let (f, _) = u.open("t.blk", true).expect("open");
+        let bytes: Vec<u8> = (0..4 * CHUNK).map(|i| (i % 253) as u8).collect();
+        let mut data = u.write_buf();
+        data.extend_from_slice(&bytes);
+        u.start(Batch {
+            token: 1,
+            ops: vec![Op::Write { file: f, off: 0, data }, Op::Sync { file: f }],
+        })
+        .expect("start");
+        assert!(u.wait().is_some_and(|d| d.result.is_ok()));
+        for k in 0..4 {
+            let got = u.read_shared(f, (k * CHUNK + 100) as u64, 1000).expect("read");
+            assert_eq!(&got[..], &bytes[k * CHUNK + 100..k * CHUNK + 1100]);
+        }
+        assert!(u.cache.len() > 0, "reads filled the cache");
+        assert!(!u.spare.is_empty(), "the batch's buffer is kept");
+        u.trim();
+        assert!(
+            u.cache.len() > 0 && !u.spare.is_empty(),
+            "used since the last trim: kept"
+        );
+        u.trim();
+        assert_eq!(u.cache.len(), 0, "idle: the cache is empty");
+        assert_eq!(u.cache.limit(), cache::BASE_CHUNKS);
+        assert!(u.spare.is_empty(), "idle: no spare write buffer");
+        // Reads after the trim fill it again; a read keeps the next trim from emptying it.
+        // (a lone read far from the last is served uncached: two in a row)
+        for off in [5usize, 15] {
+            let got = u.read_shared(f, off as u64, 10).expect("read");
+            assert_eq!(&got[..], &bytes[off..off + 10]);
+        }
+        assert!(u.cache.len() > 0);
+        u.trim();
+        assert!(u.cache.len() > 0);
         drop(u);
         let _ = std::fs::remove_dir_all(&dir);
     }
