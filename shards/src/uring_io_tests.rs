@@ -73,6 +73,26 @@ pub(crate) fn pattern(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i % 251) as u8).collect()
 }
 
+/// Send `SEND_MAX` bytes at a time to `token`, whose peer never reads, until a send
+/// stays in flight (the socket buffers are full); returns what completions reported.
+pub(crate) fn stall_a_send(p: &mut UringPoller, token: usize) -> Seen {
+    let big = pattern(SEND_MAX);
+    let mut seen = Seen::default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(Instant::now() < deadline);
+        if !p.send_busy(token) {
+            p.send(token, &big);
+        }
+        pump(p, &mut seen, true, &mut Vec::new(), |_| true);
+        std::thread::sleep(Duration::from_millis(20));
+        pump(p, &mut seen, true, &mut Vec::new(), |_| true);
+        if p.send_busy(token) {
+            return seen;
+        }
+    }
+}
+
 #[test]
 fn the_probe_round_trips() {
     if crate::uring::probe(64).is_err() {
@@ -231,21 +251,7 @@ fn removing_a_connection_with_a_send_in_flight_cancels_it() {
     let (c, s) = pair();
     p.add_stream(s.as_raw_fd(), 6);
     // The peer never reads: sends stall once the socket buffers are full.
-    let big = pattern(SEND_MAX);
-    let mut seen = Seen::default();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        assert!(Instant::now() < deadline);
-        if !p.send_busy(6) {
-            p.send(6, &big);
-        }
-        pump(&mut p, &mut seen, true, &mut Vec::new(), |_| true);
-        std::thread::sleep(Duration::from_millis(20));
-        pump(&mut p, &mut seen, true, &mut Vec::new(), |_| true);
-        if p.send_busy(6) {
-            break;
-        }
-    }
+    let mut seen = stall_a_send(&mut p, 6);
     p.remove(6);
     drop(s);
     assert_eq!(p.cio.as_ref().map(|c| c.graveyard.len()), Some(1), "its buffer is kept");

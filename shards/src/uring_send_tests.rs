@@ -3,7 +3,7 @@
 //! off where a socket refuses them.
 
 use super::*;
-use crate::uring_io::tests::{pair, pattern, poller, pump, Seen};
+use crate::uring_io::tests::{pair, pattern, poller, pump, stall_a_send, Seen};
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
@@ -103,21 +103,7 @@ fn a_removed_connection_keeps_its_zero_copy_buffer_until_notified() {
     p.add_stream(s.as_raw_fd(), 6);
     // The peer never reads: a send stalls once the socket buffers are full, and its
     // queued bytes still reference the buffer.
-    let big = pattern(SEND_MAX);
-    let mut seen = Seen::default();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        assert!(Instant::now() < deadline);
-        if !p.send_busy(6) {
-            p.send(6, &big);
-        }
-        pump(&mut p, &mut seen, true, &mut Vec::new(), |_| true);
-        std::thread::sleep(Duration::from_millis(20));
-        pump(&mut p, &mut seen, true, &mut Vec::new(), |_| true);
-        if p.send_busy(6) {
-            break;
-        }
-    }
+    let mut seen = stall_a_send(&mut p, 6);
     while p.take_spent().is_some() {}
     p.remove(6);
     assert!(p.zc_counts().2 > 0, "requests still out");
