@@ -56,6 +56,17 @@ pub(crate) struct ConnIo {
     pub(crate) zc_ud: u64,
 }
 
+impl ConnIo {
+    /// The user data of this connection's send request in flight (a zero-copy send's
+    /// requests each have their own).
+    fn send_ud(&self, token: usize, gen: u32) -> u64 {
+        match self.hold {
+            Some(_) => self.zc_ud,
+            None => user_data(token, gen, KIND_SEND),
+        }
+    }
+}
+
 /// The shard-wide part: receive buffers, buffers of cancelled sends, waiting receives.
 pub(crate) struct CompletionIo {
     bufs: BufRing,
@@ -240,22 +251,17 @@ impl UringPoller {
 
     /// A removed connection's I/O: cancel what is in flight, keep a send's buffer until
     /// the kernel is done with it.
-    pub(crate) fn forget_io(&mut self, token: usize, gen: u32, io: ConnIo) {
+    pub(crate) fn forget_io(&mut self, token: usize, gen: u32, mut io: ConnIo) {
         if io.recv == Recv::Armed {
             self.queue(cancel_entry(user_data(token, gen, KIND_RECV), token, gen));
         }
-        let mut io = io;
         if io.sending {
-            let ud = match self.forget_zc(&mut io) {
-                Some(ud) => ud,
-                None => {
-                    let ud = user_data(token, gen, KIND_SEND);
-                    if let Some(c) = &mut self.cio {
-                        c.graveyard.insert(ud, io.send);
-                    }
-                    ud
+            let ud = io.send_ud(token, gen);
+            if !self.forget_zc(&mut io) {
+                if let Some(c) = &mut self.cio {
+                    c.graveyard.insert(ud, io.send);
                 }
-            };
+            }
             self.queue(cancel_entry(ud, token, gen));
         }
         if let Some(c) = &mut self.cio {
@@ -374,14 +380,10 @@ impl UringPoller {
                 pending += 1;
             }
             if io.sending {
-                let ud = match io.hold {
-                    Some(_) => io.zc_ud,
-                    None => {
-                        pending += 1;
-                        user_data(token, *gen, KIND_SEND)
-                    }
-                };
-                cancels.push(cancel_entry(ud, token, *gen));
+                if io.hold.is_none() {
+                    pending += 1;
+                }
+                cancels.push(cancel_entry(io.send_ud(token, *gen), token, *gen));
             }
         }
         for e in cancels {

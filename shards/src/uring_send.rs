@@ -30,6 +30,22 @@ pub const SEND_MAX: usize = 256 * 1024;
 /// connection holds little.
 const KEEP_SEND: usize = 4 * 1024;
 
+/// A `$op` (`Send` or `SendZc`) of `$data` on `$file`, by descriptor or registered slot.
+macro_rules! send_sqe {
+    ($op:ident, $file:expr, $data:expr) => {{
+        let data: &[u8] = $data;
+        let (ptr, len) = (data.as_ptr(), data.len() as u32);
+        match $file {
+            File::Fd(fd) => opcode::$op::new(types::Fd(fd), ptr, len)
+                .flags(libc::MSG_NOSIGNAL)
+                .build(),
+            File::Fixed(i) => opcode::$op::new(types::Fixed(i), ptr, len)
+                .flags(libc::MSG_NOSIGNAL)
+                .build(),
+        }
+    }};
+}
+
 /// One request of a zero-copy send: whose it is, and which hold keeps its bytes.
 struct ZcReq {
     token: usize,
@@ -216,12 +232,13 @@ impl UringPoller {
     }
 
     /// A removed connection's zero-copy send: its buffer waits in the hold for the
-    /// requests still out, and the one in flight is cancelled (returns its user data).
-    pub(crate) fn forget_zc(&mut self, io: &mut ConnIo) -> Option<u64> {
-        let c = self.cio.as_mut()?;
-        let hold = io.hold.take()?;
+    /// requests still out. False if the send was a plain one.
+    pub(crate) fn forget_zc(&mut self, io: &mut ConnIo) -> bool {
+        let (Some(c), Some(hold)) = (self.cio.as_mut(), io.hold.take()) else {
+            return false;
+        };
         c.zc.release(hold, std::mem::take(&mut io.send), &mut c.spent);
-        Some(io.zc_ud)
+        true
     }
 
     /// A plain send's completion.
@@ -272,31 +289,33 @@ impl UringPoller {
         let slot = slot as u32;
         let (res, flags) = (cqe.result(), cqe.flags());
         let last = !cqueue::more(flags);
+        // A result goes to the connection if it is still the one that sent; a
+        // notification only counts (the hold learns of it below).
+        let sender = match c.zc.reqs.get(slot as usize).and_then(Option::as_ref) {
+            Some(&ZcReq { token, gen, hold }) if !cqueue::notif(flags) => match self.regs.get_mut(token) {
+                Some(Some(Reg {
+                    gen: g, io: Some(io), ..
+                })) if *g == gen && io.hold == Some(hold) => Some((token, gen, hold, io)),
+                _ => None,
+            },
+            _ => None,
+        };
         if cqueue::notif(flags) {
             c.zc.notifs += 1;
-        } else if let Some(ZcReq { token, gen, hold }) = c.zc.reqs.get(slot as usize).and_then(Option::as_ref) {
-            let (token, gen, hold) = (*token, *gen, *hold);
-            // The result: for the connection if it is still the one that sent.
-            if let Some(Some(Reg {
-                gen: g, io: Some(io), ..
-            })) = self.regs.get_mut(token)
-            {
-                if *g == gen && io.hold == Some(hold) {
-                    if c.zc.min > 0 && (res == -libc::EOPNOTSUPP || res == -libc::EINVAL) {
-                        // Refused here: plain requests from now on, these bytes first.
-                        c.zc.min = 0;
-                        rearm.push(zc_request(&mut c.zc, io, token, gen));
-                    } else {
-                        match step(io, res) {
-                            Step::More => rearm.push(zc_request(&mut c.zc, io, token, gen)),
-                            Step::Done(n, err) => {
-                                io.sending = false;
-                                io.hold = None;
-                                c.zc.release(hold, std::mem::take(&mut io.send), &mut c.spent);
-                                done.push(Completion::Sent { token, n, err });
-                            }
-                        }
-                    }
+        }
+        if let Some((token, gen, hold, io)) = sender {
+            // Refused here: plain requests from now on, these bytes first.
+            let refused = c.zc.min > 0 && (res == -libc::EOPNOTSUPP || res == -libc::EINVAL);
+            if refused {
+                c.zc.min = 0;
+            }
+            match if refused { Step::More } else { step(io, res) } {
+                Step::More => rearm.push(zc_request(&mut c.zc, io, token, gen)),
+                Step::Done(n, err) => {
+                    io.sending = false;
+                    io.hold = None;
+                    c.zc.release(hold, std::mem::take(&mut io.send), &mut c.spent);
+                    done.push(Completion::Sent { token, n, err });
                 }
             }
         }
@@ -338,29 +357,11 @@ fn zc_request(zc: &mut ZcTable, io: &mut ConnIo, token: usize, gen: u32) -> sque
         return plain_entry(io.file, data, ud);
     }
     zc.requests += 1;
-    let (ptr, len) = (data.as_ptr(), data.len() as u32);
-    match io.file {
-        File::Fd(fd) => opcode::SendZc::new(types::Fd(fd), ptr, len)
-            .flags(libc::MSG_NOSIGNAL)
-            .build(),
-        File::Fixed(i) => opcode::SendZc::new(types::Fixed(i), ptr, len)
-            .flags(libc::MSG_NOSIGNAL)
-            .build(),
-    }
-    .user_data(ud)
+    send_sqe!(SendZc, io.file, data).user_data(ud)
 }
 
 fn plain_entry(file: File, data: &[u8], ud: u64) -> squeue::Entry {
-    let (ptr, len) = (data.as_ptr(), data.len() as u32);
-    match file {
-        File::Fd(fd) => opcode::Send::new(types::Fd(fd), ptr, len)
-            .flags(libc::MSG_NOSIGNAL)
-            .build(),
-        File::Fixed(i) => opcode::Send::new(types::Fixed(i), ptr, len)
-            .flags(libc::MSG_NOSIGNAL)
-            .build(),
-    }
-    .user_data(ud)
+    send_sqe!(Send, file, data).user_data(ud)
 }
 
 #[cfg(test)]
