@@ -129,10 +129,9 @@ pub struct Uring {
     /// Write buffers of finished batches, for the next writes (at most [`SPARE_BUFS`],
     /// each at most [`SPARE_MAX`] bytes).
     spare: Vec<WriteBuf>,
-    /// Reads and batches so far, and their counts at the last [`Io::trim`].
-    reads: u64,
-    writes: u64,
-    trim_mark: (u64, u64),
+    /// Whether the store was read from, and written to, since the last [`Io::trim`].
+    read_lately: bool,
+    wrote_lately: bool,
 }
 
 /// Write buffers kept for reuse, and the largest kept.
@@ -287,9 +286,8 @@ impl Uring {
             last_miss: (FileNo::MAX, 0),
             ahead: Vec::new(),
             spare: Vec::new(),
-            reads: 0,
-            writes: 0,
-            trim_mark: (0, 0),
+            read_lately: false,
+            wrote_lately: false,
         })
     }
 
@@ -707,7 +705,7 @@ impl Io for Uring {
     }
 
     fn read_shared(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<bytes::Bytes> {
-        self.reads += 1;
+        self.read_lately = true;
         match self.read_window(file, off, len)? {
             Some(window) => Ok(window),
             None => self.read_at(file, off, len).map(bytes::Bytes::from),
@@ -715,7 +713,7 @@ impl Io for Uring {
     }
 
     fn read_at(&mut self, file: FileNo, off: u64, len: usize) -> io::Result<Vec<u8>> {
-        self.reads += 1;
+        self.read_lately = true;
         if self.direct_reads {
             return self.read_direct(file, off, len);
         }
@@ -741,20 +739,20 @@ impl Io for Uring {
     }
 
     fn trim(&mut self) {
-        let (reads, writes) = self.trim_mark;
-        if self.reads == reads {
+        if !self.read_lately {
             // No reader since the last call: the cache starts over at its base size.
             self.clear_cache();
             self.cache.shrink();
         }
-        if self.writes == writes {
+        if !self.wrote_lately {
             self.spare.clear();
         }
-        self.trim_mark = (self.reads, self.writes);
+        self.read_lately = false;
+        self.wrote_lately = false;
     }
 
     fn start(&mut self, mut batch: Batch) -> io::Result<()> {
-        self.writes += 1;
+        self.wrote_lately = true;
         if batch.ops.is_empty() {
             self.finished.push_back(Done {
                 token: batch.token,

@@ -235,13 +235,8 @@ impl ChunkCache {
     /// Back to the size of a new cache: no chunks, no spare buffers, no memory of
     /// evictions (the growth it earned is forgotten).
     pub fn shrink(&mut self) {
-        self.clear();
-        self.chunks = Vec::new();
-        self.at = HashMap::default();
-        self.free = Vec::new();
-        self.limit = BASE_CHUNKS;
-        self.ghosts = std::collections::VecDeque::new();
-        self.ghost_set = Default::default();
+        // The old cache's drop takes its chunks off the process-wide count.
+        *self = ChunkCache::default();
     }
 
     /// Keep `buf` (a chunk's buffer no longer used) for a later read, if there is room.
