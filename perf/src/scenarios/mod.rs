@@ -394,7 +394,6 @@ pub fn frame_len(subject_len: usize, payload_len: usize) -> usize {
     subject_len + payload_len + FRAME_OVERHEAD
 }
 
-/// Publisher `i`'s share when `total` messages are split over `n` publishers.
 /// Join scoped workers that return their result with the instant they ended, moving
 /// `bar` to `done` every 50 ms meanwhile. Returns the results in order and the time from
 /// `t0` to the last worker's end. The end is taken in the workers: timing the joins
@@ -406,24 +405,21 @@ pub fn join_timed<T>(
     t0: Instant,
     what: &str,
 ) -> Result<(Vec<T>, Duration)> {
-    let mut joined = Vec::with_capacity(handles.len());
+    let mut out = Vec::with_capacity(handles.len());
+    let mut end = t0;
     for h in handles {
         while !h.is_finished() {
             bar.set_position(done.load(Relaxed));
             thread::sleep(Duration::from_millis(50));
         }
-        joined.push(h.join());
-    }
-    let mut out = Vec::with_capacity(joined.len());
-    let mut end = t0;
-    for j in joined {
-        let (r, at) = j.map_err(|_| PerfError::Worker(what.into()))?;
+        let (r, at) = h.join().map_err(|_| PerfError::Worker(what.into()))?;
         end = end.max(at);
         out.push(r);
     }
     Ok((out, end.duration_since(t0)))
 }
 
+/// Publisher `i`'s share when `total` messages are split over `n` publishers.
 pub fn share(total: u64, n: u64, i: usize) -> u64 {
     total / n + u64::from((i as u64) < total % n)
 }
