@@ -133,7 +133,24 @@ impl ShardCore {
         depth: u8,
     ) -> bool {
         let delivered = self.deliver_in(acc, publisher, m, now);
+        if !self.may_route_onward(acc, m.subject) {
+            return delivered;
+        }
         delivered | self.route_onward(acc, publisher, m, now, depth)
+    }
+
+    /// Whether an import could take a message on `subject` in `acc` further (most
+    /// publishes: no, told without a call).
+    #[inline]
+    fn may_route_onward(&self, acc: AccountId, subject: &[u8]) -> bool {
+        if is_service_reply(subject) {
+            return true;
+        }
+        let Some(st) = self.accts.get(acc as usize) else {
+            return false;
+        };
+        (st.has_service_imports() && st.service_gate.may_match(subject))
+            || (st.has_stream_links() && st.stream_gate.may_match(subject))
     }
 
     /// Follow the imports a message delivered in `acc` takes further.

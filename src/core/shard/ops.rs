@@ -27,8 +27,8 @@ impl ShardCore {
         let mut parser = std::mem::take(&mut c.parser);
         let (msgs0, subs_changed0) = (c.in_msgs, c.interest_changed);
         let mut pos = 0;
+        let Some(mut lim) = self.limits(key) else { return };
         loop {
-            let Some(lim) = self.limits(key) else { return };
             let ev = match parser.next(data, &mut pos, &lim) {
                 Ok(Some(ev)) => ev,
                 Ok(None) => break,
@@ -40,13 +40,24 @@ impl ShardCore {
                     break;
                 }
             };
+            // Only a control operation (CONNECT, an authentication step) changes what
+            // the parser is limited by; a message does not.
+            let refresh = !matches!(ev, Event::Msg { .. });
             self.on_event(key, ev, now);
             parser.release();
+            if refresh {
+                let Some(l) = self.limits(key) else { return };
+                lim = l;
+            }
             let Some(c) = self.client_mut(key) else { return };
             if c.closing.is_some() {
                 break;
             }
-            if c.pause == Pause::Running && self.mesh_backlogged() {
+            let running = c.pause == Pause::Running;
+            if running && !self.mesh_backlogged() {
+                continue;
+            }
+            if running {
                 self.flush_mesh(now);
                 if self.mesh_backlogged() {
                     if let Some(c) = self.client_mut(key) {

@@ -136,15 +136,19 @@ impl ShardCore {
     pub(super) fn on_msg_checked(&mut self, key: ConnKey, m: &Msg<'_>, dest_denied: Option<&[u8]>, now: Instant) {
         let account = self.client(key).map_or(crate::core::accounts::GLOBAL, |c| c.account);
         // Subject mappings come first: permissions and routing see the mapped subject.
+        // (A reference, not a copy: `Msg` is 120 bytes, and copying it on every publish
+        // showed as a fifth of the no-subscriber path's time.)
         let mapped = self.map_subject(account, m.subject);
+        let remapped;
         let m = match &mapped {
             Some(s) => {
                 if self.tracing.is_some() {
                     self.trace_mapped(s);
                 }
-                Msg { subject: s, ..*m }
+                remapped = Msg { subject: s, ..*m };
+                &remapped
             }
-            None => *m,
+            None => m,
         };
         let (subject, reply, data) = (m.subject, m.reply, m.data);
         let system = self.table.system();
@@ -192,19 +196,24 @@ impl ShardCore {
             self.send_bytes(key, reply::OK, now);
         }
         // A weighted mapping may drop the message (its share of nobody).
-        let delivered = !subject.is_empty() && self.route(account, Some(key), &m, now);
+        let delivered = !subject.is_empty() && self.route(account, Some(key), m, now);
         if !delivered && !reply.is_empty() && no_responders {
-            self.no_responders(key, &m, now);
+            self.no_responders(key, m, now);
         }
     }
 
     /// The subject `subject` is mapped to in `acc`, if a mapping applies.
+    #[inline]
     pub(super) fn map_subject(&mut self, acc: AccountId, subject: &[u8]) -> Option<Vec<u8>> {
-        let st = self.acct(acc);
-        if !st.has_mappings {
+        if !self.accts.get(acc as usize).is_some_and(|a| a.has_mappings) {
             return None;
         }
-        let def = st.def.clone()?;
+        self.apply_mapping(acc, subject)
+    }
+
+    #[cold]
+    fn apply_mapping(&mut self, acc: AccountId, subject: &[u8]) -> Option<Vec<u8>> {
+        let def = self.acct(acc).def.clone()?;
         let r = self.next_rand();
         def.mappings.apply(subject, r, None)
     }
