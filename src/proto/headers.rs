@@ -7,19 +7,25 @@ pub const HDR_LINE: &[u8] = b"NATS/1.0\r\n";
 
 /// Where `key` starts in `hdr`: at a line start (after `\r\n`) and followed by `:`.
 /// Keys match exactly (nats-server's lookups are case sensitive).
+///
+/// Walks the line starts (a `memchr` per line) rather than searching for `key` with
+/// `memmem::find`, which built a searcher per call: JetStream looks up about ten
+/// headers per stored message.
 fn key_index(key: &[u8], hdr: &[u8]) -> Option<usize> {
     if key.is_empty() {
         return None;
     }
-    let mut offset = 0;
-    while offset < hdr.len() {
-        let found = memchr::memmem::find(hdr.get(offset..)?, key)? + offset;
-        let after = found + key.len();
-        let at_line_start = found >= 2 && hdr.get(found - 2..found) == Some(b"\r\n");
-        if at_line_start && hdr.get(after) == Some(&b':') {
-            return Some(found);
+    let mut from = 0;
+    while let Some(cr) = hdr.get(from..).and_then(|r| memchr::memchr(b'\r', r)) {
+        let cr = from + cr;
+        from = cr + 1;
+        if hdr.get(cr + 1) != Some(&b'\n') {
+            continue;
         }
-        offset = after;
+        let start = cr + 2;
+        if hdr.get(start..start + key.len()) == Some(key) && hdr.get(start + key.len()) == Some(&b':') {
+            return Some(start);
+        }
     }
     None
 }
@@ -102,6 +108,23 @@ mod tests {
         assert_eq!(get(h, "a"), None, "case sensitive");
         assert_eq!(get(b"", "A"), None);
         assert_eq!(get(b"NATS/1.0\r\nA:", "A"), Some(&b""[..]));
+    }
+
+    #[test]
+    fn a_key_counts_only_at_a_line_start_and_before_its_colon() {
+        // In a value, without a colon, after a lone CR, or as a longer key's prefix: no.
+        let h = b"NATS/1.0\r\nX: A: 1\r\nA\r\nY: 2\rA: 3\r\nAB: 4\r\n\r\n";
+        assert_eq!(get(h, "A"), None);
+        assert_eq!(get(h, "AB"), Some(&b"4"[..]));
+        // The first of repeated keys; a key on the last line without a CRLF after it.
+        let h = b"NATS/1.0\r\nA: 1\r\nA: 2\r\nZ:9";
+        assert_eq!(get(h, "A"), Some(&b"1"[..]));
+        assert_eq!(get(h, "Z"), Some(&b"9"[..]));
+        // A key of the status line is not a header.
+        assert_eq!(get(b"A: 1\r\n\r\n", "A"), None);
+        // Removal takes every line of the key and leaves the rest.
+        let h = b"NATS/1.0\r\nA: 1\r\nB: 2\r\nA: 3\r\n\r\n";
+        assert_eq!(without_key(h, "A"), b"NATS/1.0\r\nB: 2\r\n\r\n");
     }
 
     #[test]

@@ -30,6 +30,22 @@ fn the_cheap_test_sees_both_headers_in_any_case() {
     assert!(!may_trace(b"NATS/1.0\r\n\r\n"));
     assert!(!may_trace(b""));
     assert!(!may_trace(b"tracepar"));
+    // The header at every offset of the eight-byte scan, and in the tail after it.
+    for pad in 0..24 {
+        let filler = format!("X: {}", "a".repeat(pad));
+        for (name, yes) in [
+            ("Nats-Trace-Dest: x", true),
+            ("traceParent: x", true),
+            ("Nats-Trace-Des: x", false),
+        ] {
+            let b = block(&[&filler, name]);
+            assert_eq!(may_trace(&b), yes, "{name} after {pad} bytes");
+            let cut = &b[..b.len() - 4];
+            assert_eq!(may_trace(cut), yes, "{name} after {pad} bytes, at the end");
+        }
+        // Not at a line start: no.
+        assert!(!may_trace(&block(&[&format!("{filler}Nats-Trace-Dest: x")])));
+    }
 }
 
 #[test]
@@ -376,11 +392,13 @@ fn arbitrary_header_blocks_never_panic() {
         if round % 7 == 0 {
             h.truncate((next() as usize) % (h.len() + 1));
         }
-        let _ = may_trace(&h);
+        // The cheap test never says no where the full ones would find a header.
+        let may = may_trace(&h);
         if let Some(f) = scan(&h) {
+            assert!(may, "scan found a trace header in {h:?}");
             let _ = (f.trace_only(), f.first(TRACE_DEST), f.external);
         }
-        let _ = slice_header(&h, TRACE_DEST);
+        assert!(may || slice_header(&h, TRACE_DEST).is_none(), "{h:?}");
         let _ = slice_header(&h, "");
         let _ = sampled_traceparent(&h);
         let _ = shadow_subject(&h, &Rewrite::Prefix(b"a.".to_vec().into()), &h);
