@@ -5,29 +5,35 @@
 /// The status line of a header block without a status.
 pub const HDR_LINE: &[u8] = b"NATS/1.0\r\n";
 
+/// Where the lines after the status line start: just after each `\r\n` (a `memchr` per
+/// line).
+fn line_starts(hdr: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    let mut from = 0;
+    std::iter::from_fn(move || loop {
+        let cr = from + hdr.get(from..).and_then(|r| memchr::memchr(b'\r', r))?;
+        from = cr + 1;
+        if hdr.get(cr + 1) == Some(&b'\n') {
+            return Some(cr + 2);
+        }
+    })
+}
+
 /// Where `key` starts in `hdr`: at a line start (after `\r\n`) and followed by `:`.
 /// Keys match exactly (nats-server's lookups are case sensitive).
 ///
-/// Walks the line starts (a `memchr` per line) rather than searching for `key` with
-/// `memmem::find`, which built a searcher per call: JetStream looks up about ten
-/// headers per stored message.
+/// Walks the line starts rather than searching for `key` with `memmem::find`, which
+/// built a searcher per call: JetStream looks up about ten headers per stored message.
 fn key_index(key: &[u8], hdr: &[u8]) -> Option<usize> {
     if key.is_empty() {
         return None;
     }
-    let mut from = 0;
-    while let Some(cr) = hdr.get(from..).and_then(|r| memchr::memchr(b'\r', r)) {
-        let cr = from + cr;
-        from = cr + 1;
-        if hdr.get(cr + 1) != Some(&b'\n') {
-            continue;
-        }
-        let start = cr + 2;
-        if hdr.get(start..start + key.len()) == Some(key) && hdr.get(start + key.len()) == Some(&b':') {
-            return Some(start);
-        }
-    }
-    None
+    line_starts(hdr)
+        .find(|&start| hdr.get(start..start + key.len()) == Some(key) && hdr.get(start + key.len()) == Some(&b':'))
+}
+
+/// Whether some header's name starts with `prefix` (a cheap test before lookups).
+pub fn has_key_starting(hdr: &[u8], prefix: &str) -> bool {
+    line_starts(hdr).any(|start| hdr.get(start..).is_some_and(|r| r.starts_with(prefix.as_bytes())))
 }
 
 /// The value of `key` in the header block `hdr` (leading spaces skipped), if present.
@@ -125,6 +131,13 @@ mod tests {
         // Removal takes every line of the key and leaves the rest.
         let h = b"NATS/1.0\r\nA: 1\r\nB: 2\r\nA: 3\r\n\r\n";
         assert_eq!(without_key(h, "A"), b"NATS/1.0\r\nB: 2\r\n\r\n");
+        assert!(has_key_starting(h, "B"));
+        assert!(!has_key_starting(h, "C"));
+        assert!(!has_key_starting(b"NATS/1.0\r\nX: Nats-Sched\r\n\r\n", "Nats-Sched"));
+        assert!(has_key_starting(
+            b"NATS/1.0\r\nNats-Schedule: @at x\r\n\r\n",
+            "Nats-Sched"
+        ));
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub fn check_headers(
     sourced: bool,
 ) -> Result<Option<Vec<u8>>, ApiError> {
     // Every schedule header starts so (`Nats-Schedule*`, `Nats-Scheduler`).
-    if sourced || memchr::memmem::find(hdr, b"Nats-Sched").is_none() {
+    if sourced || !crate::proto::headers::has_key_starting(hdr, "Nats-Sched") {
         return Ok(None);
     }
     let allowed = cfg.allow_msg_schedules;
