@@ -285,7 +285,7 @@ impl<T: Copy + Eq> Sublist<T> {
     pub fn matches(&mut self, subject: &[u8]) -> Rc<Matches<T>> {
         self.stats.matches += 1;
         if let Some((s, r)) = &self.last {
-            if **s == *subject {
+            if crate::core::subject::same(s, subject) {
                 self.stats.hits += 1;
                 return r.clone();
             }

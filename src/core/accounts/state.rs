@@ -124,6 +124,12 @@ pub struct FirstTokens {
     /// Some pattern starts with a wildcard: anything may match.
     any: bool,
     firsts: Vec<Box<[u8]>>,
+    /// The first bytes of `firsts`, as a bit set: most subjects are ruled out by theirs.
+    first_bytes: [u64; 4],
+}
+
+fn has_byte(set: &[u64; 4], b: u8) -> bool {
+    set.get(usize::from(b / 64)).is_some_and(|w| w & (1 << (b % 64)) != 0)
 }
 
 fn first_token(s: &[u8]) -> &[u8] {
@@ -136,9 +142,15 @@ fn first_token(s: &[u8]) -> &[u8] {
 impl FirstTokens {
     pub fn add(&mut self, pattern: &[u8]) {
         let t = first_token(pattern);
-        if t == b"*" || t == b">" {
+        // (An empty first token is no valid pattern; it makes the gate let all through.)
+        if t == b"*" || t == b">" || t.is_empty() {
             self.any = true;
         } else if !self.firsts.iter().any(|f| &f[..] == t) {
+            if let Some(&b) = t.first() {
+                if let Some(w) = self.first_bytes.get_mut(usize::from(b / 64)) {
+                    *w |= 1 << (b % 64);
+                }
+            }
             self.firsts.push(t.into());
         }
     }
@@ -149,8 +161,11 @@ impl FirstTokens {
         if self.any {
             return true;
         }
+        if !subject.first().is_some_and(|&b| has_byte(&self.first_bytes, b)) {
+            return false;
+        }
         let t = first_token(subject);
-        self.firsts.iter().any(|f| &f[..] == t)
+        self.firsts.iter().any(|f| crate::core::subject::same(f, t))
     }
 }
 
@@ -171,6 +186,10 @@ mod gate_tests {
         assert!(!g.may_match(b"foo.bar"));
         assert!(!g.may_match(b"$SYSX.REQ"));
         assert!(!g.may_match(b"sv"));
+        assert!(!g.may_match(b"svd.a"), "same first byte, other token");
+        assert!(!g.may_match(b""));
+        g.add(b"\xff\x80.y");
+        assert!(g.may_match(b"\xff\x80.y") && !g.may_match(b"\xfe\x80.y"));
         g.add(b"*.x");
         assert!(g.may_match(b"foo.bar"));
         let mut all = FirstTokens::default();
