@@ -68,9 +68,10 @@ impl<'a> Msg<'a> {
     /// The size texts, when they differ from the plain decimal numbers.
     pub(super) fn raw_sizes(&self) -> Option<(&[u8], &[u8])> {
         let mut b = itoa::Buffer::new();
-        let size_plain = self.size_text == b.format(self.data.len()).as_bytes();
+        let same = crate::core::subject::same;
+        let size_plain = same(self.size_text, b.format(self.data.len()).as_bytes());
         let hdr_plain = match self.header_len {
-            Some(h) => self.hdr_text == b.format(h).as_bytes(),
+            Some(h) => same(self.hdr_text, b.format(h).as_bytes()),
             None => true,
         };
         (!size_plain || !hdr_plain).then_some((self.size_text, self.hdr_text))
