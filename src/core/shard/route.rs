@@ -10,6 +10,7 @@ use crate::core::remote::{REntry, RKey};
 use crate::core::sublist::Matches;
 use crate::core::trace::event::errors;
 use crate::proto::reply;
+use smallvec::SmallVec;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -259,9 +260,16 @@ impl ShardCore {
             }
         }
         // Queue groups: one member in the whole server, chosen by member count.
-        let mut assigned: Vec<(usize, &[u8])> = Vec::new();
+        // (Inline lists and comparisons without `memcmp`: a queue publish allocated and
+        // freed these and called `memcmp` per group name.)
+        let same = crate::core::subject::same;
+        let mut assigned: SmallVec<[(usize, &[u8]); 4]> = SmallVec::new();
         for g in &local.qsubs {
-            let remote_members = remote.qsubs.iter().find(|r| r.name == g.name).map(|r| &r.members[..]);
+            let remote_members = remote
+                .qsubs
+                .iter()
+                .find(|r| same(&r.name, &g.name))
+                .map(|r| &r.members[..]);
             // The server's own services (one internal member per shard) serve a client's
             // request where it arrived: the requester is known there. (Not the server's own
             // requests: those may be published while the service's state is in use.)
@@ -292,7 +300,7 @@ impl ShardCore {
             }
         }
         for r in &remote.qsubs {
-            if local.qsubs.iter().any(|g| g.name == r.name) {
+            if local.qsubs.iter().any(|g| same(&g.name, &r.name)) {
                 continue;
             }
             if let Some(shard) = self.pick_remote_shard(acc, &r.members, None) {
@@ -303,7 +311,7 @@ impl ShardCore {
         if !targets.is_empty() {
             delivered = true;
             let raw = m.raw_sizes();
-            let mut queues: Vec<&[u8]> = Vec::new();
+            let mut queues: SmallVec<[&[u8]; 4]> = SmallVec::new();
             for dst in 0..self.nshards {
                 if dst == self.idx || !targets.contains(dst) {
                     continue;
@@ -442,17 +450,16 @@ impl ShardCore {
     }
 
     fn deliver_remote_in(&mut self, src: usize, acc: AccountId, rec: &MsgRecord<'_>, m: &Msg<'_>, now: Instant) {
-        let m = *m;
         let once = super::imports::is_one_shot(m.subject);
         let local = routed_matches(&mut self.acct(acc).sublist, m.subject, once);
         if rec.flags & flags::QUEUE_ONLY == 0 {
             for &sid in &local.psubs {
-                self.deliver(sid, None, &m, now);
+                self.deliver(sid, None, m, now);
             }
         }
         for q in rec.queues() {
-            let taken = match local.qsubs.iter().find(|g| &*g.name == q) {
-                Some(g) => self.deliver_queue_local(&g.members, None, &m, now),
+            let taken = match local.qsubs.iter().find(|g| crate::core::subject::same(&g.name, q)) {
+                Some(g) => self.deliver_queue_local(&g.members, None, m, now),
                 None => false,
             };
             if taken || usize::from(rec.hops) + 1 >= self.nshards {
@@ -461,13 +468,17 @@ impl ShardCore {
             // The members this message was meant for are gone: pick again elsewhere
             // rather than drop it (ARCHITECTURE.md, invariant 6).
             let remote = self.acct(acc).remote.matches(m.subject);
-            let members = remote.qsubs.iter().find(|g| &*g.name == q).map(|g| &g.members[..]);
+            let members = remote
+                .qsubs
+                .iter()
+                .find(|g| crate::core::subject::same(&g.name, q))
+                .map(|g| &g.members[..]);
             let exclude = if rec.hops == 0 { Some(src) } else { None };
             if let Some(dst) = members.and_then(|mm| self.pick_remote_shard(acc, mm, exclude)) {
                 let raw = m.raw_sizes();
                 let f = flags::QUEUE_ONLY | (rec.flags & flags::INTERNAL);
                 if self.tracing.is_some() {
-                    self.stage_msg(dst, f, rec.hops + 1, acc, &m, raw, &[q]);
+                    self.stage_msg(dst, f, rec.hops + 1, acc, m, raw, &[q]);
                 } else {
                     mesh_codec::put_msg(self.stage(dst), f, rec.hops + 1, acc, &m.parts(), raw, &[q]);
                 }
