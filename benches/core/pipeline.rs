@@ -11,12 +11,16 @@
 //!   reactor, copying into or out of socket buffers. `publish_nobody_16B` is the same with
 //!   no subscriber (parse, match an empty interest, count), separating out delivery;
 //!   `publish_perms_16B` is `publish_16B` with publish and subscribe permissions on both
-//!   connections (the permission check and the delivery filter on the path).
+//!   connections (the permission check and the delivery filter on the path);
+//!   `publish_accounts_16B` is `publish_16B` with the accounts the server installs by
+//!   default (the system account and the service imports every account gets from it, so
+//!   the import gates are on the path, as in the running server).
 //!
 //! Per element: one published message.
 
 use super::parse::{frames, pub_frame, LIMITS};
 use criterion::{black_box, Criterion, Throughput};
+use rnats::auth::config::SecurityConfig;
 use rnats::auth::users::{ConfigAuthenticator, PasswordUser, UserDirectory};
 use rnats::core::client::ConnKey;
 use rnats::core::config::CoreConfig;
@@ -25,11 +29,12 @@ use rnats::core::shard::{NoMesh, ShardCore};
 use rnats::core::stats::Shared;
 use rnats::core::sublist::Sublist;
 use rnats::proto::parser::{Event, Parser};
+use rnats::server::security::{self, SimpleAuth};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A single-shard core with a publisher and, if `subscribe`, a subscriber to `foo.bar`.
+/// A single-shard core with a publisher and, if `subscribe`, a subscriber to `subject`.
 struct OneShard {
     core: ShardCore,
     publisher: ConnKey,
@@ -39,8 +44,20 @@ struct OneShard {
 impl OneShard {
     /// With `perms`, both connections log in as a user with publish and subscribe
     /// permissions (`allow: foo.>`, `deny: foo.secret`), as the perf lab's `perms`.
-    fn new(subscribe: bool, perms: bool) -> OneShard {
+    fn new(subject: &str, subscribe: bool, perms: bool, accounts: bool) -> OneShard {
         let mut cfg = CoreConfig::default();
+        let shared = Arc::new(Shared::new(1));
+        if accounts {
+            let none = SimpleAuth {
+                username: "",
+                password: "",
+                token: "",
+                tls_map: false,
+            };
+            let applied = security::apply(&shared.accounts, &SecurityConfig::default(), &none)
+                .expect("the default accounts build");
+            cfg.authenticator = applied.authenticator;
+        }
         if perms {
             let side = || SubjectPerm {
                 allow: Some(vec!["foo.>".into()]),
@@ -65,7 +82,6 @@ impl OneShard {
             cfg.authenticator = Arc::new(ConfigAuthenticator::new(dir));
         }
         let cfg = Arc::new(cfg);
-        let shared = Arc::new(Shared::new(1));
         let mut core = ShardCore::new(0, 1, cfg, shared, Box::new(NoMesh));
         let now = Instant::now();
         let peer: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 40000));
@@ -84,7 +100,8 @@ impl OneShard {
             drain(&mut core, k, now);
             k
         };
-        let subscriber = conn(if subscribe { b"SUB foo.bar 1\r\n" } else { b"" });
+        let sub = format!("SUB {subject} 1\r\n");
+        let subscriber = conn(if subscribe { sub.as_bytes() } else { b"" });
         let publisher = conn(b"");
         core.drain_wakeups(|_| {});
         OneShard {
@@ -152,27 +169,32 @@ pub fn bench(c: &mut Criterion) {
     for (name, payload, n, subscribe, perms) in [
         ("publish_16B", 16, 1000, true, false),
         ("publish_perms_16B", 16, 1000, true, true),
+        ("publish_accounts_16B", 16, 1000, true, false),
         ("publish_1KiB", 1024, 56, true, false),
         ("publish_nobody_16B", 16, 1000, false, false),
         ("publish_hdr_16B", 16, 1000, true, false),
     ] {
+        // The accounts variant publishes on the perf lab's subject, whose first token is
+        // as long as `$SYS` (the import gates compare such tokens).
+        let accounts = name.contains("accounts");
+        let subject = if accounts { "perf.bench" } else { "foo.bar" };
         let hdr = "NATS/1.0\r\nNats-Msg-Id: 12345678\r\n\r\n";
         let one = if name.contains("hdr") {
-            let mut f = format!("HPUB foo.bar {} {}\r\n{hdr}", hdr.len(), hdr.len() + payload).into_bytes();
+            let mut f = format!("HPUB {subject} {} {}\r\n{hdr}", hdr.len(), hdr.len() + payload).into_bytes();
             f.extend(std::iter::repeat_n(b'x', payload));
             f.extend_from_slice(b"\r\n");
             f
         } else {
-            pub_frame("foo.bar", payload)
+            pub_frame(subject, payload)
         };
         let buf = frames(&one, n);
-        let mut shard = OneShard::new(subscribe, perms);
+        let mut shard = OneShard::new(subject, subscribe, perms, accounts);
         let now = Instant::now();
         let out = shard.step(&buf, now);
         let frame = if name.contains("hdr") {
-            format!("HMSG foo.bar 1 {} {}\r\n", hdr.len(), hdr.len() + payload).len() + hdr.len() + payload + 2
+            format!("HMSG {subject} 1 {} {}\r\n", hdr.len(), hdr.len() + payload).len() + hdr.len() + payload + 2
         } else {
-            format!("MSG foo.bar 1 {payload}\r\n").len() + payload + 2
+            format!("MSG {subject} 1 {payload}\r\n").len() + payload + 2
         };
         assert_eq!(
             out,
