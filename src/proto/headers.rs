@@ -140,6 +140,32 @@ mod tests {
         ));
     }
 
+    /// `get` against a search of every position, on blocks mutated at random.
+    #[test]
+    fn lookups_agree_with_a_search_of_every_position() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let alphabet = b"\r\n: \tAKab";
+        for _ in 0..20_000 {
+            let len = (next() % 40) as usize;
+            let hdr: Vec<u8> = (0..len).map(|_| alphabet[(next() as usize) % alphabet.len()]).collect();
+            for key in ["A", "AK", "a"] {
+                let k = key.as_bytes();
+                let naive = (2..=hdr.len()).find(|&p| {
+                    hdr.get(p - 2..p) == Some(b"\r\n")
+                        && hdr.get(p..).is_some_and(|r| r.starts_with(k))
+                        && hdr.get(p + k.len()) == Some(&b':')
+                });
+                assert_eq!(key_index(k, &hdr), naive, "{key:?} in {hdr:?}");
+            }
+        }
+    }
+
     #[test]
     fn set_a_value() {
         assert_eq!(with(None, "K", "v"), b"NATS/1.0\r\nK: v\r\n\r\n");
