@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod auth;
+pub mod bits;
 pub mod client;
 pub mod config;
 pub mod mesh_codec;

@@ -8,6 +8,7 @@
 
 use super::links::ResponseType;
 use super::{AccountDef, AccountId};
+use crate::core::bits::Set256;
 use crate::core::client::SubId;
 use crate::core::remote::RemoteInterest;
 use crate::core::sublist::Sublist;
@@ -124,12 +125,8 @@ pub struct FirstTokens {
     /// Some pattern starts with a wildcard: anything may match.
     any: bool,
     firsts: Vec<Box<[u8]>>,
-    /// The first bytes of `firsts`, as a bit set: most subjects are ruled out by theirs.
-    first_bytes: [u64; 4],
-}
-
-fn has_byte(set: &[u64; 4], b: u8) -> bool {
-    set.get(usize::from(b / 64)).is_some_and(|w| w & (1 << (b % 64)) != 0)
+    /// The first bytes of `firsts`: most subjects are ruled out by theirs.
+    first_bytes: Set256,
 }
 
 fn first_token(s: &[u8]) -> &[u8] {
@@ -147,9 +144,7 @@ impl FirstTokens {
             self.any = true;
         } else if !self.firsts.iter().any(|f| &f[..] == t) {
             if let Some(&b) = t.first() {
-                if let Some(w) = self.first_bytes.get_mut(usize::from(b / 64)) {
-                    *w |= 1 << (b % 64);
-                }
+                self.first_bytes.insert(usize::from(b));
             }
             self.firsts.push(t.into());
         }
@@ -161,7 +156,10 @@ impl FirstTokens {
         if self.any {
             return true;
         }
-        if !subject.first().is_some_and(|&b| has_byte(&self.first_bytes, b)) {
+        if !subject
+            .first()
+            .is_some_and(|&b| self.first_bytes.contains(usize::from(b)))
+        {
             return false;
         }
         let t = first_token(subject);

@@ -4,6 +4,7 @@
 use super::trace::Pre;
 use super::ShardCore;
 use crate::core::accounts::AccountId;
+use crate::core::bits::Set256;
 use crate::core::client::{ClosedState, ConnKey, SubId};
 use crate::core::mesh_codec::{self, flags, MsgRecord};
 use crate::core::remote::{REntry, RKey};
@@ -76,24 +77,6 @@ impl<'a> Msg<'a> {
             None => true,
         };
         (!size_plain || !hdr_plain).then_some((self.size_text, self.hdr_text))
-    }
-}
-
-/// Up to 256 shards, as a bit set.
-#[derive(Default, Clone, Copy)]
-struct ShardSet([u64; 4]);
-
-impl ShardSet {
-    fn insert(&mut self, s: usize) {
-        if let Some(w) = self.0.get_mut(s / 64) {
-            *w |= 1 << (s % 64);
-        }
-    }
-    fn contains(&self, s: usize) -> bool {
-        self.0.get(s / 64).is_some_and(|w| w & (1 << (s % 64)) != 0)
-    }
-    fn is_empty(&self) -> bool {
-        self.0.iter().all(|w| *w == 0)
     }
 }
 
@@ -253,7 +236,7 @@ impl ShardCore {
             }
             return delivered;
         }
-        let mut targets = ShardSet::default();
+        let mut targets = Set256::default();
         for &rk in &remote.psubs {
             if let Some(e) = self.remote_entry(acc, rk) {
                 targets.insert(e.shard as usize);
