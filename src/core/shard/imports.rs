@@ -122,6 +122,17 @@ impl Rewritten {
     }
 }
 
+/// The kinds of import a message may take further (see [`ShardCore::route_onward`]).
+#[derive(Clone, Copy)]
+struct Onward {
+    /// A service reply (`_R_.`): back to the requester's account.
+    response: bool,
+    /// The account's service imports may cover the subject.
+    services: bool,
+    /// Another account's stream import may cover it.
+    streams: bool,
+}
+
 impl ShardCore {
     /// Deliver in `acc` and follow imports, `depth` crossings deep.
     pub(super) fn route_at(
@@ -133,27 +144,23 @@ impl ShardCore {
         depth: u8,
     ) -> bool {
         let delivered = self.deliver_in(acc, publisher, m, now);
-        if !self.may_route_onward(acc, m.subject) {
-            return delivered;
-        }
         delivered | self.route_onward(acc, publisher, m, now, depth)
     }
 
-    /// Whether an import could take a message on `subject` in `acc` further (most
-    /// publishes: no, told without a call).
+    /// Which kinds of import could take a message on `subject` in `acc` further.
     #[inline]
-    fn may_route_onward(&self, acc: AccountId, subject: &[u8]) -> bool {
-        if is_service_reply(subject) {
-            return true;
+    fn onward(&self, acc: AccountId, subject: &[u8]) -> Onward {
+        let st = self.accts.get(acc as usize);
+        Onward {
+            response: is_service_reply(subject),
+            services: st.is_some_and(|st| st.has_service_imports() && st.service_gate.may_match(subject)),
+            streams: st.is_some_and(|st| st.has_stream_links() && st.stream_gate.may_match(subject)),
         }
-        let Some(st) = self.accts.get(acc as usize) else {
-            return false;
-        };
-        (st.has_service_imports() && st.service_gate.may_match(subject))
-            || (st.has_stream_links() && st.stream_gate.may_match(subject))
     }
 
-    /// Follow the imports a message delivered in `acc` takes further.
+    /// Follow the imports a message delivered in `acc` takes further. Inlined: most
+    /// publishes have none to follow, and are told so without a call.
+    #[inline]
     fn route_onward(
         &mut self,
         acc: AccountId,
@@ -162,20 +169,30 @@ impl ShardCore {
         now: Instant,
         depth: u8,
     ) -> bool {
-        let mut delivered = false;
-        if depth >= MAX_IMPORT_DEPTH {
-            return delivered;
+        let via = self.onward(acc, m.subject);
+        if !(via.response || via.services || via.streams) || depth >= MAX_IMPORT_DEPTH {
+            return false;
         }
-        let st = self.acct(acc);
-        let services = st.has_service_imports() && st.service_gate.may_match(m.subject);
-        let streams = st.has_stream_links() && st.stream_gate.may_match(m.subject);
-        if is_service_reply(m.subject) {
+        self.follow(acc, publisher, m, now, depth, via)
+    }
+
+    fn follow(
+        &mut self,
+        acc: AccountId,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        now: Instant,
+        depth: u8,
+        via: Onward,
+    ) -> bool {
+        let mut delivered = false;
+        if via.response {
             delivered |= self.route_response(acc, publisher, m, now, depth);
         }
-        if services {
+        if via.services {
             delivered |= self.via_service_imports(acc, publisher, m, now, depth);
         }
-        if streams {
+        if via.streams {
             delivered |= self.via_stream_links(acc, publisher, m, now, depth);
         }
         delivered
