@@ -132,6 +132,53 @@ fn cross_shard_flood(r: common::Reactor) {
     p.ping_pong();
 }
 
+/// Large messages to subscribers on the other shard go out from the buffer the
+/// publisher's shard filled (`core::shard::blob`): two subscribers there (one copies, the
+/// other sends the buffer itself), small messages in between, every byte in order.
+fn large_messages_cross_shards_whole(r: common::Reactor) {
+    let s = Server::start(r, &["--shards", "2", "-m", "-1"]);
+    // Connections go to shards in turn: subscribers on shard 0, the publisher on 1.
+    let mut a = subscriber(&s, "big.>");
+    let mut filler = s.raw();
+    filler.handshake();
+    let mut b = subscriber(&s, "big.x");
+    let mut p = s.raw();
+    p.handshake();
+    const N: usize = 40;
+    let body = |k: usize| -> Vec<u8> {
+        let mut v = format!("{k:08}").into_bytes();
+        v.extend((0..300 * 1024 + k * 777).map(|i| b'a' + ((i * 7 + k) % 26) as u8));
+        v
+    };
+    let mut burst = Vec::new();
+    for k in 0..N {
+        let data = if k % 3 == 2 {
+            format!("{k:08}").into_bytes()
+        } else {
+            body(k)
+        };
+        burst.extend_from_slice(format!("PUB big.x {}\r\n", data.len()).as_bytes());
+        burst.extend_from_slice(&data);
+        burst.extend_from_slice(b"\r\n");
+    }
+    let ra = std::thread::spawn(move || collect(&mut a.s, N));
+    let rb = std::thread::spawn(move || collect(&mut b.s, N));
+    p.send(&burst);
+    for got in [ra.join().unwrap(), rb.join().unwrap()] {
+        for (k, m) in got.iter().enumerate() {
+            let want = if k % 3 == 2 {
+                format!("{k:08}").into_bytes()
+            } else {
+                body(k)
+            };
+            assert_eq!(m.len(), want.len(), "message {k}");
+            assert!(*m == want, "message {k} differs");
+        }
+    }
+    p.ping_pong();
+    filler.ping_pong();
+}
+
 /// Subscribers that stop reading and then vanish while the server still sends to them:
 /// their sends are cancelled, and the server goes on serving (and counts them gone).
 fn close_with_sends_in_flight(r: common::Reactor) {
@@ -178,6 +225,7 @@ fn close_with_sends_in_flight(r: common::Reactor) {
 both_reactors!(many_publishers_one_shard, |r| many_publishers(r, "1"));
 both_reactors!(many_publishers_two_shards, |r| many_publishers(r, "2"));
 both_reactors!(a_cross_shard_flood_pauses_and_resumes_in_order, cross_shard_flood);
+both_reactors!(large_messages_cross_shards_whole, large_messages_cross_shards_whole);
 both_reactors!(closing_with_sends_in_flight, close_with_sends_in_flight);
 
 /// SO_LINGER 0: closing sends a reset instead of a FIN.

@@ -50,7 +50,7 @@ impl Mesh {
     fn new(n: usize) -> Mesh {
         let cfg = Arc::new(CoreConfig::default());
         let shared = Arc::new(Shared::new(n));
-        let eps = shards::mesh::build::<Vec<u8>>(
+        let eps = shards::mesh::build::<rnats::driver::Batch>(
             (0..n).map(|_| Box::new(Nop) as Box<dyn Notify>).collect(),
             rnats::driver::MESH_RING_CAPACITY,
         );

@@ -69,8 +69,8 @@ impl Notify for Nop {
 
 fn config(flags: u8, limits: u8) -> CoreConfig {
     let mut c = CoreConfig {
-        max_pending: [1024, 2048, 4096, 8192][usize::from(limits & 3)],
-        max_payload: [0, 16, 256, 4096][usize::from((limits >> 2) & 3)],
+        max_pending: [1024, 2048, 8192, 384 * 1024][usize::from(limits & 3)],
+        max_payload: [0, 16, 256, 256 * 1024][usize::from((limits >> 2) & 3)],
         max_control_line: [16, 64, 256, 4096][usize::from((limits >> 4) & 3)],
         ping_max: u32::from(limits >> 6),
         ping_interval: Duration::from_secs(1),
@@ -125,7 +125,7 @@ impl Driver {
             vec![Box::new(NoMesh)]
         } else {
             let notifiers = (0..n).map(|_| Box::new(Nop) as Box<dyn Notify>).collect();
-            shards::mesh::build::<Vec<u8>>(notifiers, 4)
+            shards::mesh::build::<rnats::driver::Batch>(notifiers, 4)
                 .into_iter()
                 .map(|ep| Box::new(MeshAdapter(ep)) as Box<dyn MeshPort>)
                 .collect()
@@ -250,7 +250,9 @@ fuzz_target!(|input: &[u8]| {
     // Steps of three bytes [op, a, b]; `a` picks a connection, op & 7 picks:
     // 0 accept (on shard a % n), 1 feed the next b input bytes, 2 socket writes b * 16 bytes
     // (b = 0: all), 3 advance the clock (a & 7) and tick, 4 pump the mesh once,
-    // 5 peer disconnect, 6 remove, 7 canned line CANNED[b & 15], repeated (op >> 3) + 1 times.
+    // 5 peer disconnect, 6 remove, 7 canned line CANNED[b & 15], repeated (op >> 3) + 1 times
+    // (b & 16: instead, one large publish on `foo.bar` of 128 KiB + (b >> 5) * 4099 bytes,
+    // the size of messages that cross shards as blobs).
     loop {
         let step = take(3);
         let [op, a, b] = *step else { break };
@@ -315,6 +317,13 @@ fuzz_target!(|input: &[u8]| {
                     d.shards[s].remove(k, d.now);
                     d.conns.retain(|c| *c != (s, k));
                 }
+            }
+            _ if b & 16 != 0 => {
+                let n = 128 * 1024 + usize::from(b >> 5) * 4099;
+                let mut data = format!("PUB foo.bar {n}\r\n").into_bytes();
+                data.extend((0..n).map(|i| b'a' + (i % 26) as u8));
+                data.extend_from_slice(b"\r\n");
+                d.input(a, &data);
             }
             _ => {
                 // The op byte's high bits repeat the line (1 to 32 times) in one read.

@@ -15,6 +15,12 @@
 //! | 5 | responder info | account u32, subject, ClientInfo JSON (ahead of a tracked response) |
 //! | 6 | trace part | trace id u64, leg u64, child leg count u16 + legs u64, encoded trace steps |
 //!
+//! A message record with flag `BLOB` carries, in place of its data, a u32: where the data
+//! starts in the batch's next blob ([`Batch::blobs`], taken in record order). A blob is
+//! the payload of one large message in a buffer of its own, with room in front for the
+//! receiving shard's `MSG` line, so the receiver can hand the buffer itself to a
+//! connection instead of copying the payload again (see `ShardCore::deliver_blob`).
+//!
 //! A message record with flag `TRACE` ends with its trace tag: trace id u64, leg u64,
 //! ingress account u32, trace-only u8, stream link exporter u32 and index u32 (`u32::MAX`
 //! = none). See `core::shard::trace`.
@@ -38,6 +44,43 @@ pub mod flags {
     /// The subject subscribers see differs from the routed one (JetStream's deliveries to
     /// a pull request's reply subject keep the stored subject); it follows the sizes.
     pub const SHOWN: u8 = 32;
+    /// The data is in the batch's next blob (see the module map).
+    pub const BLOB: u8 = 64;
+}
+
+/// One ring item between two shards: records, and the blobs their `BLOB` messages use.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub records: Vec<u8>,
+    pub blobs: Vec<Vec<u8>>,
+    /// Bytes in `blobs` (the records' bytes are `records.len()`).
+    pub blob_bytes: usize,
+}
+
+impl Batch {
+    /// Bytes held: records and blobs.
+    pub fn len(&self) -> usize {
+        self.records.len() + self.blob_bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty() && self.blobs.is_empty()
+    }
+
+    /// Emptied for reuse, keeping the records' capacity.
+    pub fn clear(&mut self) {
+        self.records.clear();
+        self.blobs.clear();
+        self.blob_bytes = 0;
+    }
+
+    /// Append `later`'s records and blobs (their order is kept).
+    pub fn append(&mut self, later: &mut Batch) {
+        self.records.extend_from_slice(&later.records);
+        self.blobs.append(&mut later.blobs);
+        self.blob_bytes += later.blob_bytes;
+        later.clear();
+    }
 }
 
 const TAG_MSG: u8 = 1;
@@ -101,7 +144,10 @@ pub struct MsgRecord<'a> {
     pub subject: &'a [u8],
     pub reply: &'a [u8],
     pub header_len: Option<u32>,
+    /// The data (empty for a `BLOB` record: it is in the blob).
     pub data: &'a [u8],
+    /// For a `BLOB` record: where the data starts in its blob.
+    pub blob_head: Option<u32>,
     /// The publisher's size texts, when not plain decimals.
     pub raw_sizes: Option<(&'a [u8], &'a [u8])>,
     /// The subject subscribers see (empty: the routed one).
@@ -113,6 +159,18 @@ pub struct MsgRecord<'a> {
 }
 
 impl<'a> MsgRecord<'a> {
+    /// This record with its data in `data` (a `BLOB` record read with its blob).
+    pub fn with_data<'b>(&self, data: &'b [u8]) -> MsgRecord<'b>
+    where
+        'a: 'b,
+    {
+        MsgRecord {
+            data,
+            blob_head: None,
+            ..self.clone()
+        }
+    }
+
     /// Queue groups this shard must pick a member of.
     pub fn queues(&self) -> QueueIter<'a> {
         QueueIter {
@@ -167,6 +225,47 @@ pub fn put_msg(
     raw_sizes: Option<(&[u8], &[u8])>,
     queues: &[&[u8]],
 ) {
+    put_msg_as(out, flags & !flags::BLOB, hops, account, m, raw_sizes, queues, None)
+}
+
+/// Append a message record whose data travels in a blob of its own, with `room` bytes
+/// free in front of it for the receiver's `MSG` line (see the module map).
+pub fn put_msg_blob(
+    out: &mut Batch,
+    flags: u8,
+    account: u32,
+    m: &MsgParts<'_>,
+    raw_sizes: Option<(&[u8], &[u8])>,
+    room: usize,
+) {
+    let mut blob = Vec::with_capacity(room + m.data.len() + 2);
+    blob.resize(room, 0);
+    blob.extend_from_slice(m.data);
+    out.blob_bytes += blob.capacity();
+    out.blobs.push(blob);
+    put_msg_as(
+        &mut out.records,
+        flags | flags::BLOB,
+        0,
+        account,
+        m,
+        raw_sizes,
+        &[],
+        Some(room as u32),
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn put_msg_as(
+    out: &mut Vec<u8>,
+    flags: u8,
+    hops: u8,
+    account: u32,
+    m: &MsgParts<'_>,
+    raw_sizes: Option<(&[u8], &[u8])>,
+    queues: &[&[u8]],
+    blob_head: Option<u32>,
+) {
     let flags = if raw_sizes.is_some() {
         flags | flags::RAW_SIZES
     } else {
@@ -177,7 +276,8 @@ pub fn put_msg(
     } else {
         flags | flags::SHOWN
     };
-    out.reserve(32 + m.subject.len() + m.reply.len() + m.data.len());
+    let inline = if blob_head.is_some() { 0 } else { m.data.len() };
+    out.reserve(32 + m.subject.len() + m.reply.len() + inline);
     out.push(TAG_MSG);
     out.push(flags);
     out.push(hops);
@@ -186,7 +286,10 @@ pub fn put_msg(
     put_bytes(out, m.reply);
     let h = m.header_len.map_or(NO_HEADER, |h| h as u32);
     out.extend_from_slice(&h.to_le_bytes());
-    put_bytes(out, m.data);
+    match blob_head {
+        Some(head) => out.extend_from_slice(&head.to_le_bytes()),
+        None => put_bytes(out, m.data),
+    }
     if let Some((size, hdr)) = raw_sizes {
         put_bytes(out, size);
         put_bytes(out, hdr);
@@ -293,7 +396,11 @@ impl<'a> Iterator for Records<'a> {
                 let subject = r.bytes()?;
                 let reply = r.bytes()?;
                 let h = r.u32()?;
-                let data = r.bytes()?;
+                let (data, blob_head) = if flags & flags::BLOB != 0 {
+                    (&[][..], Some(r.u32()?))
+                } else {
+                    (r.bytes()?, None)
+                };
                 let raw_sizes = if flags & flags::RAW_SIZES != 0 {
                     Some((r.bytes()?, r.bytes()?))
                 } else {
@@ -328,6 +435,7 @@ impl<'a> Iterator for Records<'a> {
                     reply,
                     header_len: (h != NO_HEADER).then_some(h),
                     data,
+                    blob_head,
                     raw_sizes,
                     shown,
                     queues: start.get(..used)?,
@@ -446,6 +554,66 @@ hi",
             Record::Msg(m) => assert_eq!((m.header_len, m.queues().count()), (None, 0)),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn blob_records_point_into_their_blobs_in_order() {
+        let mut b = Batch::default();
+        let big = vec![5u8; 40_000];
+        put_msg(&mut b.records, 0, 0, 1, &view(b"small", b"", None, b"abc"), None, &[]);
+        put_msg_blob(
+            &mut b,
+            flags::INTERNAL,
+            3,
+            &view(b"big.one", b"r.1", Some(10), &big),
+            None,
+            48,
+        );
+        put_msg_blob(
+            &mut b,
+            0,
+            3,
+            &view(b"big.two", b"", None, b"xyz"),
+            Some((b"03", b"")),
+            20,
+        );
+        assert_eq!(b.blobs.len(), 2);
+        assert!(b.len() >= 40_000 + 48 + 3 + 20, "blob bytes count toward the batch");
+        assert_eq!(&b.blobs[0][48..], &big[..]);
+        assert!(b.blobs[0].capacity() >= 48 + big.len() + 2, "room for the CRLF after");
+        let recs: Vec<_> = records(&b.records).collect();
+        let msgs: Vec<&MsgRecord<'_>> = recs
+            .iter()
+            .map(|r| match r {
+                Record::Msg(m) => m,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!((msgs[0].data, msgs[0].blob_head), (&b"abc"[..], None));
+        assert_eq!((msgs[1].subject, msgs[1].reply), (&b"big.one"[..], &b"r.1"[..]));
+        assert_eq!(
+            (msgs[1].data, msgs[1].blob_head, msgs[1].header_len),
+            (&b""[..], Some(48), Some(10))
+        );
+        assert_eq!(msgs[1].flags, flags::INTERNAL | flags::BLOB);
+        assert_eq!(msgs[2].blob_head, Some(20));
+        assert_eq!(msgs[2].raw_sizes, Some((&b"03"[..], &b""[..])));
+        // A plain put never sets the flag, whatever the caller passed.
+        let mut plain = Vec::new();
+        put_msg(&mut plain, flags::BLOB, 0, 0, &view(b"s", b"", None, b"d"), None, &[]);
+        match records(&plain).next() {
+            Some(Record::Msg(m)) => assert_eq!((m.flags, m.data, m.blob_head), (0, &b"d"[..], None)),
+            other => panic!("{other:?}"),
+        }
+        // Merging keeps records and blobs in step.
+        let mut later = Batch::default();
+        put_msg_blob(&mut later, 0, 3, &view(b"big.three", b"", None, b"q"), None, 8);
+        b.append(&mut later);
+        assert!(later.is_empty() && later.blob_bytes == 0);
+        assert_eq!((records(&b.records).count(), b.blobs.len()), (4, 3));
+        // Truncated in the blob head: decoding stops.
+        let cut = b.records.len() - 3;
+        assert!(records(&b.records[..cut]).count() < 4);
     }
 
     #[test]

@@ -7,6 +7,10 @@
 //! per-shard pool), so a connection's memory follows what is actually pending (a backlog
 //! of 16 MiB holds ~16 MiB, not the high-water mark of one ever-growing vector), and an
 //! idle connection keeps at most a small tail (`KEEP_TAIL`).
+//!
+//! A finished frame can also join as a chunk of its own without being copied
+//! ([`OutBuf::push_owned`]): a large message from another shard arrives in a buffer with
+//! room for its `MSG` line in front, and that buffer is what goes to the socket.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -54,8 +58,9 @@ const KEEP_TAIL: usize = 4 * 1024;
 
 #[derive(Default)]
 pub struct OutBuf {
-    /// Full chunks, oldest first. The tail (being appended to) is separate.
-    full: VecDeque<Vec<u8>>,
+    /// Full chunks, oldest first, each with where its bytes start. The tail (being
+    /// appended to) is separate.
+    full: VecDeque<(Vec<u8>, usize)>,
     tail: Vec<u8>,
     /// Bytes of the front chunk already written.
     head: usize,
@@ -84,7 +89,7 @@ impl OutBuf {
         if self.lent > 0 {
             return &[];
         }
-        let front = self.full.front().unwrap_or(&self.tail);
+        let front = self.full.front().map_or(&self.tail, |(c, _)| c);
         front.get(self.head..).unwrap_or_default()
     }
 
@@ -98,10 +103,39 @@ impl OutBuf {
         if self.lent > 0 {
             return None;
         }
-        let chunk = self.full.pop_front()?;
-        let off = std::mem::take(&mut self.head);
+        let (chunk, _) = self.full.pop_front()?;
+        let next = self.next_start();
+        let off = std::mem::replace(&mut self.head, next);
         self.lent = chunk.len().saturating_sub(off);
         Some((chunk, off))
+    }
+
+    /// Where the written part of the chunk that just became the front ends: its start.
+    fn next_start(&self) -> usize {
+        self.full.front().map_or(0, |&(_, start)| start)
+    }
+
+    /// Queue `buf[start..]`, a whole frame, as a chunk of its own: the buffer itself is
+    /// sent, not a copy. What was appended before goes first.
+    pub fn push_owned(&mut self, buf: Vec<u8>, start: usize, now: Instant) {
+        let n = buf.len().saturating_sub(start);
+        if n == 0 {
+            return;
+        }
+        if self.len == 0 {
+            self.stalled_since = Some(now);
+        }
+        if !self.tail.is_empty() {
+            let t = std::mem::replace(&mut self.tail, take_chunk());
+            self.full.push_back((t, 0));
+        }
+        let front = self.full.is_empty();
+        self.full.push_back((buf, start));
+        if front {
+            // The tail was empty, so nothing of it was written: this is the front now.
+            self.head = start;
+        }
+        self.len += n;
     }
 
     /// Space to append up to `need` bytes to, as one piece (a frame stays in one chunk
@@ -119,7 +153,7 @@ impl OutBuf {
                 Vec::with_capacity(need)
             };
             let t = std::mem::replace(&mut self.tail, next);
-            self.full.push_back(t);
+            self.full.push_back((t, 0));
         }
         // `len` is brought up to date by `commit` after the caller appended.
         &mut self.tail
@@ -146,17 +180,17 @@ impl OutBuf {
         self.len -= lent;
         n -= lent;
         while n > 0 {
-            let front_len = self.full.front().map_or(self.tail.len(), Vec::len);
-            let take = (front_len - self.head).min(n);
+            let front_len = self.full.front().map_or(self.tail.len(), |(c, _)| c.len());
+            let take = front_len.saturating_sub(self.head).min(n);
             self.head += take;
             self.len -= take;
             n -= take;
-            if self.head == front_len {
-                self.head = 0;
+            if self.head >= front_len {
                 match self.full.pop_front() {
-                    Some(done) => give_chunk(done),
+                    Some((done, _)) => give_chunk(done),
                     None => self.tail.clear(),
                 }
+                self.head = self.next_start();
             }
         }
         if self.len == 0 {
@@ -171,7 +205,7 @@ impl OutBuf {
 
     /// Drop everything queued (a connection closed without flushing).
     pub fn clear(&mut self) {
-        for c in std::mem::take(&mut self.full) {
+        for (c, _) in std::mem::take(&mut self.full) {
             give_chunk(c);
         }
         give_chunk(std::mem::take(&mut self.tail));
@@ -189,7 +223,7 @@ impl OutBuf {
 
     /// Bytes held in memory (for accounting).
     pub fn capacity(&self) -> usize {
-        self.tail.capacity() + self.full.iter().map(Vec::capacity).sum::<usize>()
+        self.tail.capacity() + self.full.iter().map(|(c, _)| c.capacity()).sum::<usize>()
     }
 }
 
@@ -323,6 +357,88 @@ mod tests {
             o.consume(n, now);
         }
         assert_eq!(got, want);
+        assert_eq!(o.capacity(), 0);
+    }
+
+    #[test]
+    fn owned_frames_go_out_in_order_from_their_start() {
+        let now = Instant::now();
+        // Every way an owned frame can meet the rest: first of all, behind a tail that is
+        // partly written, behind full chunks, while a chunk is lent, twice in a row.
+        for partial in [0usize, 3] {
+            let mut o = OutBuf::default();
+            let mut want = Vec::new();
+            let owned = |tag: u8, n: usize| {
+                let mut b = vec![0xEE; 7];
+                b.extend(std::iter::repeat_n(tag, n));
+                b
+            };
+            o.push_owned(owned(1, 100), 7, now);
+            want.extend(std::iter::repeat_n(1, 100));
+            assert_eq!(o.len(), 100);
+            assert!(o.stalled_since().is_some());
+            o.writer(now).extend_from_slice(b"PING\r\n");
+            want.extend_from_slice(b"PING\r\n");
+            let mut out = Vec::new();
+            if partial > 0 {
+                out.extend_from_slice(&o.pending()[..partial]);
+                o.consume(partial, now);
+            }
+            for i in 0..5_000u32 {
+                let f = format!("MSG s {i} 3\r\nabc\r\n");
+                o.frame(f.len(), now).extend_from_slice(f.as_bytes());
+                want.extend_from_slice(f.as_bytes());
+            }
+            o.push_owned(owned(2, 70_000), 7, now);
+            o.push_owned(owned(3, 10), 7, now);
+            o.push_owned(owned(4, 0), 7, now);
+            want.extend(std::iter::repeat_n(2, 70_000));
+            want.extend(std::iter::repeat_n(3, 10));
+            o.writer(now).extend_from_slice(b"+OK\r\n");
+            want.extend_from_slice(b"+OK\r\n");
+            assert_eq!(o.len(), want.len() - out.len());
+            // Alternate lent chunks and small plain writes.
+            let mut k = 0;
+            while !o.is_empty() {
+                k += 1;
+                if k % 2 == 0 {
+                    if let Some((chunk, off)) = o.take_front() {
+                        assert!(o.pending().is_empty());
+                        out.extend_from_slice(&chunk[off..]);
+                        o.consume(chunk.len() - off, now);
+                        continue;
+                    }
+                }
+                let p = o.pending();
+                let n = p.len().min(4_000);
+                out.extend_from_slice(&p[..n]);
+                o.consume(n, now);
+            }
+            assert_eq!(out.len(), want.len());
+            assert!(out == want, "bytes out of order (partial {partial})");
+            assert!(o.stalled_since().is_none());
+        }
+    }
+
+    #[test]
+    fn an_owned_frame_behind_a_lent_chunk_waits_for_it() {
+        let now = Instant::now();
+        let mut o = OutBuf::default();
+        for _ in 0..4_000 {
+            o.frame(20, now).extend_from_slice(&[b'x'; 20]);
+        }
+        let (chunk, off) = o.take_front().expect("a finished chunk");
+        // The rest of the tail, then the owned frame.
+        let rest = o.len() - (chunk.len() - off);
+        o.push_owned(b"HDRpayload".to_vec(), 3, now);
+        assert!(o.pending().is_empty(), "the lent bytes go first");
+        o.consume(chunk.len() - off, now);
+        assert_eq!(o.pending().len(), rest);
+        o.consume(rest, now);
+        assert_eq!(o.pending(), b"payload");
+        o.consume(7, now);
+        assert!(o.is_empty());
+        o.clear();
         assert_eq!(o.capacity(), 0);
     }
 

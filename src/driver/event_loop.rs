@@ -124,7 +124,7 @@ pub(super) fn start<P: Poller>(
 ) -> io::Result<Running> {
     let n = pollers.len();
     let notifiers: Vec<Box<dyn Notify>> = pollers.iter().map(|p| p.notifier()).collect();
-    let eps = shards::mesh::build::<Vec<u8>>(notifiers, MESH_RING_CAPACITY);
+    let eps = shards::mesh::build::<crate::driver::Batch>(notifiers, MESH_RING_CAPACITY);
     let wakers = eps
         .first()
         .map(|e| e.waker())

@@ -23,6 +23,7 @@ mod transport;
 pub mod uring;
 
 use crate::core::config::CoreConfig;
+pub use crate::core::mesh_codec::Batch;
 use crate::core::post::{Job, Post};
 use crate::core::shard::MeshPort;
 use crate::core::stats::Shared;
@@ -134,19 +135,19 @@ fn control_queues(
 }
 
 /// The mesh endpoint as the core's port.
-pub struct MeshAdapter(pub Endpoint<Vec<u8>>);
+pub struct MeshAdapter(pub Endpoint<Batch>);
 
 impl MeshPort for MeshAdapter {
-    fn try_send(&mut self, dst: usize, batch: Vec<u8>) -> Result<(), Vec<u8>> {
+    fn try_send(&mut self, dst: usize, batch: Batch) -> Result<(), Batch> {
         self.0.try_send(dst, batch)
     }
-    fn take_recycled(&mut self, dst: usize) -> Option<Vec<u8>> {
+    fn take_recycled(&mut self, dst: usize) -> Option<Batch> {
         self.0.take_recycled(dst)
     }
-    fn try_recv(&mut self, src: usize) -> Option<Vec<u8>> {
+    fn try_recv(&mut self, src: usize) -> Option<Batch> {
         self.0.try_recv(src)
     }
-    fn recycle(&mut self, src: usize, batch: Vec<u8>) {
+    fn recycle(&mut self, src: usize, batch: Batch) {
         self.0.recycle(src, batch)
     }
     fn prepare_park(&self) -> bool {

@@ -73,7 +73,8 @@ fn world(
         authenticator: Arc::new(ConfigAuthenticator::new(dir)),
         ..CoreConfig::default()
     });
-    let eps = shards::mesh::build::<Vec<u8>>((0..2).map(|_| Box::new(Nop) as Box<dyn Notify>).collect(), 64);
+    let eps =
+        shards::mesh::build::<crate::driver::Batch>((0..2).map(|_| Box::new(Nop) as Box<dyn Notify>).collect(), 64);
     let mut shards: Vec<ShardCore> = eps
         .into_iter()
         .enumerate()

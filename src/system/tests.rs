@@ -74,7 +74,8 @@ fn world() -> World {
         ..CoreConfig::default()
     });
     let jobs = Arc::new(Jobs::default());
-    let eps = shards::mesh::build::<Vec<u8>>((0..2).map(|_| Box::new(Nop) as Box<dyn Notify>).collect(), 64);
+    let eps =
+        shards::mesh::build::<crate::driver::Batch>((0..2).map(|_| Box::new(Nop) as Box<dyn Notify>).collect(), 64);
     let shards: Vec<ShardCore> = eps
         .into_iter()
         .enumerate()

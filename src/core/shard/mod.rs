@@ -13,7 +13,7 @@
 //!   at [`ShardCore::next_deadline`]. Time always comes in as `now`.
 //!
 //! Submodules: `ops` (client protocol operations), `route` (publish routing and
-//! delivery), `interest` (subscriptions, interest replication and barriers), `accounts`
+//! delivery), `blob` (large messages between shards in one copy), `interest` (subscriptions, interest replication and barriers), `accounts`
 //! (the shard's view of the account table), `timers`, `transport` (what TLS and WebSocket
 //! connections need of the core: deferred INFO, their INFO template and authenticator,
 //! the client certificate), `hooks` (the server's observer of connections, for the system
@@ -21,6 +21,7 @@
 //! keeps state on the shard and runs after each step and at its deadlines: JetStream).
 
 mod accounts;
+mod blob;
 mod connect;
 pub mod ext;
 mod hooks;
@@ -39,7 +40,7 @@ use super::accounts::state::ShardAccount;
 use super::accounts::AccountTable;
 use super::client::{Client, ClosedState, ConnKey, Pause, SubId, Subscription};
 use super::config::CoreConfig;
-use super::mesh_codec;
+use super::mesh_codec::{self, Batch};
 use super::post::Post;
 use super::stats::{Counters, Shared};
 use super::FastMap;
@@ -57,13 +58,13 @@ pub use transport::ConnSetup;
 /// The shard's side of the mesh, implemented by the driver glue over `shards::mesh`.
 pub trait MeshPort {
     /// Push a batch to shard `dst`; on a full ring the batch comes back.
-    fn try_send(&mut self, dst: usize, batch: Vec<u8>) -> Result<(), Vec<u8>>;
+    fn try_send(&mut self, dst: usize, batch: Batch) -> Result<(), Batch>;
     /// A batch buffer that `dst` handed back, for reuse.
-    fn take_recycled(&mut self, dst: usize) -> Option<Vec<u8>>;
+    fn take_recycled(&mut self, dst: usize) -> Option<Batch>;
     /// The next batch from shard `src`.
-    fn try_recv(&mut self, src: usize) -> Option<Vec<u8>>;
+    fn try_recv(&mut self, src: usize) -> Option<Batch>;
     /// Hand a consumed batch back to the shard that sent it.
-    fn recycle(&mut self, src: usize, batch: Vec<u8>);
+    fn recycle(&mut self, src: usize, batch: Batch);
     /// Announce that the shard is about to sleep; false if mesh work arrived meanwhile.
     fn prepare_park(&self) -> bool;
     /// The shard is awake again.
@@ -78,16 +79,16 @@ pub trait MeshPort {
 pub struct NoMesh;
 
 impl MeshPort for NoMesh {
-    fn try_send(&mut self, _dst: usize, batch: Vec<u8>) -> Result<(), Vec<u8>> {
+    fn try_send(&mut self, _dst: usize, batch: Batch) -> Result<(), Batch> {
         Err(batch)
     }
-    fn take_recycled(&mut self, _dst: usize) -> Option<Vec<u8>> {
+    fn take_recycled(&mut self, _dst: usize) -> Option<Batch> {
         None
     }
-    fn try_recv(&mut self, _src: usize) -> Option<Vec<u8>> {
+    fn try_recv(&mut self, _src: usize) -> Option<Batch> {
         None
     }
-    fn recycle(&mut self, _src: usize, _batch: Vec<u8>) {}
+    fn recycle(&mut self, _src: usize, _batch: Batch) {}
     fn prepare_park(&self) -> bool {
         true
     }
@@ -134,7 +135,7 @@ pub struct ShardCore {
     /// The account table this shard last took from the registry, and its generation.
     table: Arc<AccountTable>,
     table_gen: u64,
-    staging: Vec<Vec<u8>>,
+    staging: Vec<Batch>,
     /// Some staged records found their ring full at the last flush (only then can a
     /// staging buffer grow past the backlog limit: the per-message check looks here first
     /// instead of at every shard's buffer).
@@ -189,7 +190,7 @@ impl ShardCore {
             accts: Vec::new(),
             table,
             table_gen,
-            staging: (0..nshards).map(|_| Vec::new()).collect(),
+            staging: (0..nshards).map(|_| Batch::default()).collect(),
             ring_was_full: false,
             barriers: FastMap::default(),
             next_barrier: 1,
@@ -465,10 +466,11 @@ impl ShardCore {
                 continue;
             }
             for _ in 0..MESH_POLL_BUDGET {
-                let Some(batch) = self.mesh.try_recv(src) else { break };
+                let Some(mut batch) = self.mesh.try_recv(src) else {
+                    break;
+                };
                 taken += 1;
-                self.apply_batch(src, &batch, now);
-                let mut batch = batch;
+                self.apply_batch(src, &mut batch, now);
                 batch.clear();
                 self.mesh.recycle(src, batch);
             }
@@ -491,8 +493,7 @@ impl ShardCore {
                 full = true;
                 // Ring full: put it back in front of anything staged since.
                 let mut batch = batch;
-                let later = std::mem::take(&mut self.staging[dst]);
-                batch.extend_from_slice(&later);
+                batch.append(&mut self.staging[dst]);
                 self.staging[dst] = batch;
             }
         }
@@ -654,6 +655,11 @@ impl ShardCore {
     }
 
     fn stage(&mut self, dst: usize) -> &mut Vec<u8> {
+        &mut self.staging[dst].records
+    }
+
+    /// The staged batch for `dst`, for records that bring blobs.
+    fn stage_batch(&mut self, dst: usize) -> &mut Batch {
         &mut self.staging[dst]
     }
 
@@ -664,9 +670,16 @@ impl ShardCore {
         }
     }
 
-    fn apply_batch(&mut self, src: usize, batch: &[u8], now: Instant) {
-        for rec in mesh_codec::records(batch) {
+    fn apply_batch(&mut self, src: usize, batch: &mut Batch, now: Instant) {
+        let Batch { records, blobs, .. } = batch;
+        let mut blobs = blobs.drain(..);
+        for rec in mesh_codec::records(records) {
             match rec {
+                mesh_codec::Record::Msg(m) if m.blob_head.is_some() => match blobs.next() {
+                    Some(blob) => self.deliver_remote_blob(src, &m, blob, now),
+                    // Only our own shards write batches; a record without its blob ends it.
+                    None => break,
+                },
                 mesh_codec::Record::Msg(m) => self.deliver_remote(src, &m, now),
                 mesh_codec::Record::Interest {
                     account,

@@ -6,6 +6,7 @@
 use super::ShardCore;
 use crate::core::accounts::AccountId;
 use crate::core::client::{Client, ClosedState, ConnKey};
+use crate::core::mesh_codec::Batch;
 use crate::core::report::{
     AccountPart, ClosedRing, ConnPart, ConnQuery, ConnReport, ConnState, MsgTotals, ShardReport, SubPart, SubQuery,
     SubReport,
@@ -313,7 +314,7 @@ impl ShardCore {
             subscriptions: self.subs.len(),
             remote_interest: self.remote_entries(),
             accounts: self.accts.iter().filter(|a| a.def.is_some()).count(),
-            mesh_staged: self.staging.iter().map(Vec::len).collect(),
+            mesh_staged: self.staging.iter().map(Batch::len).collect(),
             mesh_inbound: (0..self.nshards).map(|s| self.mesh.inbound_len(s)).collect(),
             mesh_waiters: self.mesh_waiters.len(),
             barriers: self.barriers.len(),

@@ -82,7 +82,7 @@ impl<'a> Msg<'a> {
 
 /// The interest in `subject`: through the sublist's caches, or past them for a subject
 /// used once (`once`: a service reply or an ack subject), which would only churn them.
-fn routed_matches<T: Copy + Eq>(
+pub(super) fn routed_matches<T: Copy + Eq>(
     sl: &mut crate::core::sublist::Sublist<T>,
     subject: &[u8],
     once: bool,
@@ -304,6 +304,8 @@ impl ShardCore {
                 let f = if m.internal { flags::INTERNAL } else { 0 };
                 if self.tracing.is_some() {
                     self.stage_msg(dst, f, 0, acc, m, raw, &queues);
+                } else if self.stage_blob(dst, f, acc, m, queues.len()) {
+                    // Large: the payload travels in a buffer of its own (`blob.rs`).
                 } else {
                     mesh_codec::put_msg(self.stage(dst), f, 0, acc, &m.parts(), raw, &queues);
                 }
@@ -471,7 +473,7 @@ impl ShardCore {
 
     /// Write one message to one subscription. Returns false if it was not delivered
     /// (echo off, closed connection, slow consumer, auto-unsubscribe overrun).
-    fn deliver(&mut self, id: SubId, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
+    pub(super) fn deliver(&mut self, id: SubId, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
         let mut traced = false;
         if self.tracing.is_some() {
             match self.trace_pre_deliver(id, publisher, m) {
@@ -642,7 +644,7 @@ enum Pick {
     Nobody,
 }
 
-fn write_head(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8], internal: bool) {
+pub(super) fn write_head(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8], internal: bool) {
     w.extend_from_slice(subject);
     w.push(b' ');
     w.extend_from_slice(sid);

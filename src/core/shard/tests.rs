@@ -32,7 +32,10 @@ impl World {
     pub(super) fn with_ring(n: usize, cfg: CoreConfig, ring: usize) -> World {
         let cfg = Arc::new(cfg);
         let shared = Arc::new(Shared::new(n));
-        let eps = shards::mesh::build::<Vec<u8>>((0..n).map(|_| Box::new(Nop) as Box<dyn Notify>).collect(), ring);
+        let eps = shards::mesh::build::<crate::driver::Batch>(
+            (0..n).map(|_| Box::new(Nop) as Box<dyn Notify>).collect(),
+            ring,
+        );
         let shards = eps
             .into_iter()
             .enumerate()
@@ -78,10 +81,22 @@ impl World {
 
     /// Everything queued for a connection, as text, marked written.
     pub(super) fn take(&mut self, shard: usize, k: ConnKey) -> String {
-        let out = String::from_utf8_lossy(self.shards[shard].output(k)).into_owned();
-        let n = self.shards[shard].output(k).len();
-        self.shards[shard].written(k, n, self.now);
-        out
+        String::from_utf8_lossy(&self.take_bytes(shard, k)).into_owned()
+    }
+
+    /// Everything queued for a connection, marked written, a chunk at a time as the
+    /// plain write path sees it.
+    pub(super) fn take_bytes(&mut self, shard: usize, k: ConnKey) -> Vec<u8> {
+        let mut out = Vec::new();
+        loop {
+            let chunk = self.shards[shard].output(k);
+            if chunk.is_empty() {
+                return out;
+            }
+            let n = chunk.len();
+            out.extend_from_slice(chunk);
+            self.shards[shard].written(k, n, self.now);
+        }
     }
 
     pub(super) fn advance(&mut self, d: Duration) {
@@ -655,6 +670,9 @@ mod accounts;
 
 #[path = "tests_internal.rs"]
 mod internal;
+
+#[path = "tests_blob.rs"]
+mod blob;
 
 #[test]
 fn a_publisher_pauses_while_the_mesh_is_backed_up_and_resumes_in_order() {

@@ -1,0 +1,165 @@
+//! Large messages between shards in one copy (issue 14's single-copy cross-shard path).
+//!
+//! A message of at least [`BLOB_MIN`] bytes for plain subscribers on another shard is
+//! copied once, from the publisher's read buffer into a buffer of its own (a *blob*, see
+//! `mesh_codec`), with room in front for a `MSG` line. The receiving shard writes the line
+//! of its last subscriber into that room and queues the blob itself on the connection
+//! ([`crate::core::outbuf::OutBuf::push_owned`]); the driver sends from it. Before, the
+//! payload was copied into the mesh batch and again into the connection's output.
+//! Subscribers before the last, and any delivery that is not a plain one (internal
+//! clients, stripped headers, permissions, traces, auto-unsubscribe, a slow consumer),
+//! copy from the blob as before.
+//!
+//! The blob is owned by exactly one place at a time: the staging batch, the ring, the
+//! receiving shard while it delivers, then the connection's output until written.
+
+use super::route::{routed_matches, write_head, Msg};
+use super::ShardCore;
+use crate::core::client::SubId;
+use crate::core::mesh_codec::{self, flags, MsgRecord};
+use std::time::Instant;
+
+/// Smallest payload (headers included) sent as a blob. Measured against the copying
+/// path (perf/RESULTS.md, stop 34): at 32 and 64 KiB the blob was slower in pub/sub
+/// (0.87x at 64 KiB), as each blob is allocated by the publisher's shard and freed by the
+/// receiver's; at 128 KiB, where the copying path allocates a frame of its own as well,
+/// the two are even in throughput and the blob holds half the memory.
+pub const BLOB_MIN: usize = 2 * crate::core::outbuf::CHUNK;
+/// Room kept for the subscription id in front of a blob's payload: a longer one makes
+/// that delivery copy.
+const SID_ROOM: usize = 24;
+
+impl ShardCore {
+    /// Stage `m` for shard `dst` as a blob, if it is one: large, for plain subscribers
+    /// (no queue groups), not traced. False if the caller should stage a plain record.
+    pub(super) fn stage_blob(&mut self, dst: usize, f: u8, acc: u32, m: &Msg<'_>, queues: usize) -> bool {
+        if m.data.len() < BLOB_MIN || queues > 0 || self.tracing.is_some() {
+            return false;
+        }
+        let room = 16 + m.shown_subject().len() + m.reply.len() + m.size_text.len() + m.hdr_text.len() + SID_ROOM;
+        let raw = m.raw_sizes();
+        mesh_codec::put_msg_blob(self.stage_batch(dst), f, acc, &m.parts(), raw, room);
+        true
+    }
+
+    /// A blob record from shard `src`: deliver it, the last local subscriber taking the
+    /// blob itself.
+    pub(super) fn deliver_remote_blob(&mut self, src: usize, rec: &MsgRecord<'_>, blob: Vec<u8>, now: Instant) {
+        let head = rec.blob_head.map_or(usize::MAX, |h| h as usize);
+        let plain = rec.flags & (flags::RESPONSE | flags::QUEUE_ONLY | flags::TRACE) == 0
+            && rec.trace.is_none()
+            && rec.queues().next().is_none();
+        let Some(data) = blob.get(head..) else { return };
+        if !plain {
+            // Not what a publisher stages as a blob: the usual path, from the blob.
+            self.deliver_remote(src, &rec.with_data(data), now);
+            return;
+        }
+        let mut b1 = itoa::Buffer::new();
+        let mut b2 = itoa::Buffer::new();
+        let header_len = rec.header_len.map(|h| h as usize);
+        let (size_text, hdr_text) = match rec.raw_sizes {
+            Some((s, h)) => (s, h),
+            None => (
+                b1.format(data.len()).as_bytes(),
+                header_len.map_or(&b""[..], |h| b2.format(h).as_bytes()),
+            ),
+        };
+        let meta = Msg {
+            subject: rec.subject,
+            reply: rec.reply,
+            header_len,
+            data: &[],
+            size_text,
+            hdr_text,
+            internal: rec.flags & flags::INTERNAL != 0,
+            shown: rec.shown,
+        };
+        let once = super::imports::is_one_shot(meta.subject);
+        let local = routed_matches(&mut self.acct(rec.account).sublist, meta.subject, once);
+        let Some((&last, rest)) = local.psubs.split_last() else {
+            return;
+        };
+        self.delivering_remote = true;
+        for &sid in rest {
+            let m = Msg {
+                data: blob.get(head..).unwrap_or_default(),
+                ..meta
+            };
+            self.deliver(sid, None, &m, now);
+        }
+        if let Err(blob) = self.deliver_blob(last, &meta, blob, head, now) {
+            let m = Msg {
+                data: blob.get(head..).unwrap_or_default(),
+                ..meta
+            };
+            self.deliver(last, None, &m, now);
+        }
+        self.delivering_remote = false;
+    }
+
+    /// Deliver `blob[head..]` to subscription `id` by queueing the blob itself, its `MSG`
+    /// line written into the room in front. The blob comes back when this delivery is not
+    /// a plain one; the caller then delivers it the usual way.
+    fn deliver_blob(
+        &mut self,
+        id: SubId,
+        m: &Msg<'_>,
+        mut blob: Vec<u8>,
+        head: usize,
+        now: Instant,
+    ) -> Result<(), Vec<u8>> {
+        if self.tracing.is_some() || self.cfg.trace {
+            return Err(blob);
+        }
+        let max_pending = self.cfg.max_pending;
+        let Some(sub) = self.subs.get_mut(id as usize) else {
+            return Err(blob);
+        };
+        let conn = sub.conn;
+        let Some(c) = self.clients.get_mut(conn.idx as usize).filter(|c| c.gen == conn.gen) else {
+            return Err(blob);
+        };
+        let stripped = m.header_len.is_some() && !c.headers;
+        if c.internal || c.closing.is_some() || c.perms.is_some() || sub.max > 0 || stripped {
+            return Err(blob);
+        }
+        let data_len = blob.len().saturating_sub(head);
+        let mut line = Vec::with_capacity(head);
+        match m.header_len {
+            Some(_) => {
+                line.extend_from_slice(b"HMSG ");
+                write_head(&mut line, m.shown_subject(), &sub.sid, m.reply, m.internal);
+                line.extend_from_slice(m.hdr_text);
+                line.push(b' ');
+            }
+            None => {
+                line.extend_from_slice(b"MSG ");
+                write_head(&mut line, m.shown_subject(), &sub.sid, m.reply, m.internal);
+            }
+        }
+        line.extend_from_slice(m.size_text);
+        line.extend_from_slice(b"\r\n");
+        if line.len() > head || c.out.len() + line.len() + data_len + 2 > max_pending {
+            // No room for this line, or a slow consumer (the usual path closes it).
+            return Err(blob);
+        }
+        let start = head - line.len();
+        let Some(room) = blob.get_mut(start..head) else {
+            return Err(blob);
+        };
+        room.copy_from_slice(&line);
+        blob.extend_from_slice(b"\r\n");
+        c.out.push_owned(blob, start, now);
+        sub.delivered += 1;
+        c.out_msgs += 1;
+        c.out_bytes += data_len as u64;
+        self.counters.out_msgs += 1;
+        self.counters.out_bytes += data_len as u64;
+        if !c.woken {
+            c.woken = true;
+            self.wakeups.push(conn);
+        }
+        Ok(())
+    }
+}
