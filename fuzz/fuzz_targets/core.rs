@@ -69,8 +69,8 @@ impl Notify for Nop {
 
 fn config(flags: u8, limits: u8) -> CoreConfig {
     let mut c = CoreConfig {
-        max_pending: [1024, 2048, 8192, 384 * 1024][usize::from(limits & 3)],
-        max_payload: [0, 16, 256, 256 * 1024][usize::from((limits >> 2) & 3)],
+        max_pending: [1024, 2048, 8192, 192 * 1024][usize::from(limits & 3)],
+        max_payload: [0, 16, 256, 128 * 1024][usize::from((limits >> 2) & 3)],
         max_control_line: [16, 64, 256, 4096][usize::from((limits >> 4) & 3)],
         ping_max: u32::from(limits >> 6),
         ping_interval: Duration::from_secs(1),
@@ -251,7 +251,7 @@ fuzz_target!(|input: &[u8]| {
     // 0 accept (on shard a % n), 1 feed the next b input bytes, 2 socket writes b * 16 bytes
     // (b = 0: all), 3 advance the clock (a & 7) and tick, 4 pump the mesh once,
     // 5 peer disconnect, 6 remove, 7 canned line CANNED[b & 15], repeated (op >> 3) + 1 times
-    // (b & 16: instead, one large publish on `foo.bar` of 128 KiB + (b >> 5) * 4099 bytes,
+    // (b & 16: instead, one large publish on `foo.bar` of 64 KiB + (b >> 5) * 4099 bytes,
     // the size of messages that cross shards as blobs).
     loop {
         let step = take(3);
@@ -319,7 +319,7 @@ fuzz_target!(|input: &[u8]| {
                 }
             }
             _ if b & 16 != 0 => {
-                let n = 128 * 1024 + usize::from(b >> 5) * 4099;
+                let n = 64 * 1024 + usize::from(b >> 5) * 4099;
                 let mut data = format!("PUB foo.bar {n}\r\n").into_bytes();
                 data.extend((0..n).map(|i| b'a' + (i % 26) as u8));
                 data.extend_from_slice(b"\r\n");

@@ -229,7 +229,8 @@ pub fn put_msg(
 }
 
 /// Append a message record whose data travels in a blob of its own, with `room` bytes
-/// free in front of it for the receiver's `MSG` line (see the module map).
+/// free in front of it for the receiver's `MSG` line (see the module map). The blob is
+/// built in `blob` (a buffer to reuse, or a new empty one).
 pub fn put_msg_blob(
     out: &mut Batch,
     flags: u8,
@@ -237,8 +238,10 @@ pub fn put_msg_blob(
     m: &MsgParts<'_>,
     raw_sizes: Option<(&[u8], &[u8])>,
     room: usize,
+    mut blob: Vec<u8>,
 ) {
-    let mut blob = Vec::with_capacity(room + m.data.len() + 2);
+    blob.clear();
+    blob.reserve_exact(room + m.data.len() + 2);
     blob.resize(room, 0);
     blob.extend_from_slice(m.data);
     out.blob_bytes += blob.capacity();
@@ -568,7 +571,9 @@ hi",
             &view(b"big.one", b"r.1", Some(10), &big),
             None,
             48,
+            Vec::new(),
         );
+        // A reused buffer: what it held before is gone.
         put_msg_blob(
             &mut b,
             0,
@@ -576,7 +581,9 @@ hi",
             &view(b"big.two", b"", None, b"xyz"),
             Some((b"03", b"")),
             20,
+            vec![9u8; 100],
         );
+        assert_eq!(&b.blobs[1][20..], b"xyz");
         assert_eq!(b.blobs.len(), 2);
         assert!(b.len() >= 40_000 + 48 + 3 + 20, "blob bytes count toward the batch");
         assert_eq!(&b.blobs[0][48..], &big[..]);
@@ -607,7 +614,15 @@ hi",
         }
         // Merging keeps records and blobs in step.
         let mut later = Batch::default();
-        put_msg_blob(&mut later, 0, 3, &view(b"big.three", b"", None, b"q"), None, 8);
+        put_msg_blob(
+            &mut later,
+            0,
+            3,
+            &view(b"big.three", b"", None, b"q"),
+            None,
+            8,
+            Vec::new(),
+        );
         b.append(&mut later);
         assert!(later.is_empty() && later.blob_bytes == 0);
         assert_eq!((records(&b.records).count(), b.blobs.len()), (4, 3));

@@ -23,6 +23,57 @@ const POOL_MAX: usize = 64;
 
 thread_local! {
     static POOL: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    /// Written-out blobs (see [`OutBuf::push_owned`]) waiting to go back to the shard
+    /// that allocated them, with that shard's index, and their bytes in all.
+    static SPENT_BLOBS: RefCell<Spent> = const { RefCell::new((Vec::new(), 0)) };
+}
+
+/// Spent blobs with their owners' shard indexes, and their bytes in all.
+type Spent = (Vec<(u16, Vec<u8>)>, usize);
+
+/// The first bytes of a blob that has been delivered: [`BLOB_TAG`] and the index of the
+/// shard that allocated it (u16, little endian), in the room before its `MSG` line.
+pub const BLOB_TAG_LEN: usize = 8;
+const BLOB_TAG: [u8; 4] = *b"bLoB";
+/// Most bytes of spent blobs a shard keeps for their owners between mesh batches.
+const SPENT_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// Mark `blob` as allocated by shard `owner`, for its return once written out.
+pub fn tag_blob(blob: &mut [u8], owner: u16) {
+    if let Some(tag) = blob.get_mut(..BLOB_TAG_LEN) {
+        tag[..4].copy_from_slice(&BLOB_TAG);
+        tag[4..6].copy_from_slice(&owner.to_le_bytes());
+    }
+}
+
+/// The shard a written-out buffer goes back to, if it is a tagged blob. (A buffer that
+/// merely starts with the same bytes is sent back as well: it is plain memory, and the
+/// shard that gets it uses it as a blob or drops it.)
+fn blob_owner(v: &[u8]) -> Option<u16> {
+    let tag = v.get(..BLOB_TAG_LEN)?;
+    (tag[..4] == BLOB_TAG).then(|| u16::from_le_bytes([tag[4], tag[5]]))
+}
+
+/// Move the spent blobs that belong to shard `owner` into `out`, to travel back with
+/// the next recycled mesh batch (so the shard that filled them fills them again, rather
+/// than this shard freeing memory of the other's allocator arena).
+pub fn take_spent_blobs(owner: u16, out: &mut Vec<Vec<u8>>) {
+    SPENT_BLOBS.with(|s| {
+        let (list, bytes) = &mut *s.borrow_mut();
+        if list.is_empty() {
+            return;
+        }
+        let mut i = 0;
+        while i < list.len() {
+            if list[i].0 == owner {
+                let (_, b) = list.swap_remove(i);
+                *bytes -= b.capacity();
+                out.push(b);
+            } else {
+                i += 1;
+            }
+        }
+    });
 }
 
 /// A chunk of `CHUNK` capacity, reused when possible.
@@ -37,9 +88,19 @@ pub fn recycle_chunk(v: Vec<u8>) {
     give_chunk(v)
 }
 
-/// Give a written-out chunk back for reuse (only full-size ones are kept).
+/// Give a written-out chunk back for reuse (only full-size ones are kept; blobs go back
+/// to their shard, see [`take_spent_blobs`]).
 fn give_chunk(mut v: Vec<u8>) {
     if v.capacity() != CHUNK {
+        if let Some(owner) = blob_owner(&v) {
+            SPENT_BLOBS.with(|s| {
+                let (list, bytes) = &mut *s.borrow_mut();
+                if *bytes + v.capacity() <= SPENT_MAX_BYTES {
+                    *bytes += v.capacity();
+                    list.push((owner, v));
+                }
+            });
+        }
         return;
     }
     v.clear();

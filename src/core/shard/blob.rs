@@ -11,20 +11,28 @@
 //! copy from the blob as before.
 //!
 //! The blob is owned by exactly one place at a time: the staging batch, the ring, the
-//! receiving shard while it delivers, then the connection's output until written.
+//! receiving shard while it delivers, then the connection's output until written. Then
+//! it goes back to the shard that filled it (tagged with that shard's index in its room,
+//! `outbuf::tag_blob`; carried by the next mesh batch that shard gets back), which fills
+//! it again: a buffer allocated by one shard's thread and freed by another's made the
+//! allocator's arenas the bottleneck (pub/sub at 64 KiB: 0.87x the copying path before
+//! the return, see perf/RESULTS.md, stop 34).
 
 use super::route::{routed_matches, write_head, Msg};
 use super::ShardCore;
 use crate::core::client::SubId;
 use crate::core::mesh_codec::{self, flags, MsgRecord};
+use crate::core::outbuf::{recycle_chunk, tag_blob, BLOB_TAG_LEN};
 use std::time::Instant;
 
-/// Smallest payload (headers included) sent as a blob. Measured against the copying
-/// path (perf/RESULTS.md, stop 34): at 32 and 64 KiB the blob was slower in pub/sub
-/// (0.87x at 64 KiB), as each blob is allocated by the publisher's shard and freed by the
-/// receiver's; at 128 KiB, where the copying path allocates a frame of its own as well,
-/// the two are even in throughput and the blob holds half the memory.
-pub const BLOB_MIN: usize = 2 * crate::core::outbuf::CHUNK;
+/// Smallest payload (headers included) sent as a blob: a frame this large gets an output
+/// chunk of its own on the copying path as well, so the blob costs no extra sends.
+/// Measured against the copying path (perf/RESULTS.md, stop 34), pub/sub on two shards:
+/// 64 KiB 1.04x msgs/s at 0.79x CPU; at 32 KiB, where two copied frames share a chunk and
+/// each blob is a send of its own, 0.90x; at 16 KiB even.
+pub const BLOB_MIN: usize = crate::core::outbuf::CHUNK;
+/// Most bytes of returned blobs a shard keeps for reuse.
+const POOL_MAX_BYTES: usize = 2 * 1024 * 1024;
 /// Room kept for the subscription id in front of a blob's payload: a longer one makes
 /// that delivery copy.
 const SID_ROOM: usize = 24;
@@ -36,10 +44,49 @@ impl ShardCore {
         if m.data.len() < BLOB_MIN || queues > 0 || self.tracing.is_some() {
             return false;
         }
-        let room = 16 + m.shown_subject().len() + m.reply.len() + m.size_text.len() + m.hdr_text.len() + SID_ROOM;
+        let room = BLOB_TAG_LEN
+            + 16
+            + m.shown_subject().len()
+            + m.reply.len()
+            + m.size_text.len()
+            + m.hdr_text.len()
+            + SID_ROOM;
         let raw = m.raw_sizes();
-        mesh_codec::put_msg_blob(self.stage_batch(dst), f, acc, &m.parts(), raw, room);
+        let buf = self.pooled_blob(room + m.data.len() + 2);
+        mesh_codec::put_msg_blob(self.stage_batch(dst), f, acc, &m.parts(), raw, room, buf);
         true
+    }
+
+    /// A returned blob buffer of at least `need` bytes (and not much more), or a new one.
+    fn pooled_blob(&mut self, need: usize) -> Vec<u8> {
+        let fits = |b: &Vec<u8>| b.capacity() >= need && b.capacity() <= need.saturating_mul(2);
+        match self.blob_pool.iter().position(fits) {
+            Some(i) => {
+                let b = self.blob_pool.swap_remove(i);
+                self.blob_pool_bytes -= b.capacity();
+                b
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Blob buffers that came back with a recycled batch: keep them for reuse, within
+    /// [`POOL_MAX_BYTES`] (the oldest go first).
+    pub(super) fn keep_blobs(&mut self, back: &mut Vec<Vec<u8>>) {
+        for b in back.drain(..) {
+            self.blob_pool_bytes += b.capacity();
+            self.blob_pool.push(b);
+        }
+        while self.blob_pool_bytes > POOL_MAX_BYTES && !self.blob_pool.is_empty() {
+            let b = self.blob_pool.remove(0);
+            self.blob_pool_bytes -= b.capacity();
+        }
+    }
+
+    /// Blob buffers kept for reuse (tests).
+    #[cfg(test)]
+    pub(super) fn blob_pool_len(&self) -> usize {
+        self.blob_pool.len()
     }
 
     /// A blob record from shard `src`: deliver it, the last local subscriber taking the
@@ -53,6 +100,7 @@ impl ShardCore {
         if !plain {
             // Not what a publisher stages as a blob: the usual path, from the blob.
             self.deliver_remote(src, &rec.with_data(data), now);
+            give_back(blob, src);
             return;
         }
         let mut b1 = itoa::Buffer::new();
@@ -88,12 +136,13 @@ impl ShardCore {
             };
             self.deliver(sid, None, &m, now);
         }
-        if let Err(blob) = self.deliver_blob(last, &meta, blob, head, now) {
+        if let Err(blob) = self.deliver_blob(last, src, &meta, blob, head, now) {
             let m = Msg {
                 data: blob.get(head..).unwrap_or_default(),
                 ..meta
             };
             self.deliver(last, None, &m, now);
+            give_back(blob, src);
         }
         self.delivering_remote = false;
     }
@@ -104,6 +153,7 @@ impl ShardCore {
     fn deliver_blob(
         &mut self,
         id: SubId,
+        src: usize,
         m: &Msg<'_>,
         mut blob: Vec<u8>,
         head: usize,
@@ -140,7 +190,7 @@ impl ShardCore {
         }
         line.extend_from_slice(m.size_text);
         line.extend_from_slice(b"\r\n");
-        if line.len() > head || c.out.len() + line.len() + data_len + 2 > max_pending {
+        if line.len() + BLOB_TAG_LEN > head || c.out.len() + line.len() + data_len + 2 > max_pending {
             // No room for this line, or a slow consumer (the usual path closes it).
             return Err(blob);
         }
@@ -149,6 +199,7 @@ impl ShardCore {
             return Err(blob);
         };
         room.copy_from_slice(&line);
+        tag_blob(&mut blob, src as u16);
         blob.extend_from_slice(b"\r\n");
         c.out.push_owned(blob, start, now);
         sub.delivered += 1;
@@ -162,4 +213,10 @@ impl ShardCore {
         }
         Ok(())
     }
+}
+
+/// A blob this shard is done with (delivered by copies): back to shard `owner`.
+fn give_back(mut blob: Vec<u8>, owner: usize) {
+    tag_blob(&mut blob, owner as u16);
+    recycle_chunk(blob);
 }

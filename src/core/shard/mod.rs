@@ -136,6 +136,10 @@ pub struct ShardCore {
     table: Arc<AccountTable>,
     table_gen: u64,
     staging: Vec<Batch>,
+    /// Blob buffers this shard filled, back from the shards that wrote them out, for
+    /// the next large messages (`blob.rs`); and their bytes.
+    blob_pool: Vec<Vec<u8>>,
+    blob_pool_bytes: usize,
     /// Some staged records found their ring full at the last flush (only then can a
     /// staging buffer grow past the backlog limit: the per-message check looks here first
     /// instead of at every shard's buffer).
@@ -191,6 +195,8 @@ impl ShardCore {
             table,
             table_gen,
             staging: (0..nshards).map(|_| Batch::default()).collect(),
+            blob_pool: Vec::new(),
+            blob_pool_bytes: 0,
             ring_was_full: false,
             barriers: FastMap::default(),
             next_barrier: 1,
@@ -472,6 +478,8 @@ impl ShardCore {
                 taken += 1;
                 self.apply_batch(src, &mut batch, now);
                 batch.clear();
+                // Blobs of `src` written out by now go back with it.
+                crate::core::outbuf::take_spent_blobs(src as u16, &mut batch.blobs);
                 self.mesh.recycle(src, batch);
             }
         }
@@ -486,7 +494,8 @@ impl ShardCore {
             if dst == self.idx || self.staging[dst].is_empty() {
                 continue;
             }
-            let spare = self.mesh.take_recycled(dst).unwrap_or_default();
+            let mut spare = self.mesh.take_recycled(dst).unwrap_or_default();
+            self.keep_blobs(&mut spare.blobs);
             let batch = std::mem::replace(&mut self.staging[dst], spare);
             if let Err(batch) = self.mesh.try_send(dst, batch) {
                 self.counters.mesh_ring_full += 1;
