@@ -6,6 +6,11 @@
 //! subscriber's output, drains that output, and lets shard 0 take back the emptied
 //! batches. The other N-2 shards exist (rings, interest tables) but carry no traffic, as
 //! in a server where one pair talks across shards. Per element: one message.
+//!
+//! `scaling/cross_shard_2_{copied,blob}_64KiB` do the same on two shards with payloads
+//! just under and at `BLOB_MIN` (64 KiB): copied into the batch and again into the
+//! output, or carried in a blob that the output sends from and that goes back to be
+//! refilled (`core::shard::blob`).
 
 use super::parse::{frames, pub_frame};
 use super::pipeline::drain;
@@ -123,6 +128,18 @@ pub fn bench(c: &mut Criterion) {
         let now = Instant::now();
         assert_eq!(m.step(&buf, now), N * frame, "every message delivered across shards");
         g.bench_function(format!("cross_shard_{n}"), |b| b.iter(|| m.step(black_box(&buf), now)));
+    }
+    const BIG: usize = 16;
+    for (name, size) in [("copied", 64 * 1024 - 64), ("blob", 64 * 1024)] {
+        let buf = frames(&pub_frame("foo.bar", size), BIG);
+        let frame = format!("MSG foo.bar 1 {size}\r\n").len() + size + 2;
+        let mut m = Mesh::new(2);
+        let now = Instant::now();
+        g.throughput(Throughput::Elements(BIG as u64));
+        assert_eq!(m.step(&buf, now), BIG * frame, "every large message delivered");
+        g.bench_function(format!("cross_shard_2_{name}_64KiB"), |b| {
+            b.iter(|| m.step(black_box(&buf), now))
+        });
     }
     g.finish();
 }
