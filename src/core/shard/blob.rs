@@ -103,29 +103,13 @@ impl ShardCore {
             give_back(blob, src);
             return;
         }
-        let mut b1 = itoa::Buffer::new();
-        let mut b2 = itoa::Buffer::new();
-        let header_len = rec.header_len.map(|h| h as usize);
-        let (size_text, hdr_text) = match rec.raw_sizes {
-            Some((s, h)) => (s, h),
-            None => (
-                b1.format(data.len()).as_bytes(),
-                header_len.map_or(&b""[..], |h| b2.format(h).as_bytes()),
-            ),
-        };
-        let meta = Msg {
-            subject: rec.subject,
-            reply: rec.reply,
-            header_len,
-            data: &[],
-            size_text,
-            hdr_text,
-            internal: rec.flags & flags::INTERNAL != 0,
-            shown: rec.shown,
-        };
+        let (mut b1, mut b2) = (itoa::Buffer::new(), itoa::Buffer::new());
+        // The record's own data is empty; the blob's is added per delivery below.
+        let meta = Msg::from_record(rec, data.len(), &mut b1, &mut b2);
         let once = super::imports::is_one_shot(meta.subject);
         let local = routed_matches(&mut self.acct(rec.account).sublist, meta.subject, once);
         let Some((&last, rest)) = local.psubs.split_last() else {
+            give_back(blob, src);
             return;
         };
         self.delivering_remote = true;

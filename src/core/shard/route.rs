@@ -67,6 +67,36 @@ impl<'a> Msg<'a> {
         }
     }
 
+    /// A message record from another shard, with size texts: the publisher's when they
+    /// were not plain decimals, else `data_len` and the header length formatted into
+    /// `b1` and `b2`. (A blob record's data is not in the record: `data_len` says how
+    /// long it is.)
+    pub(super) fn from_record(
+        rec: &MsgRecord<'a>,
+        data_len: usize,
+        b1: &'a mut itoa::Buffer,
+        b2: &'a mut itoa::Buffer,
+    ) -> Msg<'a> {
+        let header_len = rec.header_len.map(|h| h as usize);
+        let (size_text, hdr_text) = match rec.raw_sizes {
+            Some((s, h)) => (s, h),
+            None => (
+                b1.format(data_len).as_bytes(),
+                header_len.map_or(&b""[..], |h| b2.format(h).as_bytes()),
+            ),
+        };
+        Msg {
+            subject: rec.subject,
+            reply: rec.reply,
+            header_len,
+            data: rec.data,
+            size_text,
+            hdr_text,
+            internal: rec.flags & flags::INTERNAL != 0,
+            shown: rec.shown,
+        }
+    }
+
     /// The size texts, when they differ from the plain decimal numbers.
     pub(super) fn raw_sizes(&self) -> Option<(&[u8], &[u8])> {
         let mut b = itoa::Buffer::new();
@@ -404,26 +434,8 @@ impl ShardCore {
     }
 
     fn deliver_remote_msg(&mut self, src: usize, rec: &MsgRecord<'_>, now: Instant) {
-        let mut b1 = itoa::Buffer::new();
-        let mut b2 = itoa::Buffer::new();
-        let header_len = rec.header_len.map(|h| h as usize);
-        let (size_text, hdr_text) = match rec.raw_sizes {
-            Some((s, h)) => (s, h),
-            None => (
-                b1.format(rec.data.len()).as_bytes(),
-                header_len.map_or(&b""[..], |h| b2.format(h).as_bytes()),
-            ),
-        };
-        let m = Msg {
-            subject: rec.subject,
-            reply: rec.reply,
-            header_len,
-            data: rec.data,
-            size_text,
-            hdr_text,
-            internal: rec.flags & flags::INTERNAL != 0,
-            shown: rec.shown,
-        };
+        let (mut b1, mut b2) = (itoa::Buffer::new(), itoa::Buffer::new());
+        let m = Msg::from_record(rec, rec.data.len(), &mut b1, &mut b2);
         let acc = rec.account;
         if rec.flags & flags::RESPONSE != 0 {
             self.route_response_here(acc, &m, now, rec.hops);
