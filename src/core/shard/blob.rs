@@ -174,7 +174,9 @@ impl ShardCore {
         }
         line.extend_from_slice(m.size_text);
         line.extend_from_slice(b"\r\n");
-        if line.len() + BLOB_TAG_LEN > head || c.out.len() + line.len() + data_len + 2 > max_pending {
+        // The slow-consumer test of the copying path, with its estimate of the frame.
+        let need = 32 + m.subject.len() + sub.sid.len() + m.reply.len() + data_len;
+        if line.len() + BLOB_TAG_LEN > head || c.out.len() + need > max_pending {
             // No room for this line, or a slow consumer (the usual path closes it).
             return Err(blob);
         }
