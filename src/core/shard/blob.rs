@@ -38,8 +38,9 @@ const POOL_MAX_BYTES: usize = 2 * 1024 * 1024;
 const SID_ROOM: usize = 24;
 
 impl ShardCore {
-    /// Stage `m` for shard `dst` as a blob, if it is one: large, for plain subscribers
-    /// (no queue groups), not traced. False if the caller should stage a plain record.
+    /// Stage `m` for shard `dst` as a blob, if it is one: large (the caller checked
+    /// [`BLOB_MIN`] inline), for plain subscribers (no queue groups), not traced. False if
+    /// the caller should stage a plain record.
     pub(super) fn stage_blob(&mut self, dst: usize, f: u8, acc: u32, m: &Msg<'_>, queues: usize) -> bool {
         if m.data.len() < BLOB_MIN || queues > 0 || self.tracing.is_some() {
             return false;
@@ -159,7 +160,15 @@ impl ShardCore {
             return Err(blob);
         }
         let data_len = blob.len().saturating_sub(head);
-        let mut line = Vec::with_capacity(head);
+        // The slow-consumer test of the copying path, with its estimate of the frame.
+        let need = 32 + m.subject.len() + sub.sid.len() + m.reply.len() + data_len;
+        if c.out.len() + need > max_pending {
+            // A slow consumer: the usual path closes it.
+            return Err(blob);
+        }
+        // The line is built in the shard's scratch buffer (no allocation per message).
+        let mut line = std::mem::take(&mut self.line_buf);
+        line.clear();
         match m.header_len {
             Some(_) => {
                 line.extend_from_slice(b"HMSG ");
@@ -174,17 +183,20 @@ impl ShardCore {
         }
         line.extend_from_slice(m.size_text);
         line.extend_from_slice(b"\r\n");
-        // The slow-consumer test of the copying path, with its estimate of the frame.
-        let need = 32 + m.subject.len() + sub.sid.len() + m.reply.len() + data_len;
-        if line.len() + BLOB_TAG_LEN > head || c.out.len() + need > max_pending {
-            // No room for this line, or a slow consumer (the usual path closes it).
-            return Err(blob);
-        }
-        let start = head - line.len();
-        let Some(room) = blob.get_mut(start..head) else {
+        // The line must leave the tag's bytes at the blob's front free.
+        let start = head.checked_sub(line.len()).filter(|&s| s >= BLOB_TAG_LEN);
+        let placed = match start.and_then(|s| blob.get_mut(s..head)) {
+            Some(room) => {
+                room.copy_from_slice(&line);
+                true
+            }
+            None => false,
+        };
+        self.line_buf = line;
+        let (true, Some(start)) = (placed, start) else {
+            // No room for this subscription's line.
             return Err(blob);
         };
-        room.copy_from_slice(&line);
         tag_blob(&mut blob, src as u16);
         blob.extend_from_slice(b"\r\n");
         c.out.push_owned(blob, start, now);

@@ -140,6 +140,8 @@ pub struct ShardCore {
     /// the next large messages (`blob.rs`); and their bytes.
     blob_pool: Vec<Vec<u8>>,
     blob_pool_bytes: usize,
+    /// Scratch for the `MSG` line a blob delivery writes into the blob's room.
+    line_buf: Vec<u8>,
     /// Some staged records found their ring full at the last flush (only then can a
     /// staging buffer grow past the backlog limit: the per-message check looks here first
     /// instead of at every shard's buffer).
@@ -197,6 +199,7 @@ impl ShardCore {
             staging: (0..nshards).map(|_| Batch::default()).collect(),
             blob_pool: Vec::new(),
             blob_pool_bytes: 0,
+            line_buf: Vec::new(),
             ring_was_full: false,
             barriers: FastMap::default(),
             next_barrier: 1,

@@ -334,7 +334,7 @@ impl ShardCore {
                 let f = if m.internal { flags::INTERNAL } else { 0 };
                 if self.tracing.is_some() {
                     self.stage_msg(dst, f, 0, acc, m, raw, &queues);
-                } else if self.stage_blob(dst, f, acc, m, queues.len()) {
+                } else if m.data.len() >= super::blob::BLOB_MIN && self.stage_blob(dst, f, acc, m, queues.len()) {
                     // Large: the payload travels in a buffer of its own (`blob.rs`).
                 } else {
                     mesh_codec::put_msg(self.stage(dst), f, 0, acc, &m.parts(), raw, &queues);
