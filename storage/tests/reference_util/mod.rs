@@ -201,6 +201,10 @@ pub struct Client {
     wr: TcpStream,
     inbox_n: u64,
     sid: u64,
+    /// Messages that arrived while a request waited for its reply (the reference may
+    /// deliver a snapshot's first chunk before the API answer): `next_msg` returns them
+    /// first, in order.
+    held: std::collections::VecDeque<Msg>,
 }
 
 impl Client {
@@ -213,6 +217,7 @@ impl Client {
             wr: s,
             inbox_n: 0,
             sid: 1,
+            held: Default::default(),
         };
         let mut line = String::new();
         c.rd.read_line(&mut line).unwrap();
@@ -267,6 +272,14 @@ impl Client {
 
     /// The next MSG/HMSG (PINGs answered on the way).
     pub fn next_msg(&mut self) -> Msg {
+        if let Some(m) = self.held.pop_front() {
+            return m;
+        }
+        self.read_msg()
+    }
+
+    /// The next MSG/HMSG from the socket.
+    fn read_msg(&mut self) -> Msg {
         loop {
             let mut line = String::new();
             let n = self.rd.read_line(&mut line).unwrap();
@@ -323,14 +336,18 @@ impl Client {
         format!("_INBOX.t.{}", self.inbox_n)
     }
 
-    /// Request and wait for the reply (other messages to the inbox subscription are dropped).
+    /// Request and wait for the reply (other messages are held for `next_msg`).
     pub fn request(&mut self, subject: &str, headers: &[u8], payload: &[u8]) -> Msg {
         let inbox = self.new_inbox();
         self.publish(subject, Some(&inbox), headers, payload);
         loop {
-            let m = self.next_msg();
+            let m = self.read_msg();
             if m.subject == inbox {
                 return m;
+            }
+            // Late replies to earlier requests are dropped; anything else is kept.
+            if !m.subject.starts_with("_INBOX.t.") {
+                self.held.push_back(m);
             }
         }
     }
