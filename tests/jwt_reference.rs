@@ -253,8 +253,19 @@ fn operator_mode(bin: &PathBuf, extra: &[&str]) {
     let u1 = KeyPair::new_user();
     let mut c1 = UserClaims::new(u1.public_key());
     c1.claims.name = "u1".into();
-    let (resp, _c) = connect(server.port, &c1.encode(&acc, t).expect("u1"), &u1);
+    let (resp, mut conn1) = connect(server.port, &c1.encode(&acc, t).expect("u1"), &u1);
     assert_eq!(resp, ["PONG"], "user signed by the account key: {}", server.log());
+    // Its user info names the account by its JWT name.
+    conn1.send("SUB _INBOX.ui 9\r\nPUB $SYS.REQ.USER.INFO _INBOX.ui 0\r\n\r\n");
+    let info = loop {
+        if conn1.line().starts_with("MSG _INBOX.ui ") {
+            break conn1.line();
+        }
+    };
+    let info: serde_json::Value = serde_json::from_str(&info).expect("user info json");
+    assert_eq!(info["data"]["account"], acc.public_key().as_str(), "{info}");
+    assert_eq!(info["data"]["account_name"], "A", "{info}");
+    assert_eq!(info["data"]["user_name"], "u1", "{info}");
 
     // A user signed by a plain signing key, with issuer_account.
     let u2 = KeyPair::new_user();
@@ -279,6 +290,17 @@ fn operator_mode(bin: &PathBuf, extra: &[&str]) {
         conn.until_pong(),
         ["-ERR 'Permissions Violation for Publish to \"bob.x\"'", "PONG"]
     );
+    // The log line names the account as `<key>/<JWT name>` and the user by its key.
+    let line = format!(
+        "\"{}/A/jwt:{}\" - Publish Violation - Subject \"bob.x\"",
+        acc.public_key(),
+        u3.public_key()
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !server.log().contains(&line) {
+        assert!(Instant::now() < deadline, "no {line} in\n{}", server.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
 
     // Refused: signed by an account key the account does not know.
     let stranger = KeyPair::new_account();

@@ -121,3 +121,103 @@ both_reactors!(reload_switches_logging, |r| {
     drop(p);
     let _ = std::fs::remove_dir_all(&dir);
 });
+
+// The label every log line of a client carries, once its CONNECT is accepted: the
+// reference's `"<version>:<lang>:<name>"` and `"<account>/<credentials>"` parts, with or
+// without `-D`. The same clients against both servers give the same lines (addresses,
+// client ids and times left out).
+both_reactors!(client_labels_match_the_reference, |r| {
+    let confs = [
+        // Users in an account, one of them the no-auth user; a denied subject gets a line.
+        "accounts { A: { users = [ {user: alice, password: pw, permissions: {publish: {deny: secret}}}, {user: bob, password: pw, permissions: {publish: {deny: secret}}} ] } }\nno_auth_user: alice\n",
+        // No authentication: credentials a client sends anyway still show.
+        "debug: true\n",
+    ];
+    let connects = [
+        r#"{"verbose":false,"user":"bob","pass":"pw","name":"my app","lang":"python","version":"2.1"}"#,
+        r#"{"verbose":false,"user":"bob","pass":"pw"}"#,
+        r#"{"verbose":false,"name":"q\"x\u0001é"}"#,
+        r#"{"verbose":false,"auth_token":"tok","lang":"rust"}"#,
+        r#"{"verbose":false,"version":"1.0"}"#,
+        r#"{"verbose":false}"#,
+        r#"{"verbose":false,"user":"bob","pass":"wrong","name":"n"}"#,
+    ];
+    for conf_text in confs {
+        let mut lines = Vec::new();
+        for reference in [false, true] {
+            let dir = scratch_dir();
+            let log = dir.join("s.log");
+            let conf = dir.join("s.conf");
+            std::fs::write(
+                &conf,
+                format!("listen: 127.0.0.1:-1\nlog_file: \"{}\"\n{conf_text}", log.display()),
+            )
+            .unwrap();
+            let args = ["-c", conf.to_str().unwrap()];
+            let (port, _server, mut child) = if reference {
+                let child = std::process::Command::new(common::reference_server())
+                    .args(args)
+                    .spawn()
+                    .unwrap();
+                let text = wait_file(&log, "Server is ready", WAIT);
+                let port: u16 = text
+                    .lines()
+                    .find_map(|l| l.split("Listening for client connections on ").nth(1))
+                    .and_then(|hp| hp.trim().rsplit(':').next()?.parse().ok())
+                    .unwrap();
+                (port, None, Some(child))
+            } else {
+                let s = Server::spawn_logging_to(r, &log, &args);
+                (s.port, Some(s), None)
+            };
+            for connect in connects {
+                let mut c = Raw::connect(port);
+                c.send_str(&format!("CONNECT {connect}\r\nPUB secret 1\r\nx\r\nPING\r\n"));
+                // Until PONG, or the close of a refused login.
+                let deadline = Instant::now() + WAIT;
+                let mut seen = String::new();
+                while !seen.contains("PONG") && !seen.contains("Authorization Violation") {
+                    assert!(Instant::now() < deadline, "{seen}");
+                    seen.push_str(&c.read_line(WAIT));
+                }
+            }
+            // Every client's lines are written once the last one's are: its refused login,
+            // or (with `debug`) every client's close.
+            let deadline = Instant::now() + WAIT;
+            let text = loop {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let done = if conf_text.contains("debug") {
+                    text.matches("Client connection closed").count() == connects.len()
+                } else {
+                    text.contains("authentication error - User \"bob\"")
+                };
+                if done {
+                    break text;
+                }
+                assert!(Instant::now() < deadline, "{text}");
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            let mut found: Vec<String> = text
+                .lines()
+                .filter_map(|l| {
+                    let rest = l.split(" - cid:").nth(1)?;
+                    let rest = rest.split_once(' ').map_or("", |(_, r)| r);
+                    (!rest.contains("Client connection created")).then(|| rest.to_string())
+                })
+                .filter(|l| l.contains("Violation") || l.contains("error") || l.contains("closed"))
+                .collect();
+            found.sort();
+            if let Some(c) = child.as_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            lines.push(found);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        assert_eq!(
+            lines[0], lines[1],
+            "rnats (left) and the reference (right) with {conf_text:?}"
+        );
+        assert!(!lines[0].is_empty());
+    }
+});

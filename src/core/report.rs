@@ -19,6 +19,8 @@ use std::time::{Duration, SystemTime};
 pub struct SubReport {
     /// The account whose sublist holds it.
     pub account: String,
+    /// That account's name tag (its JWT `name`, or its name).
+    pub account_tag: String,
     pub subject: String,
     pub queue: Option<String>,
     pub sid: String,
@@ -77,6 +79,8 @@ pub struct ConnReport {
     pub version: String,
     /// The bound account's name.
     pub account: String,
+    /// The bound account's name tag (its JWT `name`, or its name).
+    pub account_tag: String,
     /// nats-server's "raw auth user": the nkey, user name, JWT user key, or
     /// `[REDACTED]` for a token.
     pub user: String,
@@ -115,6 +119,7 @@ impl Default for ConnReport {
             lang: String::new(),
             version: String::new(),
             account: String::new(),
+            account_tag: String::new(),
             user: String::new(),
             jwt: String::new(),
             issuer_key: String::new(),

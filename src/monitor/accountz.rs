@@ -397,7 +397,7 @@ fn account_info(ctx: &Context, table: &AccountTable, name: &str, s: &Summed) -> 
             })
             .unwrap_or_default(),
         imports,
-        name_tag: name.to_string(),
+        name_tag: def.map_or(name, |d| d.name_tag()).to_string(),
         sublist_stats: SublistStatsJson::from(&sublist),
     }
 }
@@ -492,7 +492,7 @@ fn statz_plan(ctx: &Arc<Context>, opts: &AccountStatzOptions) -> Plan<Vec<Accoun
             let summed = sum_by_account(parts);
             let stat = |name: &str, s: &Summed| AccountStat {
                 acc: name.to_string(),
-                name: name.to_string(),
+                name: table.by_name(name).map_or(name, |d| d.name_tag()).to_string(),
                 conns: s.conns,
                 leafnodes: s.leafnodes,
                 total_conns: s.conns + s.leafnodes,

@@ -156,8 +156,7 @@ impl From<&SubReport> for SubDetail {
     fn from(s: &SubReport) -> Self {
         SubDetail {
             account: s.account.clone(),
-            // Accounts have no JWT name tags yet: the tag is the name.
-            account_tag: s.account.clone(),
+            account_tag: s.account_tag.clone(),
             subject: s.subject.clone(),
             qgroup: s.queue.clone().unwrap_or_default(),
             sid: s.sid.clone(),
@@ -357,8 +356,10 @@ fn conn_info(c: &ConnReport, now: SystemTime, show: Show) -> ConnInfo {
         ci.tags = c.tags.clone();
         if show.auth {
             ci.authorized_user = c.user.clone();
-            ci.account = non_global.clone();
-            ci.name_tag = non_global;
+            if !non_global.is_empty() {
+                ci.name_tag = c.account_tag.clone();
+            }
+            ci.account = non_global;
         }
     } else if show.auth {
         ci.authorized_user = c.user.clone();
@@ -366,7 +367,7 @@ fn conn_info(c: &ConnReport, now: SystemTime, show: Show) -> ConnInfo {
         ci.jwt = redact_bearer(&c.jwt);
         ci.issuer_key = c.issuer_key.clone();
         ci.tags = c.tags.clone();
-        ci.name_tag = c.account.clone();
+        ci.name_tag = c.account_tag.clone();
     }
     ci
 }

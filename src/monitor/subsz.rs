@@ -198,6 +198,7 @@ fn import_subs(table: &AccountTable, q: &SubQuery) -> ImportSubs {
             }
             out.subs.push(SubReport {
                 account: def.name.clone(),
+                account_tag: def.name_tag().to_string(),
                 subject: String::from_utf8_lossy(&imp.local).into_owned(),
                 queue: None,
                 sid: (i + 1).to_string(),

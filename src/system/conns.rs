@@ -187,7 +187,7 @@ fn sum(def: &crate::core::accounts::AccountDef, parts: Vec<Vec<AccountPart>>) ->
     };
     AccountStat {
         acc: def.name.clone(),
-        name: def.name.clone(),
+        name: def.name_tag().to_string(),
         conns,
         leafnodes: leafs,
         total_conns: conns + leafs,

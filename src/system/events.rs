@@ -100,8 +100,9 @@ fn rtt_nanos(rtt: Option<Duration>) -> i64 {
     crate::proto::gotime::duration_nanos(d)
 }
 
-/// What the events say about a client; `acc` is the account named in it.
-pub fn client_info(c: &Client, acc: &str, with_rtt: bool) -> ClientInfo {
+/// What the events say about a client; `acc` is the account named in it, `name_tag` that
+/// account's name tag (its JWT `name`, or its name).
+pub fn client_info(c: &Client, acc: &str, name_tag: &str, with_rtt: bool) -> ClientInfo {
     let issuer_key = match c.identity.as_deref() {
         Some(id) if !id.issuer_key.is_empty() => id.issuer_key.clone(),
         Some(_) if !c.opts.nkey.is_empty() || !c.opts.jwt.is_empty() => acc.to_string(),
@@ -124,7 +125,7 @@ pub fn client_info(c: &Client, acc: &str, with_rtt: bool) -> ClientInfo {
         stop: None,
         jwt: c.opts.jwt.clone(),
         issuer_key,
-        name_tag: acc.to_string(),
+        name_tag: name_tag.to_string(),
         tags: c.identity.as_ref().map(|i| i.tags.clone()).unwrap_or_default(),
         kind: "Client".into(),
         client_type: if websocket { "websocket" } else { "nats" }.into(),
@@ -244,6 +245,7 @@ impl EventHooks {
         let acc = c.account;
         let table = core.account_table().clone();
         let name = table.name(acc);
+        let tag = table.get(acc).map_or(name, |d| d.name_tag());
         let what = if end.is_some() { "DISCONNECT" } else { "CONNECT" };
         let wanted = self.listened(core, sys, name, what);
         let counted = acc != GLOBAL && conns::watched(core, sys, name, &mut self.subject);
@@ -253,7 +255,7 @@ impl EventHooks {
         let event = if wanted {
             let Some(c) = core.client_ref(key) else { return };
             let now = SystemTime::now();
-            let mut client = client_info(c, name, end.is_some());
+            let mut client = client_info(c, name, tag, end.is_some());
             let end = end.map(|reason| {
                 client.stop = Some(rfc3339_nano(now));
                 (
@@ -315,8 +317,9 @@ impl ConnEvents for EventHooks {
             let Some(c) = core.client_ref(key) else { return };
             let table = core.account_table();
             let name = table.name(acc);
+            let tag = table.get(acc).map_or(name, |d| d.name_tag());
             let now = SystemTime::now();
-            let mut client = client_info(c, name, true);
+            let mut client = client_info(c, name, tag, true);
             client.stop = Some(rfc3339_nano(now));
             let e = Event {
                 account: target,
@@ -368,7 +371,7 @@ mod tests {
             Instant::now(),
             Duration::from_secs(120),
         );
-        let ci = client_info(&c, "$G", false);
+        let ci = client_info(&c, "$G", "$G", false);
         let v = serde_json::to_value(&ci).unwrap_or_default();
         let mut keys: Vec<&str> = v
             .as_object()

@@ -370,6 +370,7 @@ pub fn spec_from_claims(
         mappings,
         disabled: c.claims.expires != 0 && c.claims.expires <= now as i64,
         system: false,
+        jwt_name: c.claims.name.clone(),
         msg_trace: n
             .trace
             .as_ref()

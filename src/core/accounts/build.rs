@@ -85,6 +85,8 @@ pub struct AccountSpec {
     pub system: bool,
     /// `msg_trace`: where sampled `traceparent` messages are traced.
     pub msg_trace: Option<super::MsgTrace>,
+    /// The account JWT's `name` (operator mode).
+    pub jwt_name: String,
 }
 
 /// An import the builder refused, with nats-server's reason.
@@ -160,6 +162,7 @@ pub fn build_accounts(b: &mut TableBuilder<'_>, specs: &[AccountSpec]) -> Vec<Im
         d.disabled = s.disabled;
         d.mappings = s.mappings.clone();
         d.msg_trace = s.msg_trace.clone();
+        d.jwt_name = s.jwt_name.clone();
         defs.insert(s.name.clone(), d);
     }
     let mut problems = Vec::new();

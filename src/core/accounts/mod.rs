@@ -83,6 +83,8 @@ pub struct AccountDef {
     pub disabled: bool,
     /// Where sampled `traceparent` messages are traced (`msg_trace`), if anywhere.
     pub msg_trace: Option<MsgTrace>,
+    /// The account JWT's `name` (operator mode); empty otherwise.
+    pub jwt_name: String,
 }
 
 /// An account's trace destination for messages carrying a sampled W3C `traceparent`
@@ -108,6 +110,26 @@ impl AccountDef {
             conns: Arc::new(AtomicI64::new(0)),
             disabled: false,
             msg_trace: None,
+            jwt_name: String::new(),
+        }
+    }
+
+    /// What nats-server calls the account's name tag (events, `/connz`, `/accountz`):
+    /// its JWT's `name`, or its name when there is none.
+    pub fn name_tag(&self) -> &str {
+        if self.jwt_name.is_empty() {
+            &self.name
+        } else {
+            &self.jwt_name
+        }
+    }
+
+    /// How log lines name the account: `<name>/<JWT name>`, or its name.
+    pub fn log_label(&self) -> String {
+        if self.jwt_name.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.name, self.jwt_name)
         }
     }
 }

@@ -151,7 +151,6 @@ impl ShardCore {
     }
 
     fn connect_authorized(&mut self, key: ConnKey, id: Identity, first: bool, now: Instant) {
-        let cfg = self.cfg.clone();
         let Some(c) = self.client(key) else { return };
         if !c.opts.account.is_empty() || c.opts.new_account {
             self.auth_denied(key, &Denied::because(""), now);
@@ -170,24 +169,18 @@ impl ShardCore {
         if c.closing.is_some() {
             return;
         }
-        let opts = &c.opts;
-        if first && cfg.debug {
-            let mut ncs = String::new();
-            if !opts.version.is_empty() {
-                ncs = format!("v{}", opts.version);
-            }
-            for part in [&opts.lang, &opts.name] {
-                if !part.is_empty() {
-                    if !ncs.is_empty() {
-                        ncs.push(':');
-                    }
-                    ncs.push_str(part);
-                }
-            }
-            if !ncs.is_empty() {
-                c.label = format!("{} - {:?}", c.label, ncs);
+        if first {
+            let label = self.client(key).and_then(|c| {
+                let auth = auth_label(c);
+                let account = self.table.get(c.account).map(|d| d.log_label()).unwrap_or_default();
+                connect_label(&c.label, &c.opts, &account, auth.as_deref())
+            });
+            if let (Some(label), Some(c)) = (label, self.client_mut(key)) {
+                c.label = label;
             }
         }
+        let Some(c) = self.client(key) else { return };
+        let opts = &c.opts;
         let (protocol, no_responders, verbose) = (opts.protocol, opts.no_responders, opts.verbose);
         if !(0..=1).contains(&protocol) {
             self.send_err(key, reply::ERR_BAD_PROTOCOL, now);
@@ -448,4 +441,58 @@ impl ShardCore {
             );
         }
     }
+}
+
+/// How nats-server names the credentials a client logged in with, in its log label:
+/// `nkey:<key>`, `user:<name>`, `jwt:<user key>` or `token`, from what CONNECT carried
+/// (the no-auth user when it carried nothing and one was assigned). `None` without any.
+fn auth_label(c: &crate::core::client::Client) -> Option<String> {
+    let o = &c.opts;
+    let user = c.identity.as_ref().map(|id| id.user.as_str()).unwrap_or_default();
+    if !o.nkey.is_empty() {
+        Some(format!("nkey:{}", o.nkey))
+    } else if !o.user.is_empty() {
+        Some(format!("user:{}", o.user))
+    } else if !o.jwt.is_empty() {
+        Some(format!("jwt:{user}"))
+    } else if !o.auth_token.is_empty() {
+        Some("token".to_string())
+    } else if !user.is_empty() {
+        Some(format!("user:{user}"))
+    } else {
+        None
+    }
+}
+
+/// The log label of a client once its first CONNECT is accepted, as nats-server extends
+/// it: `<label> - "<version>:<lang>:<name>" - "<account>/<credentials>"`, each part only
+/// when it has something (`None`: the label stays).
+fn connect_label(
+    label: &str,
+    opts: &crate::proto::connect::ClientOpts,
+    account: &str,
+    auth: Option<&str>,
+) -> Option<String> {
+    let mut ncs = String::new();
+    if !opts.version.is_empty() {
+        ncs = format!("v{}", opts.version);
+    }
+    for part in [&opts.lang, &opts.name] {
+        if !part.is_empty() {
+            if !ncs.is_empty() {
+                ncs.push(':');
+            }
+            ncs.push_str(part);
+        }
+    }
+    let mut out = String::from(label);
+    if !ncs.is_empty() {
+        out.push_str(" - ");
+        out.push_str(&reply::go_quote(ncs.as_bytes()));
+    }
+    if let Some(auth) = auth {
+        out.push_str(" - ");
+        out.push_str(&reply::go_quote(format!("{account}/{auth}").as_bytes()));
+    }
+    (out.len() > label.len()).then_some(out)
 }
