@@ -500,6 +500,10 @@ const SERVER_CASES: &[Case] = &[
         TRAFFIC,
     ),
     skipping("$SYS.REQ.SERVER.PING.CONNZ", r#"{"state":1,"acc":"B"}"#, TRAFFIC),
+    // States nats-server has no name for list nothing.
+    case("$SYS.REQ.SERVER.PING.CONNZ", r#"{"state":3,"acc":"A"}"#),
+    case("$SYS.REQ.SERVER.PING.CONNZ", r#"{"state":-1}"#),
+    case("$SYS.REQ.SERVER.PING.CONNZ", r#"{"state":3,"sort":"stop"}"#),
     case("$SYS.REQ.SERVER.PING.CONNZ", r#"{"sort":"bogus"}"#),
     case("$SYS.REQ.SERVER.PING.CONNZ", r#"{"sort":"stop"}"#),
     case("$SYS.REQ.SERVER.PING.CONNZ", r#"{"acc":"NOPE"}"#),

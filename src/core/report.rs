@@ -241,6 +241,8 @@ pub enum ConnState {
     Open,
     Closed,
     All,
+    /// A numeric state nats-server has no name for (past 2, or negative): it lists nothing.
+    Nothing,
 }
 
 /// The account name nats-server keeps with a closed connection: none for `$G` (so

@@ -116,9 +116,8 @@ impl ConnzOptions {
                     o.state = match n {
                         0 => ConnState::Open,
                         1 => ConnState::Closed,
-                        // nats-server lists nothing for values past 2; rnats treats them
-                        // as 2 ("all").
-                        _ => ConnState::All,
+                        2 => ConnState::All,
+                        _ => ConnState::Nothing,
                     }
                 }
                 ("user", Val::Str(s)) => o.user = s,
@@ -475,6 +474,7 @@ fn merge(
         ConnState::Open => open_total,
         ConnState::Closed => closed_total,
         ConnState::All => open_total + closed_total,
+        ConnState::Nothing => 0,
     };
     // An open connection asked for by id hides a closed one with that id.
     if cid > 0 && !open.is_empty() {
