@@ -104,6 +104,8 @@ pub enum Pause {
     Mesh,
     /// Waiting for the authenticator's verdict on CONNECT.
     Auth,
+    /// A producer held back while a consumer it delivered to catches up (module `stall`).
+    Stall,
 }
 
 /// A local subscription.
@@ -137,6 +139,10 @@ pub struct Client {
     pub out: OutBuf,
     pub subs: FastMap<Box<[u8]>, SubId>,
     pub pause: Pause,
+    /// Times a producer was stalled waiting for this connection to catch up.
+    pub stalls: u64,
+    /// How long this connection was stalled as a producer since its last read.
+    pub stall_total: std::time::Duration,
     /// Input that arrived while paused, processed on resume.
     pub stash: Vec<u8>,
     /// SUB/UNSUB since the last PING: the next PONG waits for every shard.
@@ -202,6 +208,8 @@ impl Client {
             out: OutBuf::default(),
             subs: FastMap::default(),
             pause: Pause::Running,
+            stalls: 0,
+            stall_total: std::time::Duration::ZERO,
             stash: Vec::new(),
             interest_changed: false,
             woken: false,

@@ -36,6 +36,9 @@ pub struct CoreConfig {
     /// Negative: unlimited.
     pub max_payload: i64,
     pub max_pending: usize,
+    /// `no_fast_producer_stall`: a message for a consumer past three quarters of
+    /// `max_pending` is not delivered to it, instead of the producer being held back.
+    pub no_fast_producer_stall: bool,
     /// Negative: reject every connection (`max_connections: 0` in a config file).
     pub max_connections: i64,
     /// Zero: unlimited.
@@ -82,6 +85,7 @@ impl Default for CoreConfig {
             max_control_line: 4096,
             max_payload: 1024 * 1024,
             max_pending: 64 * 1024 * 1024,
+            no_fast_producer_stall: false,
             max_connections: 64 * 1024,
             max_subscriptions: 0,
             max_sub_tokens: 0,

@@ -13,6 +13,7 @@ pub struct ShardStats {
     pub out_msgs: AtomicU64,
     pub out_bytes: AtomicU64,
     pub slow_consumers: AtomicU64,
+    pub stalls: AtomicU64,
     pub stale_connections: AtomicU64,
     pub subscriptions: AtomicU64,
     pub connections: AtomicU64,
@@ -33,6 +34,8 @@ pub struct Counters {
     pub out_msgs: u64,
     pub out_bytes: u64,
     pub slow_consumers: u64,
+    /// Times a producer was stalled for a consumer falling behind (`stalled_clients`).
+    pub stalls: u64,
     pub stale_connections: u64,
     pub subscriptions: u64,
     pub connections: u64,
@@ -75,6 +78,7 @@ impl ShardStats {
         self.out_msgs.store(c.out_msgs, r);
         self.out_bytes.store(c.out_bytes, r);
         self.slow_consumers.store(c.slow_consumers, r);
+        self.stalls.store(c.stalls, r);
         self.stale_connections.store(c.stale_connections, r);
         self.subscriptions.store(c.subscriptions, r);
         self.connections.store(c.connections, r);
@@ -90,6 +94,7 @@ impl ShardStats {
             out_msgs: self.out_msgs.load(r),
             out_bytes: self.out_bytes.load(r),
             slow_consumers: self.slow_consumers.load(r),
+            stalls: self.stalls.load(r),
             stale_connections: self.stale_connections.load(r),
             subscriptions: self.subscriptions.load(r),
             connections: self.connections.load(r),
@@ -106,6 +111,7 @@ impl std::ops::AddAssign for Counters {
         self.out_msgs += o.out_msgs;
         self.out_bytes += o.out_bytes;
         self.slow_consumers += o.slow_consumers;
+        self.stalls += o.stalls;
         self.stale_connections += o.stale_connections;
         self.subscriptions += o.subscriptions;
         self.connections += o.connections;

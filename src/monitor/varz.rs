@@ -207,6 +207,7 @@ pub fn varz(ctx: &Context) -> Varz {
         in_bytes: t.in_bytes,
         out_bytes: t.out_bytes,
         slow_consumers: t.slow_consumers,
+        stalled_clients: t.stalls,
         stale_connections: t.stale_connections,
         subscriptions: t.subscriptions + table.iter().map(|d| super::import_subs(d)).sum::<u64>(),
         http_req_stats: ctx.http_stats(),

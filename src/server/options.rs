@@ -169,6 +169,8 @@ pub struct Options {
     pub max_control_line: i64,
     pub max_payload: i64,
     pub max_pending: i64,
+    /// `no_fast_producer_stall`: never hold a fast producer back for a slow consumer.
+    pub no_fast_producer_stall: bool,
     pub max_connections: i64,
     pub max_subscriptions: i64,
     pub ping_interval: Duration,
@@ -252,6 +254,7 @@ impl Default for Options {
             max_control_line: 4096,
             max_payload: 1024 * 1024,
             max_pending: 64 * 1024 * 1024,
+            no_fast_producer_stall: false,
             max_connections: 64 * 1024,
             max_subscriptions: 0,
             ping_interval: Duration::from_secs(120),
@@ -449,6 +452,7 @@ impl Options {
             max_control_line: self.max_control_line.max(1) as usize,
             max_payload: self.max_payload,
             max_pending: self.max_pending.max(1) as usize,
+            no_fast_producer_stall: self.no_fast_producer_stall,
             // 0 from a file already became -1 (unlimited) there.
             max_connections: self.max_connections,
             max_subscriptions: self.max_subscriptions.max(0) as usize,

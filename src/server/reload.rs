@@ -205,6 +205,14 @@ const FIELDS: &[Field] = &[
         value: |o| o.max_pending.to_string(),
         reloaded: None,
     },
+    Field {
+        name: "NoFastProducerStall",
+        value: |o| o.no_fast_producer_stall.to_string(),
+        reloaded: Some(|o| {
+            let not = if o.no_fast_producer_stall { "not " } else { "" };
+            format!("Reloaded: fast producers will {not}be stalled")
+        }),
+    },
     // The JetStream options (nats-server's `JetStream` to `SyncAlways`), compared by
     // `jetstream_opts::reload_diff`.
     Field {

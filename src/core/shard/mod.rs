@@ -32,6 +32,7 @@ mod latency;
 mod ops;
 mod report;
 mod route;
+mod stall;
 mod timers;
 mod trace;
 mod transport;
@@ -49,7 +50,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub use ext::ShardExt;
 pub use hooks::{ConnEvents, LdmRefused};
@@ -149,6 +150,11 @@ pub struct ShardCore {
     barriers: FastMap<u64, PendingBarrier>,
     next_barrier: u64,
     mesh_waiters: Vec<ConnKey>,
+    /// Producers held back for consumers falling behind (module `stall`).
+    stalled: Vec<stall::Stalled>,
+    /// A delivery asked to hold the producer back after its event: (producer, consumer,
+    /// how long).
+    stall_req: Option<(ConnKey, ConnKey, Duration)>,
     timers: BinaryHeap<Reverse<(Instant, ConnKey)>>,
     wakeups: Vec<ConnKey>,
     counters: Counters,
@@ -204,6 +210,8 @@ impl ShardCore {
             barriers: FastMap::default(),
             next_barrier: 1,
             mesh_waiters: Vec::new(),
+            stalled: Vec::new(),
+            stall_req: None,
             timers: BinaryHeap::new(),
             wakeups: Vec::new(),
             counters: Counters::default(),
@@ -286,6 +294,8 @@ impl ShardCore {
             c.stash.extend_from_slice(data);
             return;
         }
+        // A new read: the producer may be held back again (module `stall`).
+        c.stall_total = Duration::ZERO;
         // Apply what other shards already sent before acting on new input: a client that
         // saw another connection's SUB processed (its PONG, or a reply) and then publishes
         // here must find that interest (ARCHITECTURE.md, invariant 4).
@@ -329,6 +339,10 @@ impl ShardCore {
             if !c.out.is_empty() {
                 self.schedule(key);
             }
+        }
+        if !self.stalled.is_empty() {
+            self.consumer_drained(key, now);
+            self.finish(now);
         }
     }
 

@@ -27,6 +27,8 @@ impl ShardCore {
         let mut parser = std::mem::take(&mut c.parser);
         let (msgs0, subs_changed0) = (c.in_msgs, c.interest_changed);
         let mut pos = 0;
+        // Where the current window of stall budget started (module `stall`).
+        let mut stall_window = 0;
         let Some(mut lim) = self.limits(key) else { return };
         loop {
             let ev = match parser.next(data, &mut pos, &lim) {
@@ -43,11 +45,26 @@ impl ShardCore {
             // Only a control operation (CONNECT, an authentication step) changes what
             // the parser is limited by; a message does not.
             let refresh = !matches!(ev, Event::Msg { .. });
+            // Only this event's deliveries may ask to hold its producer back.
+            self.stall_req = None;
             self.on_event(key, ev, now);
             parser.release();
             if refresh {
                 let Some(l) = self.limits(key) else { return };
                 lim = l;
+            }
+            if let Some((producer, consumer, ttl)) = self.stall_req.take() {
+                if producer == key {
+                    // Each window of input gets a budget of its own, as each of
+                    // nats-server's reads (of at most 64 KiB) does.
+                    if pos - stall_window >= super::stall::STALL_WINDOW {
+                        stall_window = pos;
+                        if let Some(c) = self.client_mut(key) {
+                            c.stall_total = Duration::ZERO;
+                        }
+                    }
+                    self.stall(key, consumer, ttl, now);
+                }
             }
             let Some(c) = self.client_mut(key) else { return };
             if c.closing.is_some() {

@@ -92,6 +92,7 @@ impl ShardCore {
             in_bytes: c.in_bytes,
             out_bytes: c.out_bytes,
             num_subs: c.subs.len().min(u32::MAX as usize) as u32,
+            stalls: c.stalls,
             ..Default::default()
         }
     }

@@ -493,6 +493,9 @@ impl ShardCore {
                 Pre::Deliver { record } => traced = record,
             }
         }
+        if self.cfg.no_fast_producer_stall && self.fast_producer_drop(id, publisher, traced) {
+            return false;
+        }
         let Some(sub) = self.subs.get_mut(id as usize) else {
             return false;
         };
@@ -533,6 +536,7 @@ impl ShardCore {
         };
         let need = 32 + m.subject.len() + sub.sid.len() + m.reply.len() + data.len();
         let max_pending = self.cfg.max_pending;
+        let mark = max_pending / 4 * 3;
         if c.out.len() + need > max_pending {
             tracing::info!(
                 "{} - Slow Consumer Detected: MaxPending of {} Exceeded",
@@ -590,9 +594,19 @@ impl ShardCore {
                 data.len()
             );
         }
+        let queued = c.out.len();
         if !c.woken {
             c.woken = true;
             self.wakeups.push(conn);
+        }
+        if queued > mark && publisher.is_some() && !self.cfg.no_fast_producer_stall {
+            // Hold the producer back after this event (module `stall`).
+            let ttl = if queued >= max_pending {
+                super::stall::STALL_MAX
+            } else {
+                super::stall::STALL_MIN
+            };
+            self.stall_req = publisher.map(|p| (p, conn, ttl));
         }
         if traced {
             self.trace_egress(id, "");

@@ -347,7 +347,11 @@ fn slow_consumer_is_closed_silently() {
     let body = "x".repeat(300);
     for _ in 0..5 {
         w.send(s, p, &format!("PUB big 300\r\n{body}\r\n"));
+        // Past three quarters of max_pending the publisher is held back for 2 ms
+        // (module `stall`); the consumer reads nothing meanwhile.
+        w.advance(Duration::from_millis(3));
     }
+    assert!(w.shards[s].counters.stalls > 0, "the publisher was held back first");
     assert_eq!(w.shards[s].status(slow), ConnStatus::Close);
     assert_eq!(w.shards[s].counters.slow_consumers, 1);
     assert_eq!(w.shards[s].output(slow), b"", "queued output is dropped");
@@ -673,6 +677,9 @@ mod internal;
 
 #[path = "tests_blob.rs"]
 mod blob;
+
+#[path = "tests_stall.rs"]
+mod stall;
 
 #[test]
 fn a_publisher_pauses_while_the_mesh_is_backed_up_and_resumes_in_order() {

@@ -38,6 +38,7 @@ impl ShardCore {
             self.internals.next_deadline(),
             self.traces.next_deadline(),
             self.ext_deadline(),
+            self.next_stall_end(),
         ]
         .into_iter()
         .flatten()
@@ -60,6 +61,7 @@ impl ShardCore {
             self.client_timers(key, now);
             self.schedule(key);
         }
+        self.expire_stalls(now);
         self.sweep_responses(now);
         self.expire_requests(now);
         self.expire_traces(now);

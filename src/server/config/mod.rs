@@ -403,6 +403,7 @@ fn top_level(cx: &mut Cx, o: &mut Options, key: &str, e: &Entry) {
             }
         }
         "max_pending" => set(cx.int(e), |v| o.max_pending = v),
+        "no_fast_producer_stall" => set(cx.bool(e), |v| o.no_fast_producer_stall = v),
         "max_connections" | "max_conn" => set(cx.int(e), |v| o.max_connections = if v == 0 { -1 } else { v }),
         "max_traced_msg_len" => set(cx.int(e), |v| o.max_traced_msg_len = v),
         "max_subscriptions" | "max_subs" => set(cx.int(e), |v| o.max_subscriptions = v),

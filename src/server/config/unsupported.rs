@@ -27,7 +27,6 @@ const NO_EFFECT: &[&str] = &[
     "server_tags",
     "server_metadata",
     "feature_flags",
-    "no_fast_producer_stall",
     "prof_block_rate",
     "write_timeout",
 ];

@@ -1,0 +1,151 @@
+//! Fast producers held back (nats-server's producer stall). When a message leaves a
+//! consumer with more than three quarters of `max_pending` queued, the client that
+//! published it stops being read for a moment: until that consumer's output drops below
+//! the mark, or 2 ms pass (5 ms when the consumer is at `max_pending`), and for at most
+//! 10 ms per read of the producer's socket (per 64 KiB of a larger read). The producer's unprocessed input waits in its
+//! stash, and the reactor stops reading it, so TCP slows the producer down instead of the
+//! consumer being cut off as a slow consumer.
+//!
+//! With `no_fast_producer_stall` the producer is never held back; a message for a consumer
+//! past the mark is not delivered to it (see [`ShardCore::deliver`]).
+//!
+//! Only consumers on the producer's own shard stall it; the mesh to other shards has its
+//! own backpressure (`Pause::Mesh`). State: the shard's `stalled` list, owned by the shard.
+
+use super::ShardCore;
+use crate::core::client::{ConnKey, Pause};
+use std::time::{Duration, Instant};
+
+/// A stall while the consumer is below `max_pending`.
+pub(super) const STALL_MIN: Duration = Duration::from_millis(2);
+/// A stall while the consumer is at `max_pending`.
+pub(super) const STALL_MAX: Duration = Duration::from_millis(5);
+/// The egress error of a message trace for a message not delivered that way.
+const FAST_PRODUCER_NOT_STALLED: &str = "Not delivered because fast producer not stalled and consumer is slow";
+
+/// The most a producer is held back per read of its socket, or per this much of its input
+/// when a read brought more (nats-server reads at most 64 KiB at a time).
+pub(super) const STALL_TOTAL: Duration = Duration::from_millis(10);
+pub(super) const STALL_WINDOW: usize = 64 * 1024;
+
+/// A producer held back for a consumer.
+pub(super) struct Stalled {
+    producer: ConnKey,
+    consumer: ConnKey,
+    until: Instant,
+}
+
+impl ShardCore {
+    /// Queued output past which a consumer holds its producers back.
+    #[inline]
+    pub(super) fn stall_mark(&self) -> usize {
+        self.cfg.max_pending / 4 * 3
+    }
+
+    /// Hold `producer` back for `consumer` (asked for by a delivery of the event just
+    /// processed). False when it is not held back: not a running client, or its budget for
+    /// this read is spent.
+    pub(super) fn stall(&mut self, producer: ConnKey, consumer: ConnKey, ttl: Duration, now: Instant) -> bool {
+        let Some(c) = self.client_mut(producer) else {
+            return false;
+        };
+        if c.internal || c.pause != Pause::Running || c.closing.is_some() || c.stall_total >= STALL_TOTAL {
+            return false;
+        }
+        let ttl = ttl.min(STALL_TOTAL.saturating_sub(c.stall_total));
+        c.stall_total += ttl;
+        c.pause = Pause::Stall;
+        if let Some(k) = self.client_mut(consumer) {
+            k.stalls += 1;
+        }
+        self.counters.stalls += 1;
+        self.stalled.push(Stalled {
+            producer,
+            consumer,
+            until: now + ttl,
+        });
+        true
+    }
+
+    /// `consumer` wrote output: let the producers it held back go once it is below the
+    /// mark (or gone).
+    pub(super) fn consumer_drained(&mut self, consumer: ConnKey, now: Instant) {
+        let mark = self.stall_mark();
+        if self
+            .client(consumer)
+            .is_some_and(|c| c.closing.is_none() && c.out.len() >= mark)
+        {
+            return;
+        }
+        let mut released = Vec::new();
+        self.stalled.retain(|s| {
+            let done = s.consumer == consumer;
+            if done {
+                released.push(s.producer);
+            }
+            !done
+        });
+        for p in released {
+            self.release(p, now);
+        }
+    }
+
+    /// The earliest end of a stall.
+    pub(super) fn next_stall_end(&self) -> Option<Instant> {
+        self.stalled.iter().map(|s| s.until).min()
+    }
+
+    /// End the stalls that are due.
+    pub(super) fn expire_stalls(&mut self, now: Instant) {
+        if self.stalled.is_empty() {
+            return;
+        }
+        let mut released = Vec::new();
+        self.stalled.retain(|s| {
+            let done = s.until <= now;
+            if done {
+                released.push(s.producer);
+            }
+            !done
+        });
+        for p in released {
+            self.release(p, now);
+        }
+    }
+
+    /// With `no_fast_producer_stall`: whether a message from `publisher` to subscription
+    /// `id` is not delivered, because its connection is past the mark and the publisher is
+    /// a client (the server's own publishers are never refused).
+    #[cold]
+    pub(super) fn fast_producer_drop(
+        &mut self,
+        id: crate::core::client::SubId,
+        publisher: Option<ConnKey>,
+        traced: bool,
+    ) -> bool {
+        let Some(p) = publisher.and_then(|p| self.client(p)) else {
+            return false;
+        };
+        if p.internal {
+            return false;
+        }
+        let mark = self.stall_mark();
+        let Some(conn) = self.subs.get(id as usize).map(|s| s.conn) else {
+            return false;
+        };
+        let behind = self.client(conn).is_some_and(|c| !c.internal && c.out.len() > mark);
+        if behind && traced {
+            self.trace_egress(id, FAST_PRODUCER_NOT_STALLED);
+        }
+        behind
+    }
+
+    fn release(&mut self, producer: ConnKey, now: Instant) {
+        if self
+            .client(producer)
+            .is_some_and(|c| c.pause == Pause::Stall && c.closing.is_none())
+        {
+            self.resume(producer, now);
+        }
+    }
+}
