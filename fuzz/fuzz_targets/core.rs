@@ -102,6 +102,8 @@ fn config(flags: u8, limits: u8) -> CoreConfig {
     if flags & 128 != 0 {
         c.max_connections = 2;
     }
+    // Shares its bit with an odd `ping_max`: every other run drops instead of stalling.
+    c.no_fast_producer_stall = limits & 0x40 != 0;
     c
 }
 
