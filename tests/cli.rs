@@ -425,3 +425,59 @@ both_reactors!(store_dir_and_cluster_tuning_flags_are_accepted, |r| {
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 });
+
+// A supervisor or test harness that starts the next server the moment the last one was
+// killed finds the port free: the start waits a moment for a port in use, since io_uring
+// rings let go of their listeners a few milliseconds after the process is gone (nats.py's
+// harness restarts its server between every two tests). Here the next server starts while
+// the old one still runs, and gets the port once it is killed.
+both_reactors!(a_start_waits_for_the_port_of_a_server_just_killed, |r| {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port().to_string()
+    };
+    let dir = common::scratch_dir();
+    let sd = format!("-sd={}", dir.display());
+    let args: Vec<String> = [&["-a", "127.0.0.1", "-p", &port, "-js", &sd][..], &r.args()[..]]
+        .concat()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    let mut old = Server::start_cmd(bin(), &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut c = old.raw();
+    c.handshake();
+    let next =
+        std::thread::spawn(move || Server::start_cmd(bin(), &args.iter().map(String::as_str).collect::<Vec<_>>()));
+    std::thread::sleep(Duration::from_millis(300));
+    let mut child = old.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(c);
+    let new = next.join().unwrap();
+    let mut c = new.raw();
+    c.handshake();
+    c.ping_pong();
+    drop(new);
+    let _ = std::fs::remove_dir_all(&dir);
+});
+
+// A port that stays taken still fails the start, after that wait.
+#[test]
+fn a_port_in_use_still_fails_the_start() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let start = std::time::Instant::now();
+    let out = Command::new(bin())
+        .args(["-a", "127.0.0.1", "-p", &port])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "Error listening on port: 127.0.0.1:{port}, \"listen tcp 127.0.0.1:{port}: bind: address already in use\""
+        )),
+        "{err}"
+    );
+    assert!(start.elapsed() >= rnats::server::BIND_PATIENCE);
+}

@@ -43,6 +43,11 @@ pub const API_LEVEL: i32 = 4;
 /// Set by tests to pretend io_uring is unavailable (as under a seccomp profile).
 pub const FORCE_NO_URING_ENV: &str = "RNATS_FORCE_NO_URING";
 
+/// How long a start waits for a client or WebSocket port that is in use to be released
+/// (a killed server's io_uring rings let go of their listeners a few milliseconds after
+/// the process is gone) before failing as nats-server fails at once.
+pub const BIND_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -339,14 +344,16 @@ impl Server {
         ocsp.announce();
         let port = opts.bind_port()?;
         let addr = resolve(&opts.host, port)?;
-        let listener = shards::listener::bind_exclusive(addr, 4096).map_err(|e| StartError::Listen {
-            addr: host_port(&opts.host, port),
-            err: format!(
-                "listen tcp {}: bind: {}",
-                host_port(&opts.host, port),
-                go_errno_text(&e)
-            ),
-        })?;
+        // Patiently: a server killed just before may still hold the port for a moment.
+        let listener =
+            shards::listener::bind_exclusive_patiently(addr, 4096, BIND_PATIENCE).map_err(|e| StartError::Listen {
+                addr: host_port(&opts.host, port),
+                err: format!(
+                    "listen tcp {}: bind: {}",
+                    host_port(&opts.host, port),
+                    go_errno_text(&e)
+                ),
+            })?;
         let bound = listener.local_addr()?;
         let ws = transport::bind_websocket(&opts).map_err(StartError::Transport)?;
         let ws_port = ws.as_ref().map(|(_, p)| *p);

@@ -419,7 +419,7 @@ pub fn bind_websocket(o: &Options) -> Result<Option<(std::net::TcpListener, u16)
     let host = if w.host.is_empty() { "0.0.0.0" } else { w.host.as_str() };
     let port = if w.port < 0 { 0 } else { w.port as u16 };
     let addr = super::resolve(host, port).map_err(|e| format!("Unable to listen for websocket connections: {e}"))?;
-    let l = shards::listener::bind_exclusive(addr, 4096).map_err(|e| {
+    let l = shards::listener::bind_exclusive_patiently(addr, 4096, super::BIND_PATIENCE).map_err(|e| {
         format!(
             "Unable to listen for websocket connections: listen tcp {}: bind: {}",
             super::host_port(host, port),
