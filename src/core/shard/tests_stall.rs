@@ -21,12 +21,18 @@ fn publish(n: usize) -> String {
     format!("PUB s 100\r\n{}\r\n", "x".repeat(100)).repeat(n)
 }
 
-#[test]
-fn a_producer_past_the_mark_stops_until_the_consumer_drains() {
-    let mut w = world(false);
+/// A world with a consumer of `s` and a producer, both on shard 0.
+fn consumer_and_producer(no_stall: bool) -> (World, usize, ConnKey, ConnKey) {
+    let mut w = world(no_stall);
     let (s, sub) = w.connect(0, QUIET);
     w.send(s, sub, "SUB s 1\r\n");
     let (_, p) = w.connect(0, QUIET);
+    (w, s, sub, p)
+}
+
+#[test]
+fn a_producer_past_the_mark_stops_until_the_consumer_drains() {
+    let (mut w, s, sub, p) = consumer_and_producer(false);
     // 3072 bytes is the mark: the 27th message passes it, the rest of the read waits.
     w.send(s, p, &publish(40));
     assert_eq!(w.shards[s].status(p), ConnStatus::Open { read: false });
@@ -46,10 +52,7 @@ fn a_producer_past_the_mark_stops_until_the_consumer_drains() {
 
 #[test]
 fn a_stall_ends_after_two_milliseconds_and_the_budget_after_ten() {
-    let mut w = world(false);
-    let (s, sub) = w.connect(0, QUIET);
-    w.send(s, sub, "SUB s 1\r\n");
-    let (_, p) = w.connect(0, QUIET);
+    let (mut w, s, sub, p) = consumer_and_producer(false);
     w.send(s, p, &publish(33));
     assert_eq!(w.shards[s].status(p), ConnStatus::Open { read: false });
     assert_eq!(w.shards[s].next_stall_end(), Some(w.now + Duration::from_millis(2)));
@@ -104,10 +107,7 @@ fn without_stalls_messages_past_the_mark_are_dropped_for_that_consumer() {
 fn the_servers_own_publishers_are_never_held_back_or_refused() {
     // A consumer past the mark still gets what internal clients publish (the system
     // account's events, JetStream deliveries): only client producers stall.
-    let mut w = world(true);
-    let (s, sub) = w.connect(0, QUIET);
-    w.send(s, sub, "SUB s 1\r\n");
-    let (_, p) = w.connect(0, QUIET);
+    let (mut w, s, sub, p) = consumer_and_producer(true);
     w.send(s, p, &publish(40));
     let before = w.shards[s].pending_len(sub);
     w.shards[s].publish_internal(crate::core::accounts::GLOBAL, b"s", b"", None, b"hi", w.now);
