@@ -340,8 +340,7 @@ impl ShardCore {
                 self.schedule(key);
             }
         }
-        if !self.stalled.is_empty() {
-            self.consumer_drained(key, now);
+        if !self.stalled.is_empty() && self.consumer_drained(key, now) {
             self.finish(now);
         }
     }

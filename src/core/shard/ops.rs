@@ -27,8 +27,10 @@ impl ShardCore {
         let mut parser = std::mem::take(&mut c.parser);
         let (msgs0, subs_changed0) = (c.in_msgs, c.interest_changed);
         let mut pos = 0;
-        // Where the current window of stall budget started (module `stall`).
+        // Where the current window of stall budget started (module `stall`); and only
+        // this input's deliveries may ask to hold its producer back.
         let mut stall_window = 0;
+        self.stall_req = None;
         let Some(mut lim) = self.limits(key) else { return };
         loop {
             let ev = match parser.next(data, &mut pos, &lim) {
@@ -45,15 +47,14 @@ impl ShardCore {
             // Only a control operation (CONNECT, an authentication step) changes what
             // the parser is limited by; a message does not.
             let refresh = !matches!(ev, Event::Msg { .. });
-            // Only this event's deliveries may ask to hold its producer back.
-            self.stall_req = None;
             self.on_event(key, ev, now);
             parser.release();
             if refresh {
                 let Some(l) = self.limits(key) else { return };
                 lim = l;
             }
-            if let Some((producer, consumer, ttl)) = self.stall_req.take() {
+            if let Some((producer, consumer, ttl)) = self.stall_req {
+                self.stall_req = None;
                 if producer == key {
                     // Each window of input gets a budget of its own, as each of
                     // nats-server's reads (of at most 64 KiB) does.

@@ -536,7 +536,6 @@ impl ShardCore {
         };
         let need = 32 + m.subject.len() + sub.sid.len() + m.reply.len() + data.len();
         let max_pending = self.cfg.max_pending;
-        let mark = max_pending / 4 * 3;
         if c.out.len() + need > max_pending {
             tracing::info!(
                 "{} - Slow Consumer Detected: MaxPending of {} Exceeded",
@@ -599,14 +598,16 @@ impl ShardCore {
             c.woken = true;
             self.wakeups.push(conn);
         }
-        if queued > mark && publisher.is_some() && !self.cfg.no_fast_producer_stall {
-            // Hold the producer back after this event (module `stall`).
-            let ttl = if queued >= max_pending {
-                super::stall::STALL_MAX
-            } else {
-                super::stall::STALL_MIN
-            };
-            self.stall_req = publisher.map(|p| (p, conn, ttl));
+        if let Some(p) = publisher.filter(|_| queued > super::stall::mark(max_pending)) {
+            if !self.cfg.no_fast_producer_stall {
+                // Hold the producer back after this event (module `stall`).
+                let ttl = if queued >= max_pending {
+                    super::stall::STALL_MAX
+                } else {
+                    super::stall::STALL_MIN
+                };
+                self.stall_req = Some((p, conn, ttl));
+            }
         }
         if traced {
             self.trace_egress(id, "");

@@ -28,6 +28,13 @@ const FAST_PRODUCER_NOT_STALLED: &str = "Not delivered because fast producer not
 pub(super) const STALL_TOTAL: Duration = Duration::from_millis(10);
 pub(super) const STALL_WINDOW: usize = 64 * 1024;
 
+/// Queued output past which a consumer holds its producers back: three quarters of
+/// `max_pending`.
+#[inline]
+pub(super) fn mark(max_pending: usize) -> usize {
+    max_pending / 4 * 3
+}
+
 /// A producer held back for a consumer.
 pub(super) struct Stalled {
     producer: ConnKey,
@@ -36,12 +43,6 @@ pub(super) struct Stalled {
 }
 
 impl ShardCore {
-    /// Queued output past which a consumer holds its producers back.
-    #[inline]
-    pub(super) fn stall_mark(&self) -> usize {
-        self.cfg.max_pending / 4 * 3
-    }
-
     /// Hold `producer` back for `consumer` (asked for by a delivery of the event just
     /// processed). False when it is not held back: not a running client, or its budget for
     /// this read is spent.
@@ -68,26 +69,16 @@ impl ShardCore {
     }
 
     /// `consumer` wrote output: let the producers it held back go once it is below the
-    /// mark (or gone).
-    pub(super) fn consumer_drained(&mut self, consumer: ConnKey, now: Instant) {
-        let mark = self.stall_mark();
+    /// mark (or gone). Whether any was let go.
+    pub(super) fn consumer_drained(&mut self, consumer: ConnKey, now: Instant) -> bool {
+        let mark = mark(self.cfg.max_pending);
         if self
             .client(consumer)
             .is_some_and(|c| c.closing.is_none() && c.out.len() >= mark)
         {
-            return;
+            return false;
         }
-        let mut released = Vec::new();
-        self.stalled.retain(|s| {
-            let done = s.consumer == consumer;
-            if done {
-                released.push(s.producer);
-            }
-            !done
-        });
-        for p in released {
-            self.release(p, now);
-        }
+        self.release_where(|s| s.consumer == consumer, now)
     }
 
     /// The earliest end of a stall.
@@ -97,20 +88,25 @@ impl ShardCore {
 
     /// End the stalls that are due.
     pub(super) fn expire_stalls(&mut self, now: Instant) {
-        if self.stalled.is_empty() {
-            return;
+        if !self.stalled.is_empty() {
+            self.release_where(|s| s.until <= now, now);
         }
+    }
+
+    /// End the stalls `done` picks, resuming their producers. Whether there were any.
+    fn release_where(&mut self, done: impl Fn(&Stalled) -> bool, now: Instant) -> bool {
         let mut released = Vec::new();
         self.stalled.retain(|s| {
-            let done = s.until <= now;
-            if done {
+            if done(s) {
                 released.push(s.producer);
+                return false;
             }
-            !done
+            true
         });
-        for p in released {
+        for &p in &released {
             self.release(p, now);
         }
+        !released.is_empty()
     }
 
     /// With `no_fast_producer_stall`: whether a message from `publisher` to subscription
@@ -129,7 +125,7 @@ impl ShardCore {
         if p.internal {
             return false;
         }
-        let mark = self.stall_mark();
+        let mark = mark(self.cfg.max_pending);
         let Some(conn) = self.subs.get(id as usize).map(|s| s.conn) else {
             return false;
         };
