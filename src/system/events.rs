@@ -244,8 +244,7 @@ impl EventHooks {
         let Some(c) = core.client_ref(key) else { return };
         let acc = c.account;
         let table = core.account_table().clone();
-        let name = table.name(acc);
-        let tag = table.get(acc).map_or(name, |d| d.name_tag());
+        let (name, tag) = (table.name(acc), table.name_tag(acc));
         let what = if end.is_some() { "DISCONNECT" } else { "CONNECT" };
         let wanted = self.listened(core, sys, name, what);
         let counted = acc != GLOBAL && conns::watched(core, sys, name, &mut self.subject);
@@ -316,8 +315,7 @@ impl ConnEvents for EventHooks {
             }
             let Some(c) = core.client_ref(key) else { return };
             let table = core.account_table();
-            let name = table.name(acc);
-            let tag = table.get(acc).map_or(name, |d| d.name_tag());
+            let (name, tag) = (table.name(acc), table.name_tag(acc));
             let now = SystemTime::now();
             let mut client = client_info(c, name, tag, true);
             client.stop = Some(rfc3339_nano(now));

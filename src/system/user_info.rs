@@ -126,7 +126,7 @@ fn answer(core: &ShardCore, server: &ServerIdentity, m: &InternalMsg) -> Vec<u8>
     let info = UserInfo {
         user,
         account,
-        account_name: table.get(c.account).map_or(account, |d| d.name_tag()),
+        account_name: table.name_tag(c.account),
         user_name: id.map(|i| i.name_tag.as_str()).unwrap_or(""),
         permissions: c.perms.as_deref().map(|p| permissions(p.spec())),
         expires,

@@ -163,6 +163,11 @@ impl AccountTable {
         self.get(id).map_or("", |d| d.name.as_str())
     }
 
+    /// The account's name tag ([`AccountDef::name_tag`]), or `""`.
+    pub fn name_tag(&self, id: AccountId) -> &str {
+        self.get(id).map_or("", |d| d.name_tag())
+    }
+
     /// Every account, by id.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<AccountDef>> {
         self.defs.iter().flatten()

@@ -165,23 +165,19 @@ impl ShardCore {
         // As nats-server, the connect event goes out once authentication passed, before
         // the protocol checks below (which may close the connection again).
         self.notify_connected(key, now);
-        let Some(c) = self.client_mut(key) else { return };
+        let Some(c) = self.client(key) else { return };
         if c.closing.is_some() {
             return;
         }
+        let opts = &c.opts;
+        let (protocol, no_responders, verbose) = (opts.protocol, opts.no_responders, opts.verbose);
         if first {
-            let label = self.client(key).and_then(|c| {
-                let auth = auth_label(c);
-                let account = self.table.get(c.account).map(|d| d.log_label()).unwrap_or_default();
-                connect_label(&c.label, &c.opts, &account, auth.as_deref())
-            });
+            let account = self.table.get(c.account).map(|d| d.log_label()).unwrap_or_default();
+            let label = connect_label(&c.label, opts, &account, auth_label(c).as_deref());
             if let (Some(label), Some(c)) = (label, self.client_mut(key)) {
                 c.label = label;
             }
         }
-        let Some(c) = self.client(key) else { return };
-        let opts = &c.opts;
-        let (protocol, no_responders, verbose) = (opts.protocol, opts.no_responders, opts.verbose);
         if !(0..=1).contains(&protocol) {
             self.send_err(key, reply::ERR_BAD_PROTOCOL, now);
             self.close(key, ClosedState::BadClientProtocolVersion);

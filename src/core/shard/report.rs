@@ -104,11 +104,7 @@ impl ShardCore {
         r.lang = c.opts.lang.clone();
         r.version = c.opts.version.clone();
         r.account = self.table.name(c.account).to_string();
-        r.account_tag = self
-            .table
-            .get(c.account)
-            .map(|d| d.name_tag().to_string())
-            .unwrap_or_default();
+        r.account_tag = self.table.name_tag(c.account).to_string();
         r.user = raw_user(c);
         r.jwt = c.opts.jwt.clone();
         r.proxy_key = c.proxy_key.clone().unwrap_or_default();
@@ -150,9 +146,10 @@ impl ShardCore {
             } else {
                 String::new()
             },
-            account_tag: match self.table.get(s.account) {
-                Some(d) if with_account => d.name_tag().to_string(),
-                _ => String::new(),
+            account_tag: if with_account {
+                self.table.name_tag(s.account).to_string()
+            } else {
+                String::new()
             },
             subject: String::from_utf8_lossy(&s.subject).into_owned(),
             queue: s.queue.as_ref().map(|q| String::from_utf8_lossy(q).into_owned()),
