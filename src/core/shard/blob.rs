@@ -42,7 +42,8 @@ impl ShardCore {
     /// [`BLOB_MIN`] inline), for plain subscribers (no queue groups), not traced. False if
     /// the caller should stage a plain record.
     pub(super) fn stage_blob(&mut self, dst: usize, f: u8, acc: u32, m: &Msg<'_>, queues: usize) -> bool {
-        if m.data.len() < BLOB_MIN || queues > 0 || self.tracing.is_some() {
+        debug_assert!(m.data.len() >= BLOB_MIN, "the caller checks the size");
+        if queues > 0 || self.tracing.is_some() {
             return false;
         }
         let room = BLOB_TAG_LEN
@@ -185,15 +186,11 @@ impl ShardCore {
         line.extend_from_slice(b"\r\n");
         // The line must leave the tag's bytes at the blob's front free.
         let start = head.checked_sub(line.len()).filter(|&s| s >= BLOB_TAG_LEN);
-        let placed = match start.and_then(|s| blob.get_mut(s..head)) {
-            Some(room) => {
-                room.copy_from_slice(&line);
-                true
-            }
-            None => false,
-        };
+        let placed = start
+            .and_then(|s| blob.get_mut(s..head))
+            .map(|room| room.copy_from_slice(&line));
         self.line_buf = line;
-        let (true, Some(start)) = (placed, start) else {
+        let (Some(start), Some(())) = (start, placed) else {
             // No room for this subscription's line.
             return Err(blob);
         };
