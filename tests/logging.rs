@@ -145,31 +145,17 @@ both_reactors!(client_labels_match_the_reference, |r| {
     for conf_text in confs {
         let mut lines = Vec::new();
         for reference in [false, true] {
+            // Both log to stderr, which the harness keeps.
             let dir = scratch_dir();
-            let log = dir.join("s.log");
             let conf = dir.join("s.conf");
-            std::fs::write(
-                &conf,
-                format!("listen: 127.0.0.1:-1\nlog_file: \"{}\"\n{conf_text}", log.display()),
-            )
-            .unwrap();
-            let args = ["-c", conf.to_str().unwrap()];
-            let (port, _server, mut child) = if reference {
-                let child = std::process::Command::new(common::reference_server())
-                    .args(args)
-                    .spawn()
-                    .unwrap();
-                let text = wait_file(&log, "Server is ready", WAIT);
-                let port: u16 = text
-                    .lines()
-                    .find_map(|l| l.split("Listening for client connections on ").nth(1))
-                    .and_then(|hp| hp.trim().rsplit(':').next()?.parse().ok())
-                    .unwrap();
-                (port, None, Some(child))
+            std::fs::write(&conf, format!("listen: 127.0.0.1:-1\n{conf_text}")).unwrap();
+            let conf = conf.to_str().unwrap();
+            let s = if reference {
+                Server::start_cmd(&common::reference_server(), &["-c", conf])
             } else {
-                let s = Server::spawn_logging_to(r, &log, &args);
-                (s.port, Some(s), None)
+                Server::start_cmd(common::bin(), &[&["-c", conf][..], &r.args()[..]].concat())
             };
+            let port = s.port;
             for connect in connects {
                 let mut c = Raw::connect(port);
                 c.send_str(&format!("CONNECT {connect}\r\nPUB secret 1\r\nx\r\nPING\r\n"));
@@ -185,7 +171,7 @@ both_reactors!(client_labels_match_the_reference, |r| {
             // or (with `debug`) every client's close.
             let deadline = Instant::now() + WAIT;
             let text = loop {
-                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let text = s.log_lines().join("\n");
                 let done = if conf_text.contains("debug") {
                     text.matches("Client connection closed").count() == connects.len()
                 } else {
@@ -207,10 +193,7 @@ both_reactors!(client_labels_match_the_reference, |r| {
                 .filter(|l| l.contains("Violation") || l.contains("error") || l.contains("closed"))
                 .collect();
             found.sort();
-            if let Some(c) = child.as_mut() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+            drop(s);
             lines.push(found);
             let _ = std::fs::remove_dir_all(&dir);
         }
