@@ -189,6 +189,8 @@ pub struct Client {
     pub internal: bool,
     /// TLS and WebSocket details (`None` for a plain TCP client).
     pub transport: Option<Box<super::auth::TransportInfo>>,
+    /// What this connection's last publish was routed by (module `shard::memo`).
+    pub route_memo: Option<super::shard::memo::RouteMemo>,
 }
 
 impl Client {
@@ -238,6 +240,7 @@ impl Client {
             auth_first: true,
             internal: false,
             transport: None,
+            route_memo: None,
         }
     }
 

@@ -9,7 +9,26 @@
 
 use super::subject::{has_wildcard, is_valid_sub_pattern, matches, FWC, PWC, TSEP};
 use super::FastMap;
+use std::cell::Cell;
 use std::rc::Rc;
+
+thread_local! {
+    /// Moved by every change to any sublist on this thread (a shard's), and by every new
+    /// account definition ([`bump_epoch`]): a memo of match results taken at one epoch
+    /// holds while it is current (`core::shard::memo`).
+    static EPOCH: Cell<u64> = const { Cell::new(1) };
+}
+
+/// The current epoch of this thread's sublists.
+#[inline]
+pub fn epoch() -> u64 {
+    EPOCH.with(Cell::get)
+}
+
+/// Invalidate every memo of this thread's match results.
+pub fn bump_epoch() {
+    EPOCH.with(|e| e.set(e.get().wrapping_add(1).max(1)));
+}
 
 /// Cached results kept per sublist; past this, a quarter is evicted.
 const CACHE_MAX: usize = 1024;
@@ -242,6 +261,7 @@ impl<T: Copy + Eq> Sublist<T> {
     /// Drop cached results that `pattern` affects. A literal pattern affects only its own
     /// subject (one lookup); only wildcard patterns need a scan of the cache.
     fn invalidate(&mut self, pattern: &[u8]) {
+        bump_epoch();
         self.last = None;
         if self.cache.is_empty() {
             return;
@@ -279,6 +299,13 @@ impl<T: Copy + Eq> Sublist<T> {
             }
         }
         &[]
+    }
+
+    /// Count a lookup answered from a memo of this tree's results (a hit).
+    #[inline]
+    pub fn count_memo_hit(&mut self) {
+        self.stats.matches += 1;
+        self.stats.hits += 1;
     }
 
     /// Everything interested in the literal `subject`.

@@ -90,6 +90,8 @@ impl ShardAccount {
 
     /// Take a new definition: rebuild the import and export matchers from it.
     pub fn set_def(&mut self, def: Option<Arc<AccountDef>>, cache: bool) {
+        // Imports and mappings change what a publish is routed by.
+        crate::core::sublist::bump_epoch();
         self.stream_out = Sublist::new(cache);
         self.service_in = Sublist::new(cache);
         self.service_gate = FirstTokens::default();

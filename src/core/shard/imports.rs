@@ -124,13 +124,21 @@ impl Rewritten {
 
 /// The kinds of import a message may take further (see [`ShardCore::route_onward`]).
 #[derive(Clone, Copy)]
-struct Onward {
+pub(super) struct Onward {
     /// A service reply (`_R_.`): back to the requester's account.
     response: bool,
     /// The account's service imports may cover the subject.
     services: bool,
     /// Another account's stream import may cover it.
     streams: bool,
+}
+
+impl Onward {
+    /// Some import may take the message further.
+    #[inline]
+    pub(super) fn any(self) -> bool {
+        self.response || self.services || self.streams
+    }
 }
 
 impl ShardCore {
@@ -149,7 +157,7 @@ impl ShardCore {
 
     /// Which kinds of import could take a message on `subject` in `acc` further.
     #[inline]
-    fn onward(&self, acc: AccountId, subject: &[u8]) -> Onward {
+    pub(super) fn onward(&self, acc: AccountId, subject: &[u8]) -> Onward {
         let st = self.accts.get(acc as usize);
         Onward {
             response: is_service_reply(subject),
@@ -170,7 +178,21 @@ impl ShardCore {
         depth: u8,
     ) -> bool {
         let via = self.onward(acc, m.subject);
-        if !(via.response || via.services || via.streams) || depth >= MAX_IMPORT_DEPTH {
+        self.follow_onward(acc, publisher, m, now, depth, via)
+    }
+
+    /// Follow the imports `via` says may take a message in `acc` further.
+    #[inline]
+    pub(super) fn follow_onward(
+        &mut self,
+        acc: AccountId,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        now: Instant,
+        depth: u8,
+        via: Onward,
+    ) -> bool {
+        if !via.any() || depth >= MAX_IMPORT_DEPTH {
             return false;
         }
         self.follow(acc, publisher, m, now, depth, via)

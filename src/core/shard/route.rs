@@ -1,6 +1,7 @@
 //! Publishing: match, deliver to local subscribers, pick queue members across shards,
 //! and stage one envelope per interested shard (ARCHITECTURE.md, invariants 5 to 7).
 
+use super::memo::Hit;
 use super::trace::Pre;
 use super::ShardCore;
 use crate::core::accounts::AccountId;
@@ -170,6 +171,7 @@ impl ShardCore {
         let Some(c) = self.client_mut(key) else { return };
         c.in_msgs += 1;
         c.in_bytes += data.len() as u64;
+        let hit = super::memo::lookup(&c.route_memo, account, subject);
         let (verbose, no_responders) = (c.opts.verbose, c.opts.no_responders);
         let allowed = match c.perms.as_mut() {
             Some(p) => p.can_publish(subject, now),
@@ -211,7 +213,7 @@ impl ShardCore {
             self.send_bytes(key, reply::OK, now);
         }
         // A weighted mapping may drop the message (its share of nobody).
-        let delivered = !subject.is_empty() && self.route(account, Some(key), m, now);
+        let delivered = !subject.is_empty() && self.route_published(account, key, m, now, hit);
         if !delivered && !reply.is_empty() && no_responders {
             self.no_responders(key, m, now);
         }
@@ -239,33 +241,100 @@ impl ShardCore {
         self.route_at(acc, publisher, m, now, 0)
     }
 
+    /// A client's publish in `acc`, routed by its connection's memo when that holds
+    /// (`hit`, module `memo`), else looked up and remembered.
+    #[inline(always)]
+    fn route_published(&mut self, acc: AccountId, key: ConnKey, m: &Msg<'_>, now: Instant, hit: Hit) -> bool {
+        let (local, remote, via) = match hit {
+            Hit::Nobody => {
+                self.count_memo_hit(acc);
+                return false;
+            }
+            Hit::Found(local, remote, via) => {
+                self.count_memo_hit(acc);
+                (local, remote, via)
+            }
+            Hit::Miss => {
+                let epoch = crate::core::sublist::epoch();
+                let once = super::imports::is_one_shot(m.subject);
+                let (local, remote) = self.interest(acc, m.subject, once);
+                let via = self.onward(acc, m.subject);
+                if !once {
+                    if let Some(c) = self.client_mut(key) {
+                        super::memo::store(&mut c.route_memo, epoch, acc, m.subject, &local, remote.as_ref(), via);
+                    }
+                }
+                (local, remote, via)
+            }
+        };
+        let delivered = self.deliver_matched(acc, Some(key), m, now, &local, remote.as_deref());
+        delivered | self.follow_onward(acc, Some(key), m, now, 0, via)
+    }
+
+    /// A memo hit stands for a lookup in each tree it saved (`/subsz` statistics).
+    fn count_memo_hit(&mut self, acc: AccountId) {
+        let multi = self.nshards > 1;
+        let st = self.acct(acc);
+        st.sublist.count_memo_hit();
+        if multi {
+            st.remote.count_memo_hit();
+        }
+    }
+
+    /// The interest in `subject` in `acc`: on this shard, and (with several shards) on
+    /// the others.
+    #[inline(always)]
+    fn interest(
+        &mut self,
+        acc: AccountId,
+        subject: &[u8],
+        once: bool,
+    ) -> (Rc<Matches<SubId>>, Option<Rc<Matches<RKey>>>) {
+        let local = routed_matches(&mut self.acct(acc).sublist, subject, once);
+        if self.nshards < 2 {
+            return (local, None);
+        }
+        let remote = if once {
+            self.acct(acc).remote.matches_once(subject)
+        } else {
+            self.acct(acc).remote.matches(subject)
+        };
+        (local, Some(remote))
+    }
+
     /// Deliver to the subscribers of `acc` on every shard (no imports).
     // Inlined into `route_at` (its hot caller), as before tracing added a second caller.
     #[inline(always)]
     pub(super) fn deliver_in(&mut self, acc: AccountId, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
         let once = super::imports::is_one_shot(m.subject);
-        let local = routed_matches(&mut self.acct(acc).sublist, m.subject, once);
+        let (local, remote) = self.interest(acc, m.subject, once);
+        self.deliver_matched(acc, publisher, m, now, &local, remote.as_deref())
+    }
+
+    /// Deliver to `local` subscribers and to the shards of `remote` interest.
+    #[inline(always)]
+    fn deliver_matched(
+        &mut self,
+        acc: AccountId,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        now: Instant,
+        local: &Matches<SubId>,
+        remote: Option<&Matches<RKey>>,
+    ) -> bool {
         let mut delivered = false;
         for &sid in &local.psubs {
             delivered |= self.deliver(sid, publisher, m, now);
         }
-        if self.nshards < 2 {
-            for g in &local.qsubs {
-                delivered |= self.deliver_queue_local(&g.members, publisher, m, now);
+        let remote = match remote {
+            Some(r) if !r.is_empty() => r,
+            _ => {
+                for g in &local.qsubs {
+                    delivered |= self.deliver_queue_local(&g.members, publisher, m, now);
+                }
+                return delivered;
             }
-            return delivered;
-        }
-        let remote: Rc<Matches<RKey>> = if once {
-            self.acct(acc).remote.matches_once(m.subject)
-        } else {
-            self.acct(acc).remote.matches(m.subject)
         };
-        if remote.is_empty() {
-            for g in &local.qsubs {
-                delivered |= self.deliver_queue_local(&g.members, publisher, m, now);
-            }
-            return delivered;
-        }
         let mut targets = Set256::default();
         for &rk in &remote.psubs {
             if let Some(e) = self.remote_entry(acc, rk) {

@@ -724,3 +724,6 @@ fn a_publisher_pauses_while_the_mesh_is_backed_up_and_resumes_in_order() {
         assert_eq!(*s, format!("{k:04}"));
     }
 }
+
+#[path = "tests_memo.rs"]
+mod memo;

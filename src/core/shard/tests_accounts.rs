@@ -10,7 +10,7 @@ use crate::core::perms::{PermSpec, SubjectPerm};
 
 /// Accounts A (id 1) and B (id 2): A exports stream `feed.>` (B imports it with prefix
 /// `a.`) and service `svc.>` (B imports it as is); users `a` and `b`.
-fn world(n: usize, perms_b: Option<PermSpec>, kind: ResponseType) -> World {
+pub(super) fn world(n: usize, perms_b: Option<PermSpec>, kind: ResponseType) -> World {
     let mut dir = UserDirectory::default();
     let mut w = World::new(n, CoreConfig::default());
     let t = w.shared.accounts.install(|b| {
@@ -65,7 +65,7 @@ fn world(n: usize, perms_b: Option<PermSpec>, kind: ResponseType) -> World {
     w
 }
 
-fn login(w: &mut World, shard: usize, user: &str) -> ConnKey {
+pub(super) fn login(w: &mut World, shard: usize, user: &str) -> ConnKey {
     let (_, k) = w.connect(
         shard,
         &format!(r#"{{"verbose":false,"pedantic":false,"headers":true,"user":"{user}","pass":"p"}}"#),

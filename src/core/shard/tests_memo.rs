@@ -1,0 +1,113 @@
+//! A connection's route memo (module `memo`): a publisher that repeats its subject is
+//! routed by the memo, and every change of interest or of the account's definition made
+//! since is seen by the next publish, on one shard and across shards.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use super::*;
+
+fn msgs(got: &str, line: &str) -> usize {
+    got.matches(line).count()
+}
+
+#[test]
+fn the_memo_sees_every_subscribe_and_unsubscribe() {
+    for n in [1, 3] {
+        let mut w = World::new(n, CoreConfig::default());
+        let far = n - 1;
+        let (_, p) = w.connect(0, QUIET);
+        let (_, near) = w.connect(0, QUIET);
+        let (_, away) = w.connect(far, QUIET);
+        // Nobody listens: the memo remembers that.
+        w.send(0, p, "PUB m.x 1\r\na\r\nPUB m.x 1\r\na\r\n");
+        assert!(w.shards[0].client(p).unwrap().route_memo.is_some());
+        // A subscriber on the last shard, then one on the publisher's own shard.
+        w.send(far, away, "SUB m.* 1\r\nPING\r\n");
+        assert_eq!(w.take(far, away), "PONG\r\n");
+        w.send(0, p, "PUB m.x 1\r\nb\r\n");
+        assert_eq!(w.take(far, away), "MSG m.x 1 1\r\nb\r\n", "{n} shards");
+        w.send(0, near, "SUB m.x 2\r\nPING\r\n");
+        assert_eq!(w.take(0, near), "PONG\r\n");
+        w.send(0, p, "PUB m.x 1\r\nc\r\n");
+        assert_eq!(w.take(0, near), "MSG m.x 2 1\r\nc\r\n", "{n} shards");
+        assert_eq!(w.take(far, away), "MSG m.x 1 1\r\nc\r\n", "{n} shards");
+        // Unsubscribes: the far one first, then the near one.
+        w.send(far, away, "UNSUB 1\r\nPING\r\n");
+        w.take(far, away);
+        w.send(0, p, "PUB m.x 1\r\nd\r\n");
+        assert_eq!(w.take(0, near), "MSG m.x 2 1\r\nd\r\n");
+        assert_eq!(w.take(far, away), "", "{n} shards: unsubscribed");
+        w.send(0, near, "UNSUB 2\r\nPING\r\n");
+        w.take(0, near);
+        w.send(0, p, "PUB m.x 1\r\ne\r\n");
+        assert_eq!(w.take(0, near), "");
+        // And a queue group on the far shard after that.
+        w.send(far, away, "SUB m.x q 3\r\nPING\r\n");
+        w.take(far, away);
+        w.send(0, p, "PUB m.x 1\r\nf\r\n");
+        assert_eq!(w.take(far, away), "MSG m.x 3 1\r\nf\r\n", "{n} shards");
+    }
+}
+
+#[test]
+fn an_auto_unsubscribe_in_the_middle_of_a_read_ends_delivery() {
+    for n in [1, 2] {
+        let mut w = World::new(n, CoreConfig::default());
+        let (_, p) = w.connect(0, QUIET);
+        let (_, s) = w.connect(n - 1, QUIET);
+        w.send(n - 1, s, "SUB a 7\r\nUNSUB 7 2\r\nPING\r\n");
+        assert_eq!(w.take(n - 1, s), "PONG\r\n");
+        w.send(0, p, &"PUB a 1\r\nz\r\n".repeat(5));
+        assert_eq!(msgs(&w.take(n - 1, s), "MSG a 7 1"), 2, "{n} shards");
+        // A new subscription in the same slot gets what comes after it, once.
+        w.send(n - 1, s, "SUB a 8\r\nPING\r\n");
+        w.take(n - 1, s);
+        w.send(0, p, "PUB a 1\r\nz\r\n");
+        assert_eq!(w.take(n - 1, s), "MSG a 8 1\r\nz\r\n", "{n} shards");
+    }
+}
+
+#[test]
+fn a_new_account_definition_changes_the_route_of_a_memoized_subject() {
+    use super::accounts::{login, world};
+    use crate::core::accounts::links::{ResponseType, Rewrite, StreamLink};
+    for n in [1, 2] {
+        let mut w = world(n, None, ResponseType::Singleton);
+        // A without its stream export: what A publishes on `feed.x` reaches nobody.
+        w.shared.accounts.update(|b| {
+            let a = b.plain("A");
+            b.add(a);
+        });
+        let a = login(&mut w, 0, "a");
+        let b = login(&mut w, n - 1, "b");
+        w.send(n - 1, b, "SUB a.feed.x 1\r\nPING\r\n");
+        w.take(n - 1, b);
+        w.send(0, a, "PUB feed.x 1\r\n1\r\nPUB feed.x 1\r\n2\r\n");
+        assert_eq!(w.take(n - 1, b), "");
+        // The export comes back (a reload, a JWT update): the same subject now reaches B.
+        w.shared.accounts.update(|t| {
+            let importer = t.id("B");
+            let mut a = t.plain("A");
+            a.stream_links.push(StreamLink {
+                from: b"feed.>".to_vec().into(),
+                importer,
+                rewrite: Rewrite::Prefix(b"a.".to_vec().into()),
+                allow_trace: false,
+            });
+            t.add(a);
+        });
+        w.send(0, a, "PUB feed.x 1\r\n3\r\n");
+        assert_eq!(w.take(n - 1, b), "MSG a.feed.x 1 1\r\n3\r\n", "{n} shards");
+    }
+}
+
+#[test]
+fn memo_hits_count_as_sublist_lookups() {
+    let mut w = World::new(2, CoreConfig::default());
+    let (_, p) = w.connect(0, QUIET);
+    w.send(0, p, "PUB none 0\r\n\r\n");
+    let before = w.shards[0].acct(crate::core::accounts::GLOBAL).sublist.stats();
+    w.send(0, p, &"PUB none 0\r\n\r\n".repeat(10));
+    let after = w.shards[0].acct(crate::core::accounts::GLOBAL).sublist.stats();
+    assert_eq!(after.matches - before.matches, 10);
+    assert_eq!(after.cache_hits - before.cache_hits, 10);
+}
