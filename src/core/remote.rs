@@ -67,12 +67,6 @@ impl RemoteInterest {
         self.sublist.matches(subject)
     }
 
-    /// Count a lookup answered from a memo of this tree's results.
-    #[inline]
-    pub fn count_memo_hit(&mut self) {
-        self.sublist.count_memo_hit();
-    }
-
     /// [`Self::matches`] for a one-shot subject (not cached).
     pub fn matches_once(&mut self, subject: &[u8]) -> Rc<Matches<RKey>> {
         self.sublist.matches_once(subject)

@@ -41,7 +41,7 @@ pub(super) enum Hit {
 }
 
 /// The memo's answer for `subject` published in `account`, at the current epoch.
-#[inline]
+#[inline(always)]
 pub(super) fn lookup(memo: &Option<RouteMemo>, account: AccountId, subject: &[u8]) -> Hit {
     let Some(m) = memo else { return Hit::Miss };
     if m.epoch != crate::core::sublist::epoch()

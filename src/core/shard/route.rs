@@ -271,13 +271,12 @@ impl ShardCore {
         delivered | self.follow_onward(acc, Some(key), m, now, 0, via)
     }
 
-    /// A memo hit stands for a lookup in each tree it saved (`/subsz` statistics).
+    /// A memo hit stands for a lookup in the account's sublist (its `/subsz` statistics;
+    /// the remote-interest tree's are not reported).
+    #[inline(always)]
     fn count_memo_hit(&mut self, acc: AccountId) {
-        let multi = self.nshards > 1;
-        let st = self.acct(acc);
-        st.sublist.count_memo_hit();
-        if multi {
-            st.remote.count_memo_hit();
+        if let Some(st) = self.accts.get_mut(acc as usize) {
+            st.sublist.count_memo_hit();
         }
     }
 
