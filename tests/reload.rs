@@ -273,3 +273,56 @@ both_reactors!(account_and_permission_reload_like_the_reference, |r| {
     let got = account_reload_outcomes(bin(), &["--shards", "2", "--reactor", r.flag()]);
     assert_eq!(got, want);
 });
+
+/// A reload that lowers `max_connections` below the number connected closes the excess,
+/// each with `-ERR 'maximum connections exceeded'`, and says how many it closed; the rest
+/// stay. Which ones go is nats-server's map order, so the outcome is counted.
+fn lowered_max_connections_outcome(program: &str, extra: &[&str]) -> Vec<String> {
+    let dir = scratch_dir();
+    let p = conf(&dir, "max_connections: 10\n");
+    let mut args = vec!["-a", "127.0.0.1", "-p", "-1", "-c", p.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let s = Server::start_cmd(program, &args);
+    let mut clients: Vec<Raw> = (0..5)
+        .map(|_| {
+            let mut c = s.raw();
+            c.handshake();
+            c
+        })
+        .collect();
+    reload(&s, &dir, "max_connections: 2\n", 1);
+    let mut closed = Vec::new();
+    let mut open = 0;
+    for c in &mut clients {
+        match c.drain(Duration::from_millis(300)) {
+            got if got.is_empty() => {
+                c.send_str("PING\r\n");
+                c.expect("PONG\r\n");
+                open += 1;
+            }
+            got => closed.push(got + &c.until_closed(WAIT)),
+        }
+    }
+    let log: Vec<String> = s
+        .log_lines()
+        .into_iter()
+        .filter(|l| l.contains("max_connections"))
+        .map(|l| l.split("] ").last().unwrap_or_default().to_string())
+        .collect();
+    // New connections past the new limit are refused.
+    let mut late = s.raw();
+    late.send_str("CONNECT {\"verbose\":false}\r\nPING\r\n");
+    let refused = late.until_closed(WAIT);
+    let _ = std::fs::remove_dir_all(&dir);
+    vec![format!("{open} open"), closed.join(""), log.join("\n"), refused]
+}
+
+both_reactors!(lowering_max_connections_closes_the_excess_like_the_reference, |r| {
+    let want = lowered_max_connections_outcome(&common::reference_server(), &[]);
+    assert_eq!(want[0], "2 open");
+    assert_eq!(want[1], "-ERR 'maximum connections exceeded'\r\n".repeat(3));
+    for shards in ["1", "3"] {
+        let got = lowered_max_connections_outcome(bin(), &["--shards", shards, "--reactor", r.flag()]);
+        assert_eq!(got, want, "{shards} shards");
+    }
+});

@@ -127,6 +127,9 @@ pub struct Shared {
     next_cid: AtomicU64,
     /// Open client connections across all shards (enforces `max_connections`).
     pub open_conns: AtomicI64,
+    /// Connections still to close after a reload lowered `max_connections` (each shard
+    /// closes some of its own while this is above zero; see `ShardCore::reconfigure`).
+    pub conn_trim: AtomicI64,
     /// Account ids and the current account table (read by shards when it changes).
     pub accounts: crate::core::accounts::AccountRegistry,
     /// Random per server: seeds the account prefixes of service response subjects.
@@ -139,6 +142,7 @@ impl Shared {
             shards: (0..nshards).map(|_| ShardStats::default()).collect(),
             next_cid: AtomicU64::new(1),
             open_conns: AtomicI64::new(0),
+            conn_trim: AtomicI64::new(0),
             accounts: crate::core::accounts::AccountRegistry::new(),
             reply_seed: rand::random(),
         }

@@ -618,7 +618,22 @@ impl Server {
             }
         };
         self.authenticator = authenticator.clone();
+        // A lower `max_connections` closes what is over it (the shards do, when they take
+        // the new configuration below), as nats-server does.
+        let trim = if plan.messages.iter().any(|m| m.starts_with("Reloaded: max_connections")) {
+            let open = self.state.shared.open_conns.load(std::sync::atomic::Ordering::Acquire);
+            (open - new.max_connections.max(0)).max(0)
+        } else {
+            0
+        };
+        self.state
+            .shared
+            .conn_trim
+            .store(trim, std::sync::atomic::Ordering::Release);
         for m in &plan.messages {
+            if m.starts_with("Reloaded: max_connections") && trim > 0 {
+                tracing::info!("Closed {trim} connections to fall within max_connections");
+            }
             if m.starts_with("Reloaded: pid_file") {
                 if let Err(e) = write_pid_file(&new.pid_file) {
                     tracing::error!(

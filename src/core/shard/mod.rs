@@ -269,7 +269,40 @@ impl ShardCore {
         if auth_changed {
             self.recheck_auth(now);
         }
+        self.trim_connections(now);
         self.finish(now);
+    }
+
+    /// Close connections of this shard while the server still has more than a reload's
+    /// lower `max_connections` allows (`Shared::conn_trim`, set by the reload and shared
+    /// by every shard), each as a connection over the limit is refused. nats-server closes
+    /// the ones its map iteration happens to give first; here, a shard's in slot order.
+    fn trim_connections(&mut self, now: Instant) {
+        use std::sync::atomic::Ordering;
+        if self.shared.conn_trim.load(Ordering::Acquire) <= 0 {
+            return;
+        }
+        let open: Vec<ConnKey> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| !c.internal && c.closing.is_none())
+            .map(|(i, c)| ConnKey {
+                idx: i as u32,
+                gen: c.gen,
+            })
+            .collect();
+        for key in open {
+            let take = |n: i64| (n > 0).then(|| n - 1);
+            if self
+                .shared
+                .conn_trim
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, take)
+                .is_err()
+            {
+                break;
+            }
+            self.max_connections_exceeded(key, now);
+        }
     }
 
     /// Number of open connections on this shard (internal clients not counted).

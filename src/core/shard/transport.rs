@@ -111,14 +111,19 @@ impl ShardCore {
             self.send_err(key, crate::proto::reply::ERR_THROTTLED, now);
             self.close(key, ClosedState::MaxConnectionsExceeded);
         } else if self.cfg.max_connections < 0 || open > self.cfg.max_connections {
-            tracing::error!("{} - maximum connections exceeded", self.label(key));
-            self.send_err(key, crate::proto::reply::ERR_MAX_CONNECTIONS, now);
-            self.close(key, ClosedState::MaxConnectionsExceeded);
+            self.max_connections_exceeded(key, now);
         }
         self.schedule(key);
         self.wake(key);
         self.finish(now);
         key
+    }
+
+    /// Refuse a connection over `max_connections`: the error, then the close.
+    pub(super) fn max_connections_exceeded(&mut self, key: ConnKey, now: Instant) {
+        tracing::error!("{} - maximum connections exceeded", self.label(key));
+        self.send_err(key, crate::proto::reply::ERR_MAX_CONNECTIONS, now);
+        self.close(key, ClosedState::MaxConnectionsExceeded);
     }
 
     /// Queue the INFO of a connection accepted with `defer_info` (the TLS handshake is
