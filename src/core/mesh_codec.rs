@@ -14,6 +14,7 @@
 //! | 4 | barrier ack | id u64 |
 //! | 5 | responder info | account u32, subject, ClientInfo JSON (ahead of a tracked response) |
 //! | 6 | trace part | trace id u64, leg u64, child leg count u16 + legs u64, encoded trace steps |
+//! | 7 | run | consecutive plain messages of one subject (module [`mesh_run`](super::mesh_run)) |
 //!
 //! A message record with flag `BLOB` carries, in place of its data, a u32: where the data
 //! starts in the batch's next blob ([`Batch::blobs`], taken in record order). A blob is
@@ -95,6 +96,7 @@ const NO_HEADER: u32 = u32::MAX;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record<'a> {
     Msg(MsgRecord<'a>),
+    Run(super::mesh_run::RunRecord<'a>),
     Interest {
         account: u32,
         subject: &'a [u8],
@@ -445,6 +447,16 @@ impl<'a> Iterator for Records<'a> {
                     nqueues,
                     trace,
                 }))
+            }
+            super::mesh_run::TAG_RUN => {
+                let flags = r.u8()?;
+                let account = r.u32()?;
+                let subject = r.bytes()?;
+                let reply = r.bytes()?;
+                let payloads = r.bytes()?;
+                Some(Record::Run(super::mesh_run::RunRecord::new(
+                    flags, account, subject, reply, payloads,
+                )))
             }
             TAG_INTEREST => {
                 let account = r.u32()?;

@@ -7,6 +7,7 @@ pub mod bits;
 pub mod client;
 pub mod config;
 pub mod mesh_codec;
+pub mod mesh_run;
 pub mod outbuf;
 pub mod perms;
 pub mod post;

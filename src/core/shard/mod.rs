@@ -138,6 +138,9 @@ pub struct ShardCore {
     table: Arc<AccountTable>,
     table_gen: u64,
     staging: Vec<Batch>,
+    /// Per destination, the run of plain messages that ends its staging batch, which the
+    /// next message of the same shape extends (`core::mesh_run`).
+    runs: Vec<Option<crate::core::mesh_run::RunMark>>,
     /// Blob buffers this shard filled, back from the shards that wrote them out, for
     /// the next large messages (`blob.rs`); and their bytes.
     blob_pool: Vec<Vec<u8>>,
@@ -204,6 +207,7 @@ impl ShardCore {
             table,
             table_gen,
             staging: (0..nshards).map(|_| Batch::default()).collect(),
+            runs: vec![None; nshards],
             blob_pool: Vec::new(),
             blob_pool_bytes: 0,
             line_buf: Vec::new(),
@@ -544,6 +548,10 @@ impl ShardCore {
             if dst == self.idx || self.staging[dst].is_empty() {
                 continue;
             }
+            // Whatever happens to the batch, its run is not extended any more.
+            if let Some(r) = self.runs.get_mut(dst) {
+                *r = None;
+            }
             let mut spare = self.mesh.take_recycled(dst).unwrap_or_default();
             self.keep_blobs(&mut spare.blobs);
             let batch = std::mem::replace(&mut self.staging[dst], spare);
@@ -717,6 +725,22 @@ impl ShardCore {
         &mut self.staging[dst].records
     }
 
+    /// Stage a plain message for `dst` in the run its batch ends with, or a new run.
+    fn stage_run(
+        &mut self,
+        dst: usize,
+        flags: u8,
+        acc: crate::core::accounts::AccountId,
+        subject: &[u8],
+        reply: &[u8],
+        data: &[u8],
+    ) {
+        let (Some(batch), Some(mark)) = (self.staging.get_mut(dst), self.runs.get_mut(dst)) else {
+            return;
+        };
+        crate::core::mesh_run::put_run(&mut batch.records, mark, flags, acc, subject, reply, data);
+    }
+
     /// The staged batch for `dst`, for records that bring blobs.
     fn stage_batch(&mut self, dst: usize) -> &mut Batch {
         &mut self.staging[dst]
@@ -740,6 +764,7 @@ impl ShardCore {
                     None => break,
                 },
                 mesh_codec::Record::Msg(m) => self.deliver_remote(src, &m, now),
+                mesh_codec::Record::Run(r) => self.deliver_remote_run(&r, now),
                 mesh_codec::Record::Interest {
                     account,
                     subject,

@@ -8,6 +8,7 @@ use crate::core::accounts::AccountId;
 use crate::core::bits::Set256;
 use crate::core::client::{ClosedState, ConnKey, SubId};
 use crate::core::mesh_codec::{self, flags, MsgRecord};
+use crate::core::mesh_run::RunRecord;
 use crate::core::remote::{REntry, RKey};
 use crate::core::sublist::Matches;
 use crate::core::trace::event::errors;
@@ -404,6 +405,9 @@ impl ShardCore {
                     self.stage_msg(dst, f, 0, acc, m, raw, &queues);
                 } else if m.data.len() >= super::blob::BLOB_MIN && self.stage_blob(dst, f, acc, m, queues.len()) {
                     // Large: the payload travels in a buffer of its own (`blob.rs`).
+                } else if queues.is_empty() && raw.is_none() && m.header_len.is_none() && m.shown.is_empty() {
+                    // Plain: in a run of its subject (`core::mesh_run`).
+                    self.stage_run(dst, f, acc, m.subject, m.reply, m.data);
                 } else {
                     mesh_codec::put_msg(self.stage(dst), f, 0, acc, &m.parts(), raw, &queues);
                 }
@@ -511,6 +515,38 @@ impl ShardCore {
         }
         self.delivering_remote = true;
         self.deliver_remote_in(src, acc, rec, &m, now);
+        self.delivering_remote = false;
+    }
+
+    /// A run of plain messages from another shard: to this shard's plain subscribers of
+    /// their subject (a run carries no queue names), looked up again only if interest
+    /// changed while delivering (an auto-unsubscribe).
+    pub(super) fn deliver_remote_run(&mut self, run: &RunRecord<'_>, now: Instant) {
+        let acc = run.account;
+        let once = super::imports::is_one_shot(run.subject);
+        let mut epoch = crate::core::sublist::epoch();
+        let mut local = routed_matches(&mut self.acct(acc).sublist, run.subject, once);
+        let mut size = itoa::Buffer::new();
+        self.delivering_remote = true;
+        for data in run.payloads() {
+            if crate::core::sublist::epoch() != epoch {
+                epoch = crate::core::sublist::epoch();
+                local = routed_matches(&mut self.acct(acc).sublist, run.subject, once);
+            }
+            let m = Msg {
+                subject: run.subject,
+                reply: run.reply,
+                header_len: None,
+                data,
+                size_text: size.format(data.len()).as_bytes(),
+                hdr_text: b"",
+                internal: run.flags & flags::INTERNAL != 0,
+                shown: b"",
+            };
+            for &sid in &local.psubs {
+                self.deliver(sid, None, &m, now);
+            }
+        }
         self.delivering_remote = false;
     }
 
