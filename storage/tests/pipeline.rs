@@ -154,10 +154,13 @@ fn a_store_that_removes_as_it_stores_still_pipelines() {
     }
     s.sync().expect("sync");
     let st = s.stats();
-    // Without the spacing of the looks no batch overlapped (0 of ~800 here); with it ~20%
-    // do in a debug build, where the store's own work keeps the next batch back.
+    // Without the spacing of the looks no batch overlapped (0 of ~800 here): each look
+    // waited for the batch in flight. With it some do; how many depends on whether the
+    // next batch comes while the last one's fdatasync still runs, which is scheduling
+    // (20% in a quiet debug build, 3.5% in a CI run on a loaded machine), so only their
+    // presence is asserted.
     assert!(
-        st.pipelined * 20 > st.batches,
+        st.pipelined > 0,
         "batches overlapped the one before: {} of {} ({st:?})",
         st.pipelined,
         st.batches
