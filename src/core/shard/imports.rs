@@ -178,12 +178,12 @@ impl ShardCore {
         depth: u8,
     ) -> bool {
         let via = self.onward(acc, m.subject);
-        self.follow_onward(acc, publisher, m, now, depth, via)
+        self.follow(acc, publisher, m, now, depth, via)
     }
 
     /// Follow the imports `via` says may take a message in `acc` further.
     #[inline]
-    pub(super) fn follow_onward(
+    pub(super) fn follow(
         &mut self,
         acc: AccountId,
         publisher: Option<ConnKey>,
@@ -195,18 +195,6 @@ impl ShardCore {
         if !via.any() || depth >= MAX_IMPORT_DEPTH {
             return false;
         }
-        self.follow(acc, publisher, m, now, depth, via)
-    }
-
-    fn follow(
-        &mut self,
-        acc: AccountId,
-        publisher: Option<ConnKey>,
-        m: &Msg<'_>,
-        now: Instant,
-        depth: u8,
-        via: Onward,
-    ) -> bool {
         let mut delivered = false;
         if via.response {
             delivered |= self.route_response(acc, publisher, m, now, depth);

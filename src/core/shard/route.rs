@@ -269,7 +269,7 @@ impl ShardCore {
             }
         };
         let delivered = self.deliver_matched(acc, Some(key), m, now, &local, remote.as_deref());
-        delivered | self.follow_onward(acc, Some(key), m, now, 0, via)
+        delivered | self.follow(acc, Some(key), m, now, 0, via)
     }
 
     /// A memo hit stands for a lookup in the account's sublist (its `/subsz` statistics;
