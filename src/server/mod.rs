@@ -620,7 +620,7 @@ impl Server {
         self.authenticator = authenticator.clone();
         // A lower `max_connections` closes what is over it (the shards do, when they take
         // the new configuration below), as nats-server does.
-        let trim = if plan.messages.iter().any(|m| m.starts_with("Reloaded: max_connections")) {
+        let trim = if new.max_connections != self.opts.max_connections {
             let open = self.state.shared.open_conns.load(std::sync::atomic::Ordering::Acquire);
             (open - new.max_connections.max(0)).max(0)
         } else {
