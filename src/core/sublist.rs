@@ -63,6 +63,17 @@ pub struct QueueGroup<T> {
 pub struct Matches<T> {
     pub psubs: Vec<T>,
     pub qsubs: Vec<QueueGroup<T>>,
+    /// How many leading tokens of its subject this result was decided by, when that is
+    /// fewer than the subject has (0 otherwise): every walk through the tree stopped before
+    /// the last token because nothing is subscribed deeper. The result then holds for every
+    /// valid subject that starts with the same `prefix` tokens and has more than `prefix`
+    /// (`$JS.ACK.S.C.1` for every ack of consumer `C` when only `$JS.ACK.S.C.>` is
+    /// subscribed): what a route memo keys on (`core::shard::memo`).
+    pub prefix: u16,
+    /// The [`epoch`] the result was computed at. `prefix` speaks for longer subjects only
+    /// while it is current: a cached result outlives changes that leave its own subject's
+    /// interest alone but not its neighbours' (see [`Matches::prefix_at`]).
+    computed: u64,
 }
 
 impl<T> Matches<T> {
@@ -70,6 +81,18 @@ impl<T> Matches<T> {
         Matches {
             psubs: Vec::new(),
             qsubs: Vec::new(),
+            prefix: 0,
+            computed: 0,
+        }
+    }
+
+    /// [`Matches::prefix`] if this result was computed at `epoch`, else 0.
+    #[inline]
+    pub fn prefix_at(&self, epoch: u64) -> u16 {
+        if self.computed == epoch {
+            self.prefix
+        } else {
+            0
         }
     }
 
@@ -388,6 +411,7 @@ impl<T: Copy + Eq> Sublist<T> {
             Some(m) => {
                 m.psubs.clear();
                 m.qsubs.clear();
+                m.prefix = 0;
                 self.match_into(subject, m);
             }
             None => r = Rc::new(self.match_uncached(subject)),
@@ -425,7 +449,10 @@ impl<T: Copy + Eq> Sublist<T> {
             n += 1;
         }
         let tokens: &[&[u8]] = if spill.is_empty() { &toks[..n] } else { &spill };
-        match_level(&self.root, tokens, out);
+        let mut read = 0;
+        match_level(&self.root, tokens, 0, &mut read, out);
+        out.prefix = if read < n { u16::try_from(read).unwrap_or(0) } else { 0 };
+        out.computed = epoch();
     }
 
     /// Visit every (pattern, queue, value) entry. Used to replay interest to a new peer.
@@ -445,17 +472,21 @@ fn add_node<T: Copy>(n: &Node<T>, out: &mut Matches<T>) {
     }
 }
 
-fn match_level<T: Copy>(mut level: &Level<T>, tokens: &[&[u8]], out: &mut Matches<T>) {
+/// Appends the matches of `tokens` under `level` to `out`; `base` is the index of
+/// `tokens[0]` in the whole subject, and `read` is raised to the number of leading tokens
+/// any step has looked at.
+fn match_level<T: Copy>(mut level: &Level<T>, tokens: &[&[u8]], base: usize, read: &mut usize, out: &mut Matches<T>) {
     let mut last: Option<&Node<T>> = None;
     let mut pwc: Option<&Node<T>> = None;
     for (i, t) in tokens.iter().enumerate() {
+        *read = (*read).max(base + i + 1);
         if let Some(f) = &level.fwc {
             add_node(f, out);
         }
         pwc = level.pwc.as_deref();
         if let Some(p) = pwc {
             if let Some(next) = &p.next {
-                match_level(next, &tokens[i + 1..], out);
+                match_level(next, &tokens[i + 1..], base + i + 1, read, out);
             }
         }
         last = level.nodes.get(*t);
@@ -610,6 +641,31 @@ mod tests {
         assert!(sl.matches(b"foo..bar").is_empty());
         assert!(sl.matches(b"").is_empty());
         assert_eq!(sl.count(), 6);
+    }
+
+    #[test]
+    fn results_say_how_many_tokens_decided_them() {
+        let mut sl = Sublist::new(true);
+        sl.insert(b"$JS.ACK.S.C.>", None, 1).unwrap();
+        let mut prefix = |s: &[u8]| sl.matches(s).prefix_at(epoch());
+        assert_eq!(prefix(b"$JS.ACK.S.C.1.2.3.4.5"), 5);
+        assert_eq!(prefix(b"$JS.ACK.T.C.1.2.3.4.5"), 3);
+        assert_eq!(prefix(b"other.subject"), 1);
+        // Every token read: a subscription could name any of them.
+        assert_eq!(prefix(b"$JS.ACK.S.C.1"), 0);
+        assert!(prefix(b"") == 0 && prefix(b"a..b") == 0);
+        sl.insert(b"$JS.*.S.C.1", None, 2).unwrap();
+        let mut prefix = |s: &[u8]| sl.matches(s).prefix_at(epoch());
+        assert_eq!(prefix(b"$JS.ACK.S.C.1.2"), 5);
+        assert_eq!(prefix(b"$JS.ACK.S.C.2.2"), 5);
+        let cached = sl.matches(b"$JS.ACK.S.C.1.2");
+        sl.insert(b"$JS.*.S.C.1.*.*", None, 3).unwrap();
+        // Still cached (the new pattern does not match it), but no longer for its prefix.
+        let again = sl.matches(b"$JS.ACK.S.C.1.2");
+        assert!(Rc::ptr_eq(&cached, &again));
+        assert_eq!(again.prefix_at(epoch()), 0);
+        assert_eq!(sl.matches(b"$JS.ACK.S.C.1.2.3.4").prefix_at(epoch()), 7);
+        assert_eq!(sl.matches_once(b"$JS.ACK.S.C.1.2").prefix_at(epoch()), 0);
     }
 
     #[test]

@@ -123,7 +123,7 @@ impl Rewritten {
 }
 
 /// The kinds of import a message may take further (see [`ShardCore::route_onward`]).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub(super) struct Onward {
     /// A service reply (`_R_.`): back to the requester's account.
     response: bool,

@@ -3,6 +3,12 @@
 //! publisher that repeats its subject (the common case) is routed by one compare instead
 //! of two sublist lookups and the import gates, and a publish nobody listens to ends there.
 //!
+//! A memo is keyed by the whole subject, or by a prefix of it when the sublists decided the
+//! interest without reading the subject's last tokens ([`Matches::prefix`]): then every
+//! publish that starts with the same tokens and has more is routed alike. That covers
+//! subjects that never repeat under a `>` subscription, such as a consumer's acks
+//! (`$JS.ACK.<stream>.<consumer>.` then numbers): one memo serves them all.
+//!
 //! Validity: every sublist change on the shard's thread and every new account definition
 //! moves [`sublist::epoch`](crate::core::sublist::epoch); a memo holds only while the epoch
 //! it was taken at is current. Its results are the same shared snapshots the sublists hand
@@ -20,7 +26,9 @@ use std::rc::Rc;
 
 /// What a connection's last publish was routed by.
 pub struct RouteMemo {
+    /// The subject, or with `prefix` its leading tokens (without the dot after them).
     subject: Vec<u8>,
+    prefix: bool,
     account: AccountId,
     epoch: u64,
     local: Rc<Matches<SubId>>,
@@ -44,10 +52,7 @@ pub(super) enum Hit {
 #[inline(always)]
 pub(super) fn lookup(memo: &Option<RouteMemo>, account: AccountId, subject: &[u8]) -> Hit {
     let Some(m) = memo else { return Hit::Miss };
-    if m.epoch != crate::core::sublist::epoch()
-        || m.account != account
-        || !crate::core::subject::same(&m.subject, subject)
-    {
+    if m.epoch != crate::core::sublist::epoch() || m.account != account || !m.covers(subject) {
         return Hit::Miss;
     }
     if m.nobody {
@@ -57,8 +62,70 @@ pub(super) fn lookup(memo: &Option<RouteMemo>, account: AccountId, subject: &[u8
     }
 }
 
+/// This shard's interest in `subject` published in `account` from another shard, from the
+/// shard's memo of such subjects (which only keeps prefixes: see [`store_prefix`]).
+#[inline]
+pub(super) fn lookup_local(memo: &Option<RouteMemo>, account: AccountId, subject: &[u8]) -> Option<Rc<Matches<SubId>>> {
+    let m = memo.as_ref()?;
+    (m.epoch == crate::core::sublist::epoch() && m.account == account && m.covers(subject)).then(|| m.local.clone())
+}
+
+impl RouteMemo {
+    #[inline(always)]
+    fn covers(&self, subject: &[u8]) -> bool {
+        if !self.prefix {
+            return crate::core::subject::same(&self.subject, subject);
+        }
+        let n = self.subject.len();
+        subject.len() > n + 1
+            && subject.get(n) == Some(&b'.')
+            && crate::core::subject::same(&self.subject, &subject[..n])
+            && tokens_not_empty(&subject[n + 1..])
+    }
+}
+
+/// No empty token in `rest` (the tokens after a memo's prefix): a subject with one matches
+/// nothing, whatever its prefix matched.
+#[inline]
+fn tokens_not_empty(rest: &[u8]) -> bool {
+    let mut prev = b'.';
+    for &b in rest {
+        if b == b'.' && prev == b'.' {
+            return false;
+        }
+        prev = b;
+    }
+    prev != b'.'
+}
+
+/// The bytes of the first `tokens` tokens of `subject`, if it has more than that.
+fn prefix_len(subject: &[u8], tokens: u16) -> Option<usize> {
+    if tokens == 0 {
+        return None;
+    }
+    subject
+        .iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == b'.')
+        .nth(usize::from(tokens) - 1)
+        .map(|(i, _)| i)
+}
+
+/// How many leading tokens results `a` and `b` together were decided by (0: the whole
+/// subject). Both must hold, so the longer prefix.
+fn joint_prefix(a: u16, b: Option<u16>) -> u16 {
+    match b {
+        _ if a == 0 => 0,
+        None => a,
+        Some(0) => 0,
+        Some(b) => a.max(b),
+    }
+}
+
 /// Remember what `subject` in `account` matched, as of `epoch` (read before the lookups:
-/// a change made while delivering leaves the memo stale, as it must).
+/// a change made while delivering leaves the memo stale, as it must). A subject used once
+/// (`once`) is remembered only by a prefix: whole, it would not come again.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn store(
     memo: &mut Option<RouteMemo>,
     epoch: u64,
@@ -67,18 +134,116 @@ pub(super) fn store(
     local: &Rc<Matches<SubId>>,
     remote: Option<&Rc<Matches<RKey>>>,
     onward: Onward,
+    once: bool,
 ) {
+    let key = match prefix_len(
+        subject,
+        joint_prefix(local.prefix_at(epoch), remote.map(|r| r.prefix_at(epoch))),
+    ) {
+        Some(n) => (&subject[..n], true),
+        None if once => return,
+        None => (subject, false),
+    };
     let nobody = local.is_empty() && remote.is_none_or(|r| r.is_empty()) && !onward.any();
+    put(memo, epoch, account, key, local, remote.cloned(), onward, nobody);
+}
+
+/// Remember this shard's interest in `subject` in `account` (published on another shard)
+/// if it was decided by a prefix; a whole subject that repeats is the sublist's own
+/// last-lookup memo's.
+pub(super) fn store_prefix(
+    memo: &mut Option<RouteMemo>,
+    epoch: u64,
+    account: AccountId,
+    subject: &[u8],
+    local: &Rc<Matches<SubId>>,
+) {
+    if let Some(n) = prefix_len(subject, local.prefix_at(epoch)) {
+        put(
+            memo,
+            epoch,
+            account,
+            (&subject[..n], true),
+            local,
+            None,
+            Onward::default(),
+            false,
+        );
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn put(
+    memo: &mut Option<RouteMemo>,
+    epoch: u64,
+    account: AccountId,
+    (subject, prefix): (&[u8], bool),
+    local: &Rc<Matches<SubId>>,
+    remote: Option<Rc<Matches<RKey>>>,
+    onward: Onward,
+    nobody: bool,
+) {
     let mut key = memo.take().map(|m| m.subject).unwrap_or_default();
     key.clear();
     key.extend_from_slice(subject);
     *memo = Some(RouteMemo {
         subject: key,
+        prefix,
         account,
         epoch,
         local: local.clone(),
-        remote: remote.cloned(),
+        remote,
         onward,
         nobody,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn prefixes_end_before_a_token() {
+        assert_eq!(prefix_len(b"a.b.c", 1), Some(1));
+        assert_eq!(prefix_len(b"a.b.c", 2), Some(3));
+        assert_eq!(prefix_len(b"a.b.c", 3), None);
+        assert_eq!(prefix_len(b"a.b.c", 0), None);
+    }
+
+    #[test]
+    fn a_prefix_covers_longer_valid_subjects_only() {
+        let mut sl = crate::core::sublist::Sublist::new(true);
+        sl.insert(b"$JS.ACK.>", None, 7).unwrap();
+        let local = sl.matches_once(b"$JS.ACK.1.2");
+        assert_eq!(local.psubs, [7]);
+        let mut memo = None;
+        store_prefix(&mut memo, crate::core::sublist::epoch(), 0, b"$JS.ACK.1.2", &local);
+        let hit = |s: &[u8]| lookup_local(&memo, 0, s).is_some();
+        // Decided by `$JS.ACK.1` (the third token was looked up, in vain).
+        assert!(hit(b"$JS.ACK.1.9"));
+        assert!(hit(b"$JS.ACK.1.2.3"));
+        for miss in [
+            &b"$JS.ACK.1"[..],
+            b"$JS.ACK.1.",
+            b"$JS.ACK.9.1",
+            b"$JS.ACK.1..2",
+            b"$JS.ACK.1.2.",
+            b"$JS.ACKX.1.2",
+            b"$JS.NAK.1.2",
+        ] {
+            assert!(!hit(miss), "{}", String::from_utf8_lossy(miss));
+        }
+        assert!(lookup_local(&memo, 1, b"$JS.ACK.1.9").is_none(), "another account");
+        crate::core::sublist::bump_epoch();
+        assert!(!hit(b"$JS.ACK.1.9"), "a change to interest ends it");
+    }
+
+    #[test]
+    fn joint_prefixes_need_both() {
+        assert_eq!(joint_prefix(2, None), 2);
+        assert_eq!(joint_prefix(2, Some(3)), 3);
+        assert_eq!(joint_prefix(0, Some(3)), 0);
+        assert_eq!(joint_prefix(2, Some(0)), 0);
+    }
 }

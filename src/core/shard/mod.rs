@@ -161,6 +161,8 @@ pub struct ShardCore {
     stall_req: Option<(ConnKey, ConnKey, Duration)>,
     timers: BinaryHeap<Reverse<(Instant, ConnKey)>>,
     wakeups: Vec<ConnKey>,
+    /// The route memo of messages from other shards, by prefix only (`memo::store_prefix`).
+    remote_memo: Option<memo::RouteMemo>,
     counters: Counters,
     rng: u64,
     /// Posts jobs to shards (set by the runtime; `None` in a bare core).
@@ -219,6 +221,7 @@ impl ShardCore {
             stall_req: None,
             timers: BinaryHeap::new(),
             wakeups: Vec::new(),
+            remote_memo: None,
             counters: Counters::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((idx as u64 + 1) << 32) ^ u64::from(std::process::id()),
             post: None,

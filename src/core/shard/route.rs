@@ -260,10 +260,17 @@ impl ShardCore {
                 let once = super::imports::is_one_shot(m.subject);
                 let (local, remote) = self.interest(acc, m.subject, once);
                 let via = self.onward(acc, m.subject);
-                if !once {
-                    if let Some(c) = self.client_mut(key) {
-                        super::memo::store(&mut c.route_memo, epoch, acc, m.subject, &local, remote.as_ref(), via);
-                    }
+                if let Some(c) = self.client_mut(key) {
+                    super::memo::store(
+                        &mut c.route_memo,
+                        epoch,
+                        acc,
+                        m.subject,
+                        &local,
+                        remote.as_ref(),
+                        via,
+                        once,
+                    );
                 }
                 (local, remote, via)
             }
@@ -523,15 +530,14 @@ impl ShardCore {
     /// changed while delivering (an auto-unsubscribe).
     pub(super) fn deliver_remote_run(&mut self, run: &RunRecord<'_>, now: Instant) {
         let acc = run.account;
-        let once = super::imports::is_one_shot(run.subject);
         let mut epoch = crate::core::sublist::epoch();
-        let mut local = routed_matches(&mut self.acct(acc).sublist, run.subject, once);
+        let mut local = self.interest_here(acc, run.subject);
         let mut size = itoa::Buffer::new();
         self.delivering_remote = true;
         for data in run.payloads() {
             if crate::core::sublist::epoch() != epoch {
                 epoch = crate::core::sublist::epoch();
-                local = routed_matches(&mut self.acct(acc).sublist, run.subject, once);
+                local = self.interest_here(acc, run.subject);
             }
             let m = Msg {
                 subject: run.subject,
@@ -550,9 +556,23 @@ impl ShardCore {
         self.delivering_remote = false;
     }
 
+    /// This shard's interest in `subject` published in `acc` on another shard: from the
+    /// shard's prefix memo when that covers it, else looked up (and remembered by prefix
+    /// when the lookup was decided by one).
+    fn interest_here(&mut self, acc: AccountId, subject: &[u8]) -> Rc<Matches<SubId>> {
+        if let Some(local) = super::memo::lookup_local(&self.remote_memo, acc, subject) {
+            self.count_memo_hit(acc);
+            return local;
+        }
+        let epoch = crate::core::sublist::epoch();
+        let once = super::imports::is_one_shot(subject);
+        let local = routed_matches(&mut self.acct(acc).sublist, subject, once);
+        super::memo::store_prefix(&mut self.remote_memo, epoch, acc, subject, &local);
+        local
+    }
+
     fn deliver_remote_in(&mut self, src: usize, acc: AccountId, rec: &MsgRecord<'_>, m: &Msg<'_>, now: Instant) {
-        let once = super::imports::is_one_shot(m.subject);
-        let local = routed_matches(&mut self.acct(acc).sublist, m.subject, once);
+        let local = self.interest_here(acc, m.subject);
         if rec.flags & flags::QUEUE_ONLY == 0 {
             for &sid in &local.psubs {
                 self.deliver(sid, None, m, now);

@@ -111,3 +111,56 @@ fn memo_hits_count_as_sublist_lookups() {
     assert_eq!(after.matches - before.matches, 10);
     assert_eq!(after.cache_hits - before.cache_hits, 10);
 }
+
+/// Subjects that never repeat under a `>` subscription (a consumer's acks) share one memo
+/// keyed by the tokens the interest was decided by; a subscription deeper down, a subject
+/// with an empty token, or another account are each told apart from it.
+#[test]
+fn a_prefix_memo_routes_subjects_that_never_repeat() {
+    for n in [1, 2, 3] {
+        let mut w = World::new(n, CoreConfig::default());
+        let far = n - 1;
+        let (_, p) = w.connect(0, QUIET);
+        let (_, s) = w.connect(far, QUIET);
+        w.send(far, s, "SUB ack.S.C.> 1\r\nPING\r\n");
+        assert_eq!(w.take(far, s), "PONG\r\n");
+        let pubs: String = (0..20).map(|i| format!("PUB ack.S.C.1.{i}.7 1\r\nx\r\n")).collect();
+        w.send(0, p, &pubs);
+        assert_eq!(msgs(&w.take(far, s), "MSG ack.S.C.1."), 20, "{n} shards");
+        let hits = w.shards[0]
+            .acct(crate::core::accounts::GLOBAL)
+            .sublist
+            .stats()
+            .cache_hits;
+        assert!(hits >= 19, "{n} shards: {hits} memo hits");
+        if n > 1 {
+            let far_hits = w.shards[far]
+                .acct(crate::core::accounts::GLOBAL)
+                .sublist
+                .stats()
+                .cache_hits;
+            assert!(far_hits >= 19, "{n} shards: {far_hits} memo hits where they arrive");
+        }
+        // Empty tokens past the prefix: nobody, as for the reference.
+        w.send(0, p, "PUB ack.S.C.1..7 1\r\nx\r\nPUB ack.S.C.1.7. 1\r\nx\r\n");
+        assert_eq!(w.take(far, s), "", "{n} shards");
+        // The prefix itself, and a subject of another consumer, are not covered.
+        w.send(0, p, "PUB ack.S.C 1\r\nx\r\nPUB ack.S.D.1.2 1\r\nx\r\n");
+        assert_eq!(w.take(far, s), "", "{n} shards");
+        // A subscription below the prefix on the publisher's shard, then one on the far
+        // shard: each publish after it is routed by a fresh lookup.
+        let (_, near) = w.connect(0, QUIET);
+        w.send(0, near, "SUB ack.S.C.1.5.* 2\r\nPING\r\n");
+        assert_eq!(w.take(0, near), "PONG\r\n");
+        w.send(0, p, "PUB ack.S.C.1.5.9 1\r\ny\r\nPUB ack.S.C.1.6.9 1\r\ny\r\n");
+        assert_eq!(w.take(0, near), "MSG ack.S.C.1.5.9 2 1\r\ny\r\n", "{n} shards");
+        assert_eq!(msgs(&w.take(far, s), "MSG ack.S.C.1."), 2, "{n} shards");
+        w.send(far, s, "SUB ack.S.C.1.6.9 3\r\nPING\r\n");
+        assert_eq!(w.take(far, s), "PONG\r\n");
+        w.send(0, p, "PUB ack.S.C.1.6.9 1\r\nz\r\nPUB ack.S.C.1.6.8 1\r\nz\r\n");
+        let got = w.take(far, s);
+        assert_eq!(msgs(&got, "MSG ack.S.C.1.6.9 1 1"), 1, "{n} shards: {got}");
+        assert_eq!(msgs(&got, "MSG ack.S.C.1.6.9 3 1"), 1, "{n} shards: {got}");
+        assert_eq!(msgs(&got, "MSG ack.S.C.1.6.8 1 1"), 1, "{n} shards: {got}");
+    }
+}
