@@ -453,10 +453,16 @@ impl<'a> Iterator for Records<'a> {
                 let account = r.u32()?;
                 let subject = r.bytes()?;
                 let reply = r.bytes()?;
+                let queue = r.bytes()?;
                 let payloads = r.bytes()?;
-                Some(Record::Run(super::mesh_run::RunRecord::new(
-                    flags, account, subject, reply, payloads,
-                )))
+                let shape = super::mesh_run::Shape {
+                    flags,
+                    account,
+                    subject,
+                    reply,
+                    queue,
+                };
+                Some(Record::Run(super::mesh_run::RunRecord::new(shape, payloads)))
             }
             TAG_INTEREST => {
                 let account = r.u32()?;

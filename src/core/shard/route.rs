@@ -412,9 +412,16 @@ impl ShardCore {
                     self.stage_msg(dst, f, 0, acc, m, raw, &queues);
                 } else if m.data.len() >= super::blob::BLOB_MIN && self.stage_blob(dst, f, acc, m, queues.len()) {
                     // Large: the payload travels in a buffer of its own (`blob.rs`).
-                } else if queues.is_empty() && raw.is_none() && m.header_len.is_none() && m.shown.is_empty() {
-                    // Plain: in a run of its subject (`core::mesh_run`).
-                    self.stage_run(dst, f, acc, m.subject, m.reply, m.data);
+                } else if queues.len() <= 1 && raw.is_none() && m.header_len.is_none() && m.shown.is_empty() {
+                    // Plain: in a run of its subject and queue (`core::mesh_run`).
+                    let shape = crate::core::mesh_run::Shape {
+                        flags: f,
+                        account: acc,
+                        subject: m.subject,
+                        reply: m.reply,
+                        queue: queues.first().copied().unwrap_or_default(),
+                    };
+                    self.stage_run(dst, &shape, m.data);
                 } else {
                     mesh_codec::put_msg(self.stage(dst), f, 0, acc, &m.parts(), raw, &queues);
                 }
@@ -438,7 +445,7 @@ impl ShardCore {
         if total == 0 {
             return Pick::Nobody;
         }
-        let r = self.next_rand() % total;
+        let r = self.rand_below(total);
         if r < local as u64 {
             return Pick::Local(r as usize);
         }
@@ -460,7 +467,7 @@ impl ShardCore {
         if total == 0 {
             return None;
         }
-        let mut r = self.next_rand() % total;
+        let mut r = self.rand_below(total);
         for (s, n) in live_shards(self, acc, members, exclude) {
             if r < n {
                 return Some(s);
@@ -480,7 +487,7 @@ impl ShardCore {
         if members.is_empty() {
             return false;
         }
-        let start = (self.next_rand() % members.len() as u64) as usize;
+        let start = self.rand_below(members.len() as u64) as usize;
         self.deliver_queue_from(members, start, publisher, m, now)
     }
 
@@ -526,9 +533,9 @@ impl ShardCore {
     }
 
     /// A run of plain messages from another shard: to this shard's plain subscribers of
-    /// their subject (a run carries no queue names), looked up again only if interest
-    /// changed while delivering (an auto-unsubscribe).
-    pub(super) fn deliver_remote_run(&mut self, run: &RunRecord<'_>, now: Instant) {
+    /// their subject and to the queue group they were assigned (if any), looked up again
+    /// only if interest changed while delivering (an auto-unsubscribe).
+    pub(super) fn deliver_remote_run(&mut self, src: usize, run: &RunRecord<'_>, now: Instant) {
         let acc = run.account;
         let mut epoch = crate::core::sublist::epoch();
         let mut local = self.interest_here(acc, run.subject);
@@ -549,8 +556,13 @@ impl ShardCore {
                 internal: run.flags & flags::INTERNAL != 0,
                 shown: b"",
             };
-            for &sid in &local.psubs {
-                self.deliver(sid, None, &m, now);
+            if run.flags & flags::QUEUE_ONLY == 0 {
+                for &sid in &local.psubs {
+                    self.deliver(sid, None, &m, now);
+                }
+            }
+            if !run.queue.is_empty() {
+                self.deliver_remote_queue(src, acc, 0, run.flags, run.queue, &local, &m, now);
             }
         }
         self.delivering_remote = false;
@@ -579,30 +591,46 @@ impl ShardCore {
             }
         }
         for q in rec.queues() {
-            let taken = match local.qsubs.iter().find(|g| crate::core::subject::same(&g.name, q)) {
-                Some(g) => self.deliver_queue_local(&g.members, None, m, now),
-                None => false,
-            };
-            if taken || usize::from(rec.hops) + 1 >= self.nshards {
-                continue;
-            }
-            // The members this message was meant for are gone: pick again elsewhere
-            // rather than drop it (ARCHITECTURE.md, invariant 6).
-            let remote = self.acct(acc).remote.matches(m.subject);
-            let members = remote
-                .qsubs
-                .iter()
-                .find(|g| crate::core::subject::same(&g.name, q))
-                .map(|g| &g.members[..]);
-            let exclude = if rec.hops == 0 { Some(src) } else { None };
-            if let Some(dst) = members.and_then(|mm| self.pick_remote_shard(acc, mm, exclude)) {
-                let raw = m.raw_sizes();
-                let f = flags::QUEUE_ONLY | (rec.flags & flags::INTERNAL);
-                if self.tracing.is_some() {
-                    self.stage_msg(dst, f, rec.hops + 1, acc, m, raw, &[q]);
-                } else {
-                    mesh_codec::put_msg(self.stage(dst), f, rec.hops + 1, acc, &m.parts(), raw, &[q]);
-                }
+            self.deliver_remote_queue(src, acc, rec.hops, rec.flags, q, &local, m, now);
+        }
+    }
+
+    /// A message another shard (`src`) assigned to queue group `q` here, `hops` shards
+    /// ago: to one of the group's members on this shard, or if they are gone to another
+    /// shard's members (ARCHITECTURE.md, invariant 6) while some shard has not seen it.
+    #[allow(clippy::too_many_arguments)]
+    fn deliver_remote_queue(
+        &mut self,
+        src: usize,
+        acc: AccountId,
+        hops: u8,
+        flags_in: u8,
+        q: &[u8],
+        local: &Matches<SubId>,
+        m: &Msg<'_>,
+        now: Instant,
+    ) {
+        let taken = match local.qsubs.iter().find(|g| crate::core::subject::same(&g.name, q)) {
+            Some(g) => self.deliver_queue_local(&g.members, None, m, now),
+            None => false,
+        };
+        if taken || usize::from(hops) + 1 >= self.nshards {
+            return;
+        }
+        let remote = self.acct(acc).remote.matches(m.subject);
+        let members = remote
+            .qsubs
+            .iter()
+            .find(|g| crate::core::subject::same(&g.name, q))
+            .map(|g| &g.members[..]);
+        let exclude = if hops == 0 { Some(src) } else { None };
+        if let Some(dst) = members.and_then(|mm| self.pick_remote_shard(acc, mm, exclude)) {
+            let raw = m.raw_sizes();
+            let f = flags::QUEUE_ONLY | (flags_in & flags::INTERNAL);
+            if self.tracing.is_some() {
+                self.stage_msg(dst, f, hops + 1, acc, m, raw, &[q]);
+            } else {
+                mesh_codec::put_msg(self.stage(dst), f, hops + 1, acc, &m.parts(), raw, &[q]);
             }
         }
     }
