@@ -64,12 +64,12 @@ pub struct Matches<T> {
     pub psubs: Vec<T>,
     pub qsubs: Vec<QueueGroup<T>>,
     /// How many leading tokens of its subject this result was decided by, when that is
-    /// fewer than the subject has (0 otherwise): every walk through the tree stopped before
-    /// the last token because nothing is subscribed deeper. The result then holds for every
-    /// valid subject that starts with the same `prefix` tokens and has more than `prefix`
-    /// (`$JS.ACK.S.C.1` for every ack of consumer `C` when only `$JS.ACK.S.C.>` is
+    /// fewer than the subject has (`None` otherwise): every walk through the tree stopped
+    /// before the last token because nothing is subscribed deeper. The result then holds
+    /// for every valid subject that starts with the same `prefix` tokens and has more than
+    /// `prefix` (`$JS.ACK.S.C` for every ack of consumer `C` when only `$JS.ACK.S.C.>` is
     /// subscribed): what a route memo keys on (`core::shard::memo`).
-    pub prefix: u16,
+    pub prefix: Option<u16>,
     /// The [`epoch`] the result was computed at. `prefix` speaks for longer subjects only
     /// while it is current: a cached result outlives changes that leave its own subject's
     /// interest alone but not its neighbours' (see [`Matches::prefix_at`]).
@@ -81,19 +81,15 @@ impl<T> Matches<T> {
         Matches {
             psubs: Vec::new(),
             qsubs: Vec::new(),
-            prefix: 0,
+            prefix: None,
             computed: 0,
         }
     }
 
-    /// [`Matches::prefix`] if this result was computed at `epoch`, else 0.
+    /// [`Matches::prefix`] if this result was computed at `epoch`.
     #[inline]
-    pub fn prefix_at(&self, epoch: u64) -> u16 {
-        if self.computed == epoch {
-            self.prefix
-        } else {
-            0
-        }
+    pub fn prefix_at(&self, epoch: u64) -> Option<u16> {
+        self.prefix.filter(|_| self.computed == epoch)
     }
 
     /// True if nobody is interested.
@@ -411,7 +407,7 @@ impl<T: Copy + Eq> Sublist<T> {
             Some(m) => {
                 m.psubs.clear();
                 m.qsubs.clear();
-                m.prefix = 0;
+                m.prefix = None;
                 self.match_into(subject, m);
             }
             None => r = Rc::new(self.match_uncached(subject)),
@@ -451,7 +447,7 @@ impl<T: Copy + Eq> Sublist<T> {
         let tokens: &[&[u8]] = if spill.is_empty() { &toks[..n] } else { &spill };
         let mut read = 0;
         match_level(&self.root, tokens, 0, &mut read, out);
-        out.prefix = if read < n { u16::try_from(read).unwrap_or(0) } else { 0 };
+        out.prefix = if read < n { u16::try_from(read).ok() } else { None };
         out.computed = epoch();
     }
 
@@ -474,16 +470,20 @@ fn add_node<T: Copy>(n: &Node<T>, out: &mut Matches<T>) {
 
 /// Appends the matches of `tokens` under `level` to `out`; `base` is the index of
 /// `tokens[0]` in the whole subject, and `read` is raised to the number of leading tokens
-/// any step has looked at.
+/// the result depends on: a token counts when a level could tell it apart (it has literal
+/// tokens to look it up among, or a `*` whose use depends on whether more tokens follow).
 fn match_level<T: Copy>(mut level: &Level<T>, tokens: &[&[u8]], base: usize, read: &mut usize, out: &mut Matches<T>) {
     let mut last: Option<&Node<T>> = None;
     let mut pwc: Option<&Node<T>> = None;
     for (i, t) in tokens.iter().enumerate() {
-        *read = (*read).max(base + i + 1);
         if let Some(f) = &level.fwc {
             add_node(f, out);
         }
         pwc = level.pwc.as_deref();
+        // A level with only `>` decides nothing by this token (nor by whether more follow).
+        if pwc.is_some() || !level.nodes.is_empty() {
+            *read = (*read).max(base + i + 1);
+        }
         if let Some(p) = pwc {
             if let Some(next) = &p.next {
                 match_level(next, &tokens[i + 1..], base + i + 1, read, out);
@@ -648,24 +648,28 @@ mod tests {
         let mut sl = Sublist::new(true);
         sl.insert(b"$JS.ACK.S.C.>", None, 1).unwrap();
         let mut prefix = |s: &[u8]| sl.matches(s).prefix_at(epoch());
-        assert_eq!(prefix(b"$JS.ACK.S.C.1.2.3.4.5"), 5);
-        assert_eq!(prefix(b"$JS.ACK.T.C.1.2.3.4.5"), 3);
-        assert_eq!(prefix(b"other.subject"), 1);
+        // Below `C` there is only `>`: no token there is looked at.
+        assert_eq!(prefix(b"$JS.ACK.S.C.1.2.3.4.5"), Some(4));
+        assert_eq!(prefix(b"$JS.ACK.S.C.1"), Some(4));
+        assert_eq!(prefix(b"$JS.ACK.T.C.1.2.3.4.5"), Some(3));
+        assert_eq!(prefix(b"other.subject"), Some(1));
         // Every token read: a subscription could name any of them.
-        assert_eq!(prefix(b"$JS.ACK.S.C.1"), 0);
-        assert!(prefix(b"") == 0 && prefix(b"a..b") == 0);
+        assert_eq!(prefix(b"$JS.ACK.S.C"), None);
+        assert!(prefix(b"").is_none() && prefix(b"a..b").is_none());
         sl.insert(b"$JS.*.S.C.1", None, 2).unwrap();
         let mut prefix = |s: &[u8]| sl.matches(s).prefix_at(epoch());
-        assert_eq!(prefix(b"$JS.ACK.S.C.1.2"), 5);
-        assert_eq!(prefix(b"$JS.ACK.S.C.2.2"), 5);
+        assert_eq!(prefix(b"$JS.ACK.S.C.1.2"), Some(5));
+        assert_eq!(prefix(b"$JS.ACK.S.C.2.2"), Some(5));
         let cached = sl.matches(b"$JS.ACK.S.C.1.2");
         sl.insert(b"$JS.*.S.C.1.*.*", None, 3).unwrap();
         // Still cached (the new pattern does not match it), but no longer for its prefix.
         let again = sl.matches(b"$JS.ACK.S.C.1.2");
         assert!(Rc::ptr_eq(&cached, &again));
-        assert_eq!(again.prefix_at(epoch()), 0);
-        assert_eq!(sl.matches(b"$JS.ACK.S.C.1.2.3.4").prefix_at(epoch()), 7);
-        assert_eq!(sl.matches_once(b"$JS.ACK.S.C.1.2").prefix_at(epoch()), 0);
+        assert_eq!(again.prefix_at(epoch()), None);
+        assert_eq!(sl.matches(b"$JS.ACK.S.C.1.2.3.4").prefix_at(epoch()), Some(7));
+        assert_eq!(sl.matches_once(b"$JS.ACK.S.C.1.2").prefix_at(epoch()), None);
+        // An empty tree decides by no token at all.
+        assert_eq!(Sublist::<u32>::new(true).matches(b"a.b").prefix_at(epoch()), Some(0));
     }
 
     #[test]
@@ -914,6 +918,29 @@ mod tests {
                         .filter(|&i| live[i as usize] && matches(pats[i as usize].as_bytes(), s.as_bytes()))
                         .collect();
                     prop_assert_eq!(got, want);
+                }
+                // A result decided by a prefix holds for every longer subject with it.
+                for s in &subs {
+                    let m = sl.matches(s.as_bytes());
+                    let Some(k) = m.prefix_at(epoch()) else { continue };
+                    let toks: Vec<&str> = s.split('.').collect();
+                    prop_assert!(usize::from(k) < toks.len());
+                    // As the memo uses it: at least the first token.
+                    let k = usize::from(k).max(1);
+                    if k >= toks.len() {
+                        continue;
+                    }
+                    for tail in ["zz", "zz.a", "a", "a.b.c.d", "b.*.c"] {
+                        let longer = format!("{}.{tail}", toks[..k].join("."));
+                        if longer.contains('*') {
+                            continue;
+                        }
+                        prop_assert_eq!(
+                            sorted(sl.matches(longer.as_bytes()).psubs.clone()),
+                            sorted(m.psubs.clone()),
+                            "{} and {}", s, longer
+                        );
+                    }
                 }
             }
         }

@@ -98,11 +98,10 @@ fn tokens_not_empty(rest: &[u8]) -> bool {
     prev != b'.'
 }
 
-/// The bytes of the first `tokens` tokens of `subject`, if it has more than that.
-fn prefix_len(subject: &[u8], tokens: u16) -> Option<usize> {
-    if tokens == 0 {
-        return None;
-    }
+/// The bytes of the first `tokens` tokens of `subject` (at least one: a result decided
+/// by none is decided by the first as well), if it has more than that.
+fn prefix_len(subject: &[u8], tokens: Option<u16>) -> Option<usize> {
+    let tokens = tokens?.max(1);
     subject
         .iter()
         .enumerate()
@@ -111,14 +110,12 @@ fn prefix_len(subject: &[u8], tokens: u16) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-/// How many leading tokens results `a` and `b` together were decided by (0: the whole
-/// subject). Both must hold, so the longer prefix.
-fn joint_prefix(a: u16, b: Option<u16>) -> u16 {
+/// How many leading tokens results `a` and `b` (if any) together were decided by (`None`:
+/// the whole subject). Both must hold, so the longer prefix.
+fn joint_prefix(a: Option<u16>, b: Option<Option<u16>>) -> Option<u16> {
     match b {
-        _ if a == 0 => 0,
         None => a,
-        Some(0) => 0,
-        Some(b) => a.max(b),
+        Some(b) => Some(a?.max(b?)),
     }
 }
 
@@ -205,10 +202,12 @@ mod tests {
 
     #[test]
     fn prefixes_end_before_a_token() {
-        assert_eq!(prefix_len(b"a.b.c", 1), Some(1));
-        assert_eq!(prefix_len(b"a.b.c", 2), Some(3));
-        assert_eq!(prefix_len(b"a.b.c", 3), None);
-        assert_eq!(prefix_len(b"a.b.c", 0), None);
+        assert_eq!(prefix_len(b"a.b.c", Some(1)), Some(1));
+        assert_eq!(prefix_len(b"a.b.c", Some(2)), Some(3));
+        assert_eq!(prefix_len(b"a.b.c", Some(3)), None);
+        assert_eq!(prefix_len(b"a.b.c", Some(0)), Some(1));
+        assert_eq!(prefix_len(b"a", Some(0)), None);
+        assert_eq!(prefix_len(b"a.b.c", None), None);
     }
 
     #[test]
@@ -220,13 +219,14 @@ mod tests {
         let mut memo = None;
         store_prefix(&mut memo, crate::core::sublist::epoch(), 0, b"$JS.ACK.1.2", &local);
         let hit = |s: &[u8]| lookup_local(&memo, 0, s).is_some();
-        // Decided by `$JS.ACK.1` (the third token was looked up, in vain).
+        // Decided by `$JS.ACK` (below it there is only `>`).
         assert!(hit(b"$JS.ACK.1.9"));
+        assert!(hit(b"$JS.ACK.9"));
         assert!(hit(b"$JS.ACK.1.2.3"));
         for miss in [
-            &b"$JS.ACK.1"[..],
-            b"$JS.ACK.1.",
-            b"$JS.ACK.9.1",
+            &b"$JS.ACK"[..],
+            b"$JS.ACK.",
+            b"$JS.ACK..1",
             b"$JS.ACK.1..2",
             b"$JS.ACK.1.2.",
             b"$JS.ACKX.1.2",
@@ -241,9 +241,10 @@ mod tests {
 
     #[test]
     fn joint_prefixes_need_both() {
-        assert_eq!(joint_prefix(2, None), 2);
-        assert_eq!(joint_prefix(2, Some(3)), 3);
-        assert_eq!(joint_prefix(0, Some(3)), 0);
-        assert_eq!(joint_prefix(2, Some(0)), 0);
+        assert_eq!(joint_prefix(Some(2), None), Some(2));
+        assert_eq!(joint_prefix(Some(2), Some(Some(3))), Some(3));
+        assert_eq!(joint_prefix(Some(0), Some(Some(3))), Some(3));
+        assert_eq!(joint_prefix(None, Some(Some(3))), None);
+        assert_eq!(joint_prefix(Some(2), Some(None)), None);
     }
 }
