@@ -71,11 +71,28 @@ pub(super) fn lookup_local(memo: &Option<RouteMemo>, account: AccountId, subject
 }
 
 impl RouteMemo {
+    /// A whole-subject memo in `account` of another subject than `subject` with the same
+    /// first `n` bytes (a prefix of whole tokens).
+    fn sibling_of(&self, account: AccountId, subject: &[u8], n: usize) -> bool {
+        let same = crate::core::subject::same;
+        !self.prefix
+            && self.account == account
+            && self.subject.get(n) == Some(&b'.')
+            && same(&self.subject[..n], &subject[..n])
+            && !same(&self.subject, subject)
+    }
+
     #[inline(always)]
     fn covers(&self, subject: &[u8]) -> bool {
         if !self.prefix {
             return crate::core::subject::same(&self.subject, subject);
         }
+        self.covers_by_prefix(subject)
+    }
+
+    /// Out of line: the repeated-subject check above stays small where it is inlined.
+    #[inline(never)]
+    fn covers_by_prefix(&self, subject: &[u8]) -> bool {
         let n = self.subject.len();
         subject.len() > n + 1
             && subject.get(n) == Some(&b'.')
@@ -133,13 +150,17 @@ pub(super) fn store(
     onward: Onward,
     once: bool,
 ) {
-    let key = match prefix_len(
+    let prefix = prefix_len(
         subject,
         joint_prefix(local.prefix_at(epoch), remote.map(|r| r.prefix_at(epoch))),
-    ) {
-        Some(n) => (&subject[..n], true),
-        None if once => return,
-        None => (subject, false),
+    );
+    // By prefix when the subject is used once, or when it is the second subject in a row
+    // under that prefix; a subject that repeats keeps the whole-subject memo, whose check
+    // is one compare.
+    let key = match prefix {
+        Some(n) if once || memo.as_ref().is_some_and(|m| m.sibling_of(account, subject, n)) => (&subject[..n], true),
+        _ if once => return,
+        _ => (subject, false),
     };
     let nobody = local.is_empty() && remote.is_none_or(|r| r.is_empty()) && !onward.any();
     put(memo, epoch, account, key, local, remote.cloned(), onward, nobody);
@@ -237,6 +258,32 @@ mod tests {
         assert!(lookup_local(&memo, 1, b"$JS.ACK.1.9").is_none(), "another account");
         crate::core::sublist::bump_epoch();
         assert!(!hit(b"$JS.ACK.1.9"), "a change to interest ends it");
+    }
+
+    #[test]
+    fn a_repeated_subject_keeps_its_whole_memo_and_a_second_sibling_takes_the_prefix() {
+        let mut sl = crate::core::sublist::Sublist::new(true);
+        sl.insert(b"$KV.b.>", None, 7).unwrap();
+        let epoch = crate::core::sublist::epoch();
+        let mut memo = None;
+        let mut put = |memo: &mut Option<RouteMemo>, s: &[u8], once: bool| {
+            let local = sl.matches(s);
+            store(memo, epoch, 0, s, &local, None, Onward::default(), once);
+        };
+        put(&mut memo, b"$KV.b.k1", false);
+        assert!(memo.as_ref().is_some_and(|m| !m.prefix && m.subject == b"$KV.b.k1"));
+        put(&mut memo, b"$KV.b.k1", false);
+        assert!(memo.as_ref().is_some_and(|m| !m.prefix), "a repeat stays whole");
+        put(&mut memo, b"$KV.b.k2", false);
+        assert!(
+            memo.as_ref().is_some_and(|m| m.prefix && m.subject == b"$KV.b"),
+            "a sibling: by prefix"
+        );
+        assert!(matches!(lookup(&memo, 0, b"$KV.b.k3"), Hit::Found(..)));
+        // Used once: by prefix at once.
+        let mut memo = None;
+        put(&mut memo, b"$KV.b.k1", true);
+        assert!(memo.as_ref().is_some_and(|m| m.prefix));
     }
 
     #[test]

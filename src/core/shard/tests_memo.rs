@@ -132,7 +132,8 @@ fn a_prefix_memo_routes_subjects_that_never_repeat() {
             .sublist
             .stats()
             .cache_hits;
-        assert!(hits >= 19, "{n} shards: {hits} memo hits");
+        // The first is looked up, the second (a sibling) switches to the prefix.
+        assert!(hits >= 18, "{n} shards: {hits} memo hits");
         if n > 1 {
             let far_hits = w.shards[far]
                 .acct(crate::core::accounts::GLOBAL)
