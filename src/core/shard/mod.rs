@@ -13,7 +13,7 @@
 //!   at [`ShardCore::next_deadline`]. Time always comes in as `now`.
 //!
 //! Submodules: `ops` (client protocol operations), `route` (publish routing and
-//! delivery), `memo` (a connection's last publish subject and what it matched), `blob` (large messages between shards in one copy), `interest` (subscriptions, interest replication and barriers), `accounts`
+//! delivery), `memo` (a connection's last publish subject, or the prefix that decided it, and what it matched), `blob` (large messages between shards in one copy), `interest` (subscriptions, interest replication and barriers), `accounts`
 //! (the shard's view of the account table), `timers`, `transport` (what TLS and WebSocket
 //! connections need of the core: deferred INFO, their INFO template and authenticator,
 //! the client certificate), `hooks` (the server's observer of connections, for the system
