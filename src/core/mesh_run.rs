@@ -40,7 +40,7 @@ pub struct RunMark {
 }
 
 /// The shape of the messages of one run: all but the payload.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shape<'a> {
     pub flags: u8,
     pub account: u32,
@@ -123,25 +123,13 @@ fn put_payload(out: &mut Vec<u8>, mk: &mut RunMark, data: &[u8]) {
 /// A decoded run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunRecord<'a> {
-    pub flags: u8,
-    pub account: u32,
-    pub subject: &'a [u8],
-    pub reply: &'a [u8],
-    /// The queue group assigned on the receiving shard (empty: none).
-    pub queue: &'a [u8],
+    pub shape: Shape<'a>,
     payloads: &'a [u8],
 }
 
 impl<'a> RunRecord<'a> {
     pub(super) fn new(shape: Shape<'a>, payloads: &'a [u8]) -> Self {
-        RunRecord {
-            flags: shape.flags,
-            account: shape.account,
-            subject: shape.subject,
-            reply: shape.reply,
-            queue: shape.queue,
-            payloads,
-        }
+        RunRecord { shape, payloads }
     }
 
     /// The payloads in order (a malformed rest ends the iteration).
@@ -188,8 +176,8 @@ mod tests {
         records(b)
             .filter_map(|r| match r {
                 Record::Run(r) => Some((
-                    r.account,
-                    r.subject.to_vec(),
+                    r.shape.account,
+                    r.shape.subject.to_vec(),
                     r.payloads().map(<[u8]>::to_vec).collect(),
                 )),
                 _ => None,
@@ -224,7 +212,7 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(records(&b).count(), 7, "six runs and the barrier, in order");
         match records(&b).nth(4).unwrap() {
-            Record::Run(r) => assert_eq!((r.flags, r.reply), (8, &b"r"[..])),
+            Record::Run(r) => assert_eq!((r.shape.flags, r.shape.reply), (8, &b"r"[..])),
             other => panic!("{other:?}"),
         }
     }
@@ -244,7 +232,7 @@ mod tests {
         }
         let got: Vec<(Vec<u8>, Vec<Vec<u8>>)> = records(&b)
             .filter_map(|r| match r {
-                Record::Run(r) => Some((r.queue.to_vec(), r.payloads().map(<[u8]>::to_vec).collect())),
+                Record::Run(r) => Some((r.shape.queue.to_vec(), r.payloads().map(<[u8]>::to_vec).collect())),
                 _ => None,
             })
             .collect();

@@ -536,33 +536,34 @@ impl ShardCore {
     /// their subject and to the queue group they were assigned (if any), looked up again
     /// only if interest changed while delivering (an auto-unsubscribe).
     pub(super) fn deliver_remote_run(&mut self, src: usize, run: &RunRecord<'_>, now: Instant) {
-        let acc = run.account;
+        let sh = &run.shape;
+        let acc = sh.account;
         let mut epoch = crate::core::sublist::epoch();
-        let mut local = self.interest_here(acc, run.subject);
+        let mut local = self.interest_here(acc, sh.subject);
         let mut size = itoa::Buffer::new();
         self.delivering_remote = true;
         for data in run.payloads() {
             if crate::core::sublist::epoch() != epoch {
                 epoch = crate::core::sublist::epoch();
-                local = self.interest_here(acc, run.subject);
+                local = self.interest_here(acc, sh.subject);
             }
             let m = Msg {
-                subject: run.subject,
-                reply: run.reply,
+                subject: sh.subject,
+                reply: sh.reply,
                 header_len: None,
                 data,
                 size_text: size.format(data.len()).as_bytes(),
                 hdr_text: b"",
-                internal: run.flags & flags::INTERNAL != 0,
+                internal: sh.flags & flags::INTERNAL != 0,
                 shown: b"",
             };
-            if run.flags & flags::QUEUE_ONLY == 0 {
+            if sh.flags & flags::QUEUE_ONLY == 0 {
                 for &sid in &local.psubs {
                     self.deliver(sid, None, &m, now);
                 }
             }
-            if !run.queue.is_empty() {
-                self.deliver_remote_queue(src, acc, 0, run.flags, run.queue, &local, &m, now);
+            if !sh.queue.is_empty() {
+                self.deliver_remote_queue(src, acc, 0, sh.flags, sh.queue, &local, &m, now);
             }
         }
         self.delivering_remote = false;
