@@ -1,17 +1,19 @@
 //! Runs: consecutive plain messages for one shard that share account, subject, reply,
-//! flags and the queue group they were assigned to (if any), sent as one mesh record (tag 7 of [`mesh_codec`](super::mesh_codec)) that
-//! names them once and then carries each payload. A publisher streaming on one subject to
-//! a subscriber on another shard costs the receiver one record and one interest lookup per
-//! run instead of per message, and the sender writes only a length and the payload.
+//! flags and the queue group they were assigned to (if any), sent as one mesh record (tag 7
+//! of [`mesh_codec`](super::mesh_codec)) that names them once and then carries each
+//! payload. A publisher streaming on one subject to a subscriber on another shard costs the
+//! receiver one record and one interest lookup per run instead of per message, and the
+//! sender writes only a length and the payload.
 //!
 //! | tag | record | fields (little endian) |
 //! |---|---|---|
 //! | 7 | run | flags u8, account u32, subject, reply, queue (empty: none), payload bytes u32, then the payloads, each a u32 length and the bytes |
 //!
 //! Plain means: no headers, plain size text, at most one queue name, no trace, not a
-//! blob, not a service response; everything else stays a message record. The sender extends the run
-//! that ends its staging batch ([`RunMark`]) when the next message has the same shape, and
-//! starts a new one otherwise; any other record appended after it ends it.
+//! blob, not a service response, not a queue re-pick (`QUEUE_ONLY`); everything else stays
+//! a message record. The sender extends the run that ends its staging batch ([`RunMark`])
+//! when the next message has the same shape, and starts a new one otherwise; any other
+//! record appended after it ends it.
 //!
 //! Ownership: a `RunMark` belongs to the shard staging the batch it points into.
 

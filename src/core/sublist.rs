@@ -930,11 +930,8 @@ mod tests {
                     if k >= toks.len() {
                         continue;
                     }
-                    for tail in ["zz", "zz.a", "a", "a.b.c.d", "b.*.c"] {
+                    for tail in ["zz", "zz.a", "a", "a.b.c.d"] {
                         let longer = format!("{}.{tail}", toks[..k].join("."));
-                        if longer.contains('*') {
-                            continue;
-                        }
                         prop_assert_eq!(
                             sorted(sl.matches(longer.as_bytes()).psubs.clone()),
                             sorted(m.psubs.clone()),

@@ -63,7 +63,7 @@ pub(super) fn lookup(memo: &Option<RouteMemo>, account: AccountId, subject: &[u8
 }
 
 /// This shard's interest in `subject` published in `account` from another shard, from the
-/// shard's memo of such subjects (which only keeps prefixes: see [`store_prefix`]).
+/// shard's memo of such subjects (which only keeps prefixes: see [`store`]).
 #[inline]
 pub(super) fn lookup_local(memo: &Option<RouteMemo>, account: AccountId, subject: &[u8]) -> Option<Rc<Matches<SubId>>> {
     let m = memo.as_ref()?;
@@ -97,34 +97,17 @@ impl RouteMemo {
         subject.len() > n + 1
             && subject.get(n) == Some(&b'.')
             && crate::core::subject::same(&self.subject, &subject[..n])
-            && tokens_not_empty(&subject[n + 1..])
+            // An empty token matches nothing whatever the prefix matched (and a wildcard
+            // token is left to a lookup).
+            && crate::core::subject::is_valid_literal_subject(&subject[n + 1..])
     }
-}
-
-/// No empty token in `rest` (the tokens after a memo's prefix): a subject with one matches
-/// nothing, whatever its prefix matched.
-#[inline]
-fn tokens_not_empty(rest: &[u8]) -> bool {
-    let mut prev = b'.';
-    for &b in rest {
-        if b == b'.' && prev == b'.' {
-            return false;
-        }
-        prev = b;
-    }
-    prev != b'.'
 }
 
 /// The bytes of the first `tokens` tokens of `subject` (at least one: a result decided
 /// by none is decided by the first as well), if it has more than that.
 fn prefix_len(subject: &[u8], tokens: Option<u16>) -> Option<usize> {
     let tokens = tokens?.max(1);
-    subject
-        .iter()
-        .enumerate()
-        .filter(|&(_, &b)| b == b'.')
-        .nth(usize::from(tokens) - 1)
-        .map(|(i, _)| i)
+    memchr::memchr_iter(crate::core::subject::TSEP, subject).nth(usize::from(tokens) - 1)
 }
 
 /// How many leading tokens results `a` and `b` (if any) together were decided by (`None`:
@@ -138,7 +121,9 @@ fn joint_prefix(a: Option<u16>, b: Option<Option<u16>>) -> Option<u16> {
 
 /// Remember what `subject` in `account` matched, as of `epoch` (read before the lookups:
 /// a change made while delivering leaves the memo stale, as it must). A subject used once
-/// (`once`) is remembered only by a prefix: whole, it would not come again.
+/// (`once`) is remembered only by a prefix: whole, it would not come again. (A shard's memo
+/// of messages from other shards is stored with `once`, no remote interest and no imports:
+/// a whole subject that repeats there is the sublist's own last-lookup memo's.)
 #[allow(clippy::too_many_arguments)]
 pub(super) fn store(
     memo: &mut Option<RouteMemo>,
@@ -157,60 +142,22 @@ pub(super) fn store(
     // By prefix when the subject is used once, or when it is the second subject in a row
     // under that prefix; a subject that repeats keeps the whole-subject memo, whose check
     // is one compare.
-    let key = match prefix {
+    let (key, by_prefix) = match prefix {
         Some(n) if once || memo.as_ref().is_some_and(|m| m.sibling_of(account, subject, n)) => (&subject[..n], true),
         _ if once => return,
         _ => (subject, false),
     };
     let nobody = local.is_empty() && remote.is_none_or(|r| r.is_empty()) && !onward.any();
-    put(memo, epoch, account, key, local, remote.cloned(), onward, nobody);
-}
-
-/// Remember this shard's interest in `subject` in `account` (published on another shard)
-/// if it was decided by a prefix; a whole subject that repeats is the sublist's own
-/// last-lookup memo's.
-pub(super) fn store_prefix(
-    memo: &mut Option<RouteMemo>,
-    epoch: u64,
-    account: AccountId,
-    subject: &[u8],
-    local: &Rc<Matches<SubId>>,
-) {
-    if let Some(n) = prefix_len(subject, local.prefix_at(epoch)) {
-        put(
-            memo,
-            epoch,
-            account,
-            (&subject[..n], true),
-            local,
-            None,
-            Onward::default(),
-            false,
-        );
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn put(
-    memo: &mut Option<RouteMemo>,
-    epoch: u64,
-    account: AccountId,
-    (subject, prefix): (&[u8], bool),
-    local: &Rc<Matches<SubId>>,
-    remote: Option<Rc<Matches<RKey>>>,
-    onward: Onward,
-    nobody: bool,
-) {
-    let mut key = memo.take().map(|m| m.subject).unwrap_or_default();
-    key.clear();
-    key.extend_from_slice(subject);
+    let mut buf = memo.take().map(|m| m.subject).unwrap_or_default();
+    buf.clear();
+    buf.extend_from_slice(key);
     *memo = Some(RouteMemo {
-        subject: key,
-        prefix,
+        subject: buf,
+        prefix: by_prefix,
         account,
         epoch,
         local: local.clone(),
-        remote,
+        remote: remote.cloned(),
         onward,
         nobody,
     });
@@ -238,7 +185,17 @@ mod tests {
         let local = sl.matches_once(b"$JS.ACK.1.2");
         assert_eq!(local.psubs, [7]);
         let mut memo = None;
-        store_prefix(&mut memo, crate::core::sublist::epoch(), 0, b"$JS.ACK.1.2", &local);
+        let epoch = crate::core::sublist::epoch();
+        store(
+            &mut memo,
+            epoch,
+            0,
+            b"$JS.ACK.1.2",
+            &local,
+            None,
+            Onward::default(),
+            true,
+        );
         let hit = |s: &[u8]| lookup_local(&memo, 0, s).is_some();
         // Decided by `$JS.ACK` (below it there is only `>`).
         assert!(hit(b"$JS.ACK.1.9"));

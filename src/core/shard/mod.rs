@@ -161,7 +161,7 @@ pub struct ShardCore {
     stall_req: Option<(ConnKey, ConnKey, Duration)>,
     timers: BinaryHeap<Reverse<(Instant, ConnKey)>>,
     wakeups: Vec<ConnKey>,
-    /// The route memo of messages from other shards, by prefix only (`memo::store_prefix`).
+    /// The route memo of messages from other shards, by prefix only (`memo::store`).
     remote_memo: Option<memo::RouteMemo>,
     counters: Counters,
     rng: u64,

@@ -557,10 +557,8 @@ impl ShardCore {
                 internal: sh.flags & flags::INTERNAL != 0,
                 shown: b"",
             };
-            if sh.flags & flags::QUEUE_ONLY == 0 {
-                for &sid in &local.psubs {
-                    self.deliver(sid, None, &m, now);
-                }
+            for &sid in &local.psubs {
+                self.deliver(sid, None, &m, now);
             }
             if !sh.queue.is_empty() {
                 self.deliver_remote_queue(src, acc, 0, sh.flags, sh.queue, &local, &m, now);
@@ -580,7 +578,17 @@ impl ShardCore {
         let epoch = crate::core::sublist::epoch();
         let once = super::imports::is_one_shot(subject);
         let local = routed_matches(&mut self.acct(acc).sublist, subject, once);
-        super::memo::store_prefix(&mut self.remote_memo, epoch, acc, subject, &local);
+        let no_imports = super::imports::Onward::default();
+        super::memo::store(
+            &mut self.remote_memo,
+            epoch,
+            acc,
+            subject,
+            &local,
+            None,
+            no_imports,
+            true,
+        );
         local
     }
 
