@@ -17,6 +17,9 @@
 //!   stream, serve only messages identical to what was published, and serve every message
 //!   the damage did not touch. `RNATS_DURABILITY_DAMAGE_CASES` sets the cases per kind and
 //!   stop (default 4).
+//! - `lazy_writes_reach_the_disk_unprompted`: with `sync_interval` set the file store holds
+//!   small appends back for a few milliseconds (as the reference's flush loop does); with
+//!   no more traffic they are still written, so a kill -9 a moment later keeps them.
 //! - `memory_stream_gone_file_stream_kept`: after a restart a memory stream is gone (as in
 //!   nats-server) and a file stream is intact.
 #![cfg(unix)]
@@ -758,6 +761,71 @@ fn damaged_files(r: Reactor) {
 }
 
 both_reactors!(damaged_files, |r| super::damaged_files(r));
+
+// ---- interval (lazy) mode ----
+
+fn lazy_writes_reach_the_disk_unprompted(r: Reactor) {
+    let dir = store_dir("lazy");
+    std::fs::create_dir_all(&dir).unwrap();
+    let conf = dir.join("lazy.conf");
+    std::fs::write(&conf, "jetstream { sync_interval: \"2m\" }\n").unwrap();
+    let args = |d: &Path| {
+        vec![
+            "--shards".to_string(),
+            "2".into(),
+            "-js".into(),
+            "-sd".into(),
+            d.join("store").to_str().unwrap().to_string(),
+            "-c".into(),
+            conf.to_str().unwrap().to_string(),
+        ]
+    };
+    let a = args(&dir);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let runtime = rt();
+    for round in 1..=3u64 {
+        let mut s = Server::start(r, &a);
+        runtime.block_on(async {
+            let (_c, js) = connect(&s).await;
+            let st = js
+                .get_or_create_stream(stream::Config {
+                    name: "LAZY".into(),
+                    subjects: vec!["lazy.>".into()],
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(st.cached_info().state.messages, (round - 1) * 5, "round {round}");
+            for i in 0..5 {
+                js.publish(format!("lazy.{round}"), format!("{round}-{i}").into())
+                    .await
+                    .unwrap()
+                    .await
+                    .unwrap();
+            }
+        });
+        // Longer than the longest hold (8 ms), with nothing else happening.
+        std::thread::sleep(Duration::from_millis(150));
+        kill9(&mut s);
+    }
+    let s = Server::start(r, &a);
+    runtime.block_on(async {
+        let (_c, js) = connect(&s).await;
+        let mut st = js.get_stream("LAZY").await.unwrap();
+        assert_eq!(st.info().await.unwrap().state.messages, 15);
+        for seq in 1..=15u64 {
+            let m = st.get_raw_message(seq).await.unwrap();
+            let want = format!("{}-{}", (seq - 1) / 5 + 1, (seq - 1) % 5);
+            assert_eq!(&m.payload[..], want.as_bytes(), "seq {seq}");
+        }
+    });
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+both_reactors!(lazy_writes_reach_the_disk_unprompted, |r| {
+    super::lazy_writes_reach_the_disk_unprompted(r)
+});
 
 // ---- memory streams ----
 

@@ -371,7 +371,9 @@ impl ShardJs {
         let more = self.poll_consumers(core, now);
         let mut waiting = more;
         let mut unsignalled = false;
+        let mut held: Option<Instant> = None;
         for st in self.streams.values_mut() {
+            held = [held, st.store.write_due()].into_iter().flatten().min();
             let acc = st.account;
             let n = std::mem::take(&mut st.acks_ready);
             st.acks.release(n, |reply, body| {
@@ -387,6 +389,9 @@ impl ShardJs {
             (false, true) => now + DURABILITY_POLL,
             (false, false) => now + DURABILITY_FALLBACK,
         });
+        if held.is_some() {
+            self.poll_at = [self.poll_at, held].into_iter().flatten().min();
+        }
         self.consumer_at = self.consumer_deadline();
     }
 

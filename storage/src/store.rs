@@ -116,6 +116,12 @@ pub trait Store {
     fn signals_completions(&self) -> bool {
         false
     }
+    /// When the store holds buffered writes back on purpose (interval mode gathering
+    /// small appends), the time to call [`Store::submit`] again even if nothing else
+    /// happens.
+    fn write_due(&self) -> Option<std::time::Instant> {
+        None
+    }
     /// Start writing what is buffered (the loop calls this once per turn).
     fn submit(&mut self) -> Result<()>;
     /// Write and sync everything buffered, waiting for it.

@@ -12,6 +12,7 @@ use crate::types::{StorageKind, StoreConfig, StoredMsg};
 use bytes::Bytes;
 use std::borrow::Cow;
 use std::io::Write;
+use std::time::Instant;
 
 impl FileStore {
     fn record_bytes(&mut self, loc: Loc) -> Result<(Bytes, format::Checksum, u64)> {
@@ -292,7 +293,7 @@ impl Store for FileStore {
         if !self.closed {
             self.reap()?;
             self.compaction_step()?;
-            self.start_batch(false)?;
+            self.start_or_hold()?;
         }
         Ok(self.durable_seq())
     }
@@ -305,7 +306,11 @@ impl Store for FileStore {
         self.writable()?;
         self.reap()?;
         self.compaction_step()?;
-        self.start_batch(false)
+        self.start_or_hold()
+    }
+
+    fn write_due(&self) -> Option<Instant> {
+        self.hold.due()
     }
 
     fn sync(&mut self) -> Result<()> {

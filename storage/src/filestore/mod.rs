@@ -30,7 +30,9 @@
 //! once (a batch of its writes and their fdatasync, or the next batch if one is in flight)
 //! and acknowledges each write when that fdatasync has completed, as group commit does;
 //! [`SyncMode::Interval`] is the reference's lazy `sync_interval`: a write counts as durable
-//! at once and fdatasync runs every interval.
+//! at once and fdatasync runs every interval; small appends are gathered for up to 8 ms
+//! (or 16 KiB) before they are written, as the reference's flush loop does (module `hold`;
+//! [`crate::Store::write_due`] tells the owner when to submit again).
 //!
 //! The owning thread never waits for an fdatasync on its own: store calls buffer and start
 //! batches, completions are reaped by [`crate::Store::poll_completions`] (or the next store
@@ -124,6 +126,7 @@ mod api;
 pub mod cipher;
 mod compact;
 pub mod format;
+mod hold;
 mod recover;
 mod state;
 mod tail;
@@ -327,6 +330,8 @@ pub struct FileStore {
     /// lowers this too): a batch looks at the blocks after it, not at all of a long
     /// stream's thousands of blocks.
     flushed_through: u64,
+    /// Appends held back in interval mode (module `hold`).
+    hold: hold::Hold,
 }
 
 /// A dead block waiting for its deletion.
@@ -378,6 +383,7 @@ impl FileStore {
             tombs: Vec::new(),
             doomed: Vec::new(),
             flushed_through: 0,
+            hold: hold::Hold::default(),
             open_files: Default::default(),
             from_state: false,
             auto: Default::default(),

@@ -395,6 +395,44 @@ impl FileStore {
         }
     }
 
+    /// Start the next batch, unless interval mode holds plain appends back for a while
+    /// (module `hold`): then [`crate::Store::write_due`] says when to call again. Writes
+    /// due while a batch is in flight (interval mode runs one at a time) are looked at
+    /// again shortly (its completion may come without a call from the owner).
+    pub(super) fn start_or_hold(&mut self) -> Result<()> {
+        if !matches!(self.cfg.sync, SyncMode::Interval(_)) {
+            return self.start_batch(false);
+        }
+        let now = Instant::now();
+        if let Some(pending) = self.held_appends() {
+            if self.hold.keep(now, pending) {
+                return Ok(());
+            }
+        }
+        self.hold.clear();
+        self.start_batch(false)?;
+        if self.failed.is_none() && self.blocks.iter().rev().any(|b| b.flushed < b.len) {
+            self.hold.retry(now + super::hold::RETRY);
+        }
+        Ok(())
+    }
+
+    /// Bytes waiting for a batch when they are only appends to the tail block (no
+    /// erasures, no block to retire, no compaction step); `None` otherwise. A directory to sync or dead blocks to delete wait for a synced batch,
+    /// which in interval mode comes with the interval, so they do not stop a hold.
+    fn held_appends(&mut self) -> Option<u64> {
+        if self.failed.is_some()
+            || !self.patches.is_empty()
+            || self.auto.wants_turn(self.cfg.auto_compact, self.stats.batches)
+            || !self.older_blocks_flushed()
+        {
+            return None;
+        }
+        let tail = self.blocks.back()?;
+        tail.file?;
+        Some(tail.len.saturating_sub(tail.flushed))
+    }
+
     /// Build and start the next batch, if there is something to write and nothing is in
     /// flight. With `force_sync` the batch syncs even in interval mode.
     pub(super) fn start_batch(&mut self, force_sync: bool) -> Result<()> {
