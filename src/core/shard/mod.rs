@@ -13,7 +13,7 @@
 //!   at [`ShardCore::next_deadline`]. Time always comes in as `now`.
 //!
 //! Submodules: `ops` (client protocol operations), `route` (publish routing and
-//! delivery), `memo` (a connection's last publish subject, or the prefix that decided it, and what it matched), `blob` (large messages between shards in one copy), `interest` (subscriptions, interest replication and barriers), `accounts`
+//! delivery), `memo` (a connection's last publish subject, or the prefix that decided it, and what it matched), `fan` (one frame per message for many local subscribers), `blob` (large messages between shards in one copy), `interest` (subscriptions, interest replication and barriers), `accounts`
 //! (the shard's view of the account table), `timers`, `transport` (what TLS and WebSocket
 //! connections need of the core: deferred INFO, their INFO template and authenticator,
 //! the client certificate), `hooks` (the server's observer of connections, for the system
@@ -24,6 +24,7 @@ mod accounts;
 mod blob;
 mod connect;
 pub mod ext;
+mod fan;
 mod hooks;
 mod imports;
 mod interest;
@@ -163,6 +164,8 @@ pub struct ShardCore {
     wakeups: Vec<ConnKey>,
     /// The route memo of messages from other shards, by prefix only (`memo::store`).
     remote_memo: Option<memo::RouteMemo>,
+    /// The frame of the message being delivered to many subscribers (module `fan`).
+    fan: fan::FanFrame,
     counters: Counters,
     rng: u64,
     /// Posts jobs to shards (set by the runtime; `None` in a bare core).
@@ -222,6 +225,7 @@ impl ShardCore {
             timers: BinaryHeap::new(),
             wakeups: Vec::new(),
             remote_memo: None,
+            fan: fan::FanFrame::default(),
             counters: Counters::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((idx as u64 + 1) << 32) ^ u64::from(std::process::id()),
             post: None,

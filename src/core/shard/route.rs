@@ -329,10 +329,7 @@ impl ShardCore {
         local: &Matches<SubId>,
         remote: Option<&Matches<RKey>>,
     ) -> bool {
-        let mut delivered = false;
-        for &sid in &local.psubs {
-            delivered |= self.deliver(sid, publisher, m, now);
-        }
+        let mut delivered = self.deliver_each(&local.psubs, publisher, m, now);
         let remote = match remote {
             Some(r) if !r.is_empty() => r,
             _ => {
@@ -557,9 +554,7 @@ impl ShardCore {
                 internal: sh.flags & flags::INTERNAL != 0,
                 shown: b"",
             };
-            for &sid in &local.psubs {
-                self.deliver(sid, None, &m, now);
-            }
+            self.deliver_each(&local.psubs, None, &m, now);
             if !sh.queue.is_empty() {
                 self.deliver_remote_queue(src, acc, 0, sh.flags, sh.queue, &local, &m, now);
             }
@@ -595,9 +590,7 @@ impl ShardCore {
     fn deliver_remote_in(&mut self, src: usize, acc: AccountId, rec: &MsgRecord<'_>, m: &Msg<'_>, now: Instant) {
         let local = self.interest_here(acc, m.subject);
         if rec.flags & flags::QUEUE_ONLY == 0 {
-            for &sid in &local.psubs {
-                self.deliver(sid, None, m, now);
-            }
+            self.deliver_each(&local.psubs, None, m, now);
         }
         for q in rec.queues() {
             self.deliver_remote_queue(src, acc, rec.hops, rec.flags, q, &local, m, now);
@@ -647,6 +640,19 @@ impl ShardCore {
     /// Write one message to one subscription. Returns false if it was not delivered
     /// (echo off, closed connection, slow consumer, auto-unsubscribe overrun).
     pub(super) fn deliver(&mut self, id: SubId, publisher: Option<ConnKey>, m: &Msg<'_>, now: Instant) -> bool {
+        self.deliver_framed(id, publisher, m, now, None)
+    }
+
+    /// [`ShardCore::deliver`], with `m`'s frame put together beforehand when it goes to
+    /// many subscribers (module `fan`).
+    pub(super) fn deliver_framed(
+        &mut self,
+        id: SubId,
+        publisher: Option<ConnKey>,
+        m: &Msg<'_>,
+        now: Instant,
+        fan: Option<&super::fan::FanFrame>,
+    ) -> bool {
         let mut traced = false;
         if self.tracing.is_some() {
             match self.trace_pre_deliver(id, publisher, m) {
@@ -713,28 +719,34 @@ impl ShardCore {
         }
         {
             let mut w = c.out.frame(need, now);
-            match hdr {
-                Some(_) => {
+            match (fan, hdr) {
+                // Put together once for all of the message's subscribers (module `fan`).
+                (Some(f), None) if !stripped => {
+                    w.extend_from_slice(f.head());
+                    w.extend_from_slice(&sub.sid);
+                    w.extend_from_slice(f.tail());
+                }
+                (_, Some(_)) => {
                     w.extend_from_slice(b"HMSG ");
                     write_head(&mut w, m.shown_subject(), &sub.sid, m.reply, m.internal);
                     w.extend_from_slice(m.hdr_text);
                     w.push(b' ');
                     w.extend_from_slice(m.size_text);
+                    finish_frame(&mut w, data);
                 }
-                None if stripped => {
+                (_, None) if stripped => {
                     w.extend_from_slice(b"MSG ");
                     write_head(&mut w, m.shown_subject(), &sub.sid, m.reply, m.internal);
                     w.extend_from_slice(itoa::Buffer::new().format(data.len()).as_bytes());
+                    finish_frame(&mut w, data);
                 }
-                None => {
+                (_, None) => {
                     w.extend_from_slice(b"MSG ");
                     write_head(&mut w, m.shown_subject(), &sub.sid, m.reply, m.internal);
                     w.extend_from_slice(m.size_text);
+                    finish_frame(&mut w, data);
                 }
             }
-            w.extend_from_slice(b"\r\n");
-            w.extend_from_slice(data);
-            w.extend_from_slice(b"\r\n");
         }
         c.out_msgs += 1;
         c.out_bytes += data.len() as u64;
@@ -830,6 +842,13 @@ enum Pick {
     Local(usize),
     Remote(usize),
     Nobody,
+}
+
+/// `\r\n<payload>\r\n`: the end of a delivered frame.
+fn finish_frame(w: &mut Vec<u8>, data: &[u8]) {
+    w.extend_from_slice(b"\r\n");
+    w.extend_from_slice(data);
+    w.extend_from_slice(b"\r\n");
 }
 
 pub(super) fn write_head(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8], internal: bool) {

@@ -322,6 +322,70 @@ fn fanout_order_per_publisher() {
 }
 
 #[test]
+fn many_subscribers_get_exact_frames() {
+    // Module `fan`: a message for several local subscriptions is framed once; every
+    // subscriber still gets its own sid, the reply, the size text as published, headers
+    // kept or stripped, and payloads above the framed size.
+    let mut w = World::new(2, CoreConfig::default());
+    let hdrs = r#"{"verbose":false,"pedantic":false,"headers":true}"#;
+    let (s0, a) = w.connect(0, hdrs);
+    w.send(s0, a, "SUB fan 1\r\nSUB fan 22\r\nSUB * 333\r\nPING\r\n");
+    let (_, b) = w.connect(0, QUIET);
+    w.send(s0, b, "SUB fan 4\r\nPING\r\n");
+    let (s1, d) = w.connect(1, hdrs);
+    w.send(s1, d, "SUB fan 5\r\nSUB fan 66\r\nPING\r\n");
+    for (s, k) in [(s0, a), (s0, b), (s1, d)] {
+        w.take(s, k);
+    }
+    let (_, p) = w.connect(0, hdrs);
+    let big = "y".repeat(super::fan::FAN_MAX_DATA + 10);
+    w.send(
+        s0,
+        p,
+        &format!(
+            "PUB fan re.x 5\r\nhello\r\nPUB fan 03\r\nabc\r\nHPUB fan 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPUB fan {}\r\n{big}\r\n",
+            big.len()
+        ),
+    );
+    let expect = |sids: &[&str], headers: bool| {
+        let mut out = String::new();
+        for sid in sids {
+            out += &format!("MSG fan {sid} re.x 5\r\nhello\r\n");
+        }
+        for sid in sids {
+            out += &format!("MSG fan {sid} 03\r\nabc\r\n");
+        }
+        for sid in sids {
+            if headers {
+                out += &format!("HMSG fan {sid} 12 14\r\nNATS/1.0\r\n\r\nhi\r\n");
+            } else {
+                out += &format!("MSG fan {sid} 2\r\nhi\r\n");
+            }
+        }
+        for sid in sids {
+            out += &format!("MSG fan {sid} {}\r\n{big}\r\n", big.len());
+        }
+        out
+    };
+    // One connection's subscriptions get each message in turn, in subscription order.
+    let got = w.take(s0, a);
+    let mut lines: Vec<&str> = got.split_inclusive("\r\n").collect();
+    lines.sort_unstable();
+    let want = expect(&["1", "22", "333"], true);
+    let mut want_lines: Vec<&str> = want.split_inclusive("\r\n").collect();
+    want_lines.sort_unstable();
+    assert_eq!(lines, want_lines);
+    assert_eq!(w.take(s0, b), expect(&["4"], false));
+    let got = w.take(s1, d);
+    let mut lines: Vec<&str> = got.split_inclusive("\r\n").collect();
+    lines.sort_unstable();
+    let want = expect(&["5", "66"], true);
+    let mut want_lines: Vec<&str> = want.split_inclusive("\r\n").collect();
+    want_lines.sort_unstable();
+    assert_eq!(lines, want_lines);
+}
+
+#[test]
 fn echo_off_and_no_responders() {
     let mut w = World::new(2, CoreConfig::default());
     let (s, a) = w.connect(
