@@ -116,9 +116,9 @@ pub trait Store {
     fn signals_completions(&self) -> bool {
         false
     }
-    /// When the store holds buffered writes back on purpose (interval mode gathering
-    /// small appends), the time to call [`Store::submit`] again even if nothing else
-    /// happens.
+    /// When the store has work that waits for a time rather than for a call (interval
+    /// mode: small appends it gathers, and its periodic sync), the time to call
+    /// [`Store::submit`] again even if nothing else happens.
     fn write_due(&self) -> Option<std::time::Instant> {
         None
     }

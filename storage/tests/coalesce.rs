@@ -5,6 +5,8 @@
 //!   for many messages, readable meanwhile from memory.
 //! - 16 KiB waiting are written at once.
 //! - A clean stop writes what is held; a reopen finds everything.
+//! - The interval's fdatasync runs on time with nothing more written (`write_due` says
+//!   when).
 //! - In group-commit mode every submit starts its batch.
 
 mod common;
@@ -18,6 +20,12 @@ const LAZY: SyncMode = SyncMode::Interval(Duration::from_secs(120));
 
 fn ios() -> [IoChoice; 2] {
     [IoChoice::Auto, IoChoice::Buffered]
+}
+
+/// No write is held: nothing is due before the interval's sync (2 minutes).
+fn nothing_due_soon(s: &FileStore, io: &IoChoice) {
+    let soon = Instant::now() + Duration::from_secs(60);
+    assert!(s.write_due().is_none_or(|t| t > soon), "{io:?}: a write is still held");
 }
 
 /// Write and sync everything so far, waiting for it: nothing is in flight after.
@@ -55,7 +63,7 @@ fn small_appends_are_held_until_due_then_written_in_one_batch() {
             s.submit().expect("submit when due");
         }
         assert_eq!(s.stats().batches, before.batches + 1, "{io:?}: one batch for the lot");
-        assert_eq!(s.write_due(), None);
+        nothing_due_soon(&s, &io);
         assert_eq!(
             s.stats().syncs,
             before.syncs,
@@ -86,7 +94,7 @@ fn a_held_write_is_written_once_16_kib_wait() {
             s.submit().expect("submit");
         }
         assert!(n >= 15, "{io:?}: written after only {n} KiB");
-        assert_eq!(s.write_due(), None, "{io:?}");
+        nothing_due_soon(&s, &io);
     }
 }
 
@@ -110,6 +118,49 @@ fn a_clean_stop_writes_what_is_held() {
         drop(s);
         let s = file_store(dir.path(), LAZY, io.clone());
         assert_eq!(s.fast_state().msgs, 7, "{io:?}");
+    }
+}
+
+#[test]
+fn the_interval_sync_runs_on_time_without_more_writes() {
+    let every = Duration::from_millis(150);
+    for io in ios() {
+        let dir = TempDir::new(None, "coalesce-interval");
+        let mut s = file_store(dir.path(), SyncMode::Interval(every), io.clone());
+        let synced_at = Instant::now();
+        settle(&mut s);
+        let before = s.stats();
+        for i in 0..3u32 {
+            s.store_msg("lazy.i", b"", &i.to_le_bytes(), 0).expect("store");
+            s.submit().expect("submit");
+        }
+        // The held appends go out first, unsynced.
+        while s.stats().batches == before.batches {
+            let due = s.write_due().expect("held until written");
+            std::thread::sleep(due.saturating_duration_since(Instant::now()) + Duration::from_micros(100));
+            s.submit().expect("submit when due");
+        }
+        assert_eq!(s.stats().syncs, before.syncs, "{io:?}: written, not synced yet");
+        // Then the sync, due one interval after the last one, with nothing new written.
+        let mut looks = 0;
+        while s.stats().syncs == before.syncs {
+            looks += 1;
+            assert!(looks <= 50, "{io:?}: the interval's sync never came");
+            let due = s.write_due().expect("a sync is due");
+            assert!(
+                due <= synced_at + every + Duration::from_millis(50),
+                "{io:?}: due too late"
+            );
+            std::thread::sleep(due.saturating_duration_since(Instant::now()) + Duration::from_micros(100));
+            s.submit().expect("submit when due");
+        }
+        assert!(synced_at.elapsed() >= every, "{io:?}: synced before the interval");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while s.write_due().is_some() {
+            assert!(Instant::now() < deadline, "{io:?}: still due after the sync");
+            std::thread::sleep(Duration::from_millis(1));
+            s.poll_completions().expect("poll");
+        }
     }
 }
 

@@ -203,8 +203,8 @@ impl Stream {
     /// (into [`Stream::acks_ready`]; [`AckQueue::release`](acks::AckQueue::release)
     /// sends them).
     pub fn durable_acks(&mut self) {
-        // Writes the store holds back (interval mode) are looked at again when due.
-        if self.dirty || self.store.write_due().is_some() {
+        // Writes the store holds back, and interval mode's sync, are started when due.
+        if self.dirty || self.store.write_due().is_some_and(|t| t <= std::time::Instant::now()) {
             self.dirty = false;
             if let Err(e) = self.store.submit() {
                 tracing::error!("JetStream stream '{}' write failed: {e}", self.name);

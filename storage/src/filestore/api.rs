@@ -310,7 +310,13 @@ impl Store for FileStore {
     }
 
     fn write_due(&self) -> Option<Instant> {
-        self.hold.due()
+        // With a batch in flight (interval mode runs one at a time), the sync is looked
+        // at again shortly rather than at once.
+        let interval = self.interval_sync_at().map(|t| match self.in_flight.is_empty() {
+            true => t,
+            false => t.max(Instant::now() + super::hold::RETRY),
+        });
+        [self.hold.due(), interval].into_iter().flatten().min()
     }
 
     fn sync(&mut self) -> Result<()> {

@@ -411,10 +411,28 @@ impl FileStore {
         }
         self.hold.clear();
         self.start_batch(false)?;
-        if self.failed.is_none() && self.blocks.iter().rev().any(|b| b.flushed < b.len) {
+        let left =
+            self.blocks.iter().rev().any(|b| b.flushed < b.len) || self.interval_sync_at().is_some_and(|t| t <= now);
+        if self.failed.is_none() && left {
             self.hold.retry(now + super::hold::RETRY);
         }
         Ok(())
+    }
+
+    /// Interval mode syncs on time even when nothing more is written (the reference's
+    /// sync timer): when what was written since the last sync, new directory entries or
+    /// dead blocks waiting for a synced batch are due for one.
+    pub(super) fn interval_sync_at(&self) -> Option<Instant> {
+        match self.cfg.sync {
+            SyncMode::Interval(d)
+                if self.failed.is_none()
+                    && !self.closed
+                    && (!self.unsynced.is_empty() || self.dir_dirty || !self.doomed.is_empty()) =>
+            {
+                Some(self.last_sync + d)
+            }
+            _ => None,
+        }
     }
 
     /// Bytes waiting for a batch when they are only appends to the tail block (no
