@@ -310,13 +310,12 @@ impl Store for FileStore {
     }
 
     fn write_due(&self) -> Option<Instant> {
-        // With a batch in flight (interval mode runs one at a time), the sync is looked
-        // at again shortly rather than at once.
-        let interval = self.interval_sync_at().map(|t| match self.in_flight.is_empty() {
-            true => t,
-            false => t.max(Instant::now() + super::hold::RETRY),
-        });
-        [self.hold.due(), interval].into_iter().flatten().min()
+        // A retry stands for everything kept back by a batch in flight, the interval's
+        // sync included (it is due at once otherwise, and the owner would spin).
+        if self.hold.is_retry() {
+            return self.hold.due();
+        }
+        [self.hold.due(), self.interval_sync_at()].into_iter().flatten().min()
     }
 
     fn sync(&mut self) -> Result<()> {

@@ -81,6 +81,11 @@ impl Hold {
         self.check_at = Some(at);
     }
 
+    /// Whether the next look is a retry (see [`Hold::retry`]).
+    pub(crate) fn is_retry(&self) -> bool {
+        self.since.is_none() && self.check_at.is_some()
+    }
+
     /// Forget the hold (what it held is being written).
     pub(crate) fn clear(&mut self) {
         self.since = None;
@@ -134,6 +139,7 @@ mod tests {
         let t0 = Instant::now();
         let mut h = Hold::default();
         h.retry(t0 + RETRY);
+        assert!(h.is_retry());
         assert_eq!(h.due(), Some(t0 + RETRY));
         assert!(h.keep(t0, 100), "kept until the retry is due");
         assert!(!h.keep(t0 + RETRY, 100), "the look after a retry writes");
