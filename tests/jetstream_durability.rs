@@ -769,19 +769,16 @@ fn lazy_writes_reach_the_disk_unprompted(r: Reactor) {
     std::fs::create_dir_all(&dir).unwrap();
     let conf = dir.join("lazy.conf");
     std::fs::write(&conf, "jetstream { sync_interval: \"2m\" }\n").unwrap();
-    let args = |d: &Path| {
-        vec![
-            "--shards".to_string(),
-            "2".into(),
-            "-js".into(),
-            "-sd".into(),
-            d.join("store").to_str().unwrap().to_string(),
-            "-c".into(),
-            conf.to_str().unwrap().to_string(),
-        ]
-    };
-    let a = args(&dir);
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let store = dir.join("store");
+    let a = [
+        "--shards",
+        "2",
+        "-js",
+        "-sd",
+        store.to_str().unwrap(),
+        "-c",
+        conf.to_str().unwrap(),
+    ];
     let runtime = rt();
     for round in 1..=3u64 {
         let mut s = Server::start(r, &a);

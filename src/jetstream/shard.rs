@@ -361,7 +361,7 @@ impl ShardJs {
         for st in self.streams.values_mut() {
             st.sync_usage();
             let before = st.store.durable_seq();
-            st.durable_acks();
+            st.durable_acks(now);
             if st.store.durable_seq() > before {
                 for slot in st.consumers.values_mut() {
                     slot.c.on_durable();

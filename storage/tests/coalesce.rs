@@ -28,6 +28,13 @@ fn nothing_due_soon(s: &FileStore, io: &IoChoice) {
     assert!(s.write_due().is_none_or(|t| t > soon), "{io:?}: a write is still held");
 }
 
+/// Wait for the time `write_due` gives, then submit.
+fn submit_when_due(s: &mut FileStore) {
+    let due = s.write_due().expect("held until written");
+    std::thread::sleep(due.saturating_duration_since(Instant::now()) + Duration::from_micros(100));
+    s.submit().expect("submit when due");
+}
+
 /// Write and sync everything so far, waiting for it: nothing is in flight after.
 fn settle(s: &mut FileStore) {
     s.sync().expect("sync");
@@ -58,9 +65,7 @@ fn small_appends_are_held_until_due_then_written_in_one_batch() {
         while s.stats().batches == before.batches {
             looks += 1;
             assert!(looks <= 4, "{io:?}: still held after {looks} looks");
-            let due = s.write_due().expect("held until written");
-            std::thread::sleep(due.saturating_duration_since(Instant::now()) + Duration::from_micros(100));
-            s.submit().expect("submit when due");
+            submit_when_due(&mut s);
         }
         assert_eq!(s.stats().batches, before.batches + 1, "{io:?}: one batch for the lot");
         nothing_due_soon(&s, &io);
@@ -136,9 +141,7 @@ fn the_interval_sync_runs_on_time_without_more_writes() {
         }
         // The held appends go out first, unsynced.
         while s.stats().batches == before.batches {
-            let due = s.write_due().expect("held until written");
-            std::thread::sleep(due.saturating_duration_since(Instant::now()) + Duration::from_micros(100));
-            s.submit().expect("submit when due");
+            submit_when_due(&mut s);
         }
         assert_eq!(s.stats().syncs, before.syncs, "{io:?}: written, not synced yet");
         let due = s.write_due().expect("a sync is due");

@@ -48,9 +48,7 @@ impl FanFrame {
             b.push(b' ');
         }
         b.extend_from_slice(m.size_text);
-        b.extend_from_slice(b"\r\n");
-        b.extend_from_slice(m.data);
-        b.extend_from_slice(b"\r\n");
+        super::route::finish_frame(b, m.data);
     }
 
     /// `MSG <subject> `.

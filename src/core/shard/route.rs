@@ -845,7 +845,7 @@ enum Pick {
 }
 
 /// `\r\n<payload>\r\n`: the end of a delivered frame.
-fn finish_frame(w: &mut Vec<u8>, data: &[u8]) {
+pub(super) fn finish_frame(w: &mut Vec<u8>, data: &[u8]) {
     w.extend_from_slice(b"\r\n");
     w.extend_from_slice(data);
     w.extend_from_slice(b"\r\n");

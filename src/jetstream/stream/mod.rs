@@ -202,9 +202,9 @@ impl Stream {
     /// Submit buffered writes and count the PubAcks whose writes are durable now
     /// (into [`Stream::acks_ready`]; [`AckQueue::release`](acks::AckQueue::release)
     /// sends them).
-    pub fn durable_acks(&mut self) {
+    pub fn durable_acks(&mut self, now: std::time::Instant) {
         // Writes the store holds back, and interval mode's sync, are started when due.
-        if self.dirty || self.store.write_due().is_some_and(|t| t <= std::time::Instant::now()) {
+        if self.dirty || self.store.write_due().is_some_and(|t| t <= now) {
             self.dirty = false;
             if let Err(e) = self.store.submit() {
                 tracing::error!("JetStream stream '{}' write failed: {e}", self.name);

@@ -411,8 +411,10 @@ impl FileStore {
         }
         self.hold.clear();
         self.start_batch(false)?;
-        let left =
-            self.blocks.iter().rev().any(|b| b.flushed < b.len) || self.interval_sync_at().is_some_and(|t| t <= now);
+        // Blocks before `maybe_unflushed` are all handed over: a long stream's thousands
+        // of blocks are not walked on every submit.
+        let unflushed = self.blocks.range(self.maybe_unflushed()..).any(|b| b.flushed < b.len);
+        let left = unflushed || self.interval_sync_at().is_some_and(|t| t <= now);
         if self.failed.is_none() && left {
             self.hold.retry(now + super::hold::RETRY);
         }
