@@ -367,7 +367,7 @@ pub fn render(report: &CompareReport) -> String {
             p.pubs,
             p.subs,
             match s.scenario {
-                Scenario::Subjects => format!(" subjects={}", p.subjects),
+                Scenario::Subjects => format!(" subjects={} pool={}", p.subjects, p.pool),
                 Scenario::Conns => format!(" conns={}", p.conns),
                 s if s.jetstream() => scenarios::js::describe(p),
                 _ => String::new(),

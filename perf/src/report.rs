@@ -301,7 +301,7 @@ pub fn render_run(r: &RunResult) -> String {
         p.pubs,
         p.subs,
         match r.scenario {
-            Scenario::Subjects => format!(" subjects={}", p.subjects),
+            Scenario::Subjects => format!(" subjects={} pool={}", p.subjects, p.pool),
             Scenario::Conns | Scenario::Monpoll => format!(" conns={}", p.conns),
             s if s.jetstream() => crate::scenarios::js::describe(p),
             _ => String::new(),

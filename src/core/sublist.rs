@@ -7,10 +7,13 @@
 //! Results are shared as `Rc<Matches>` so a publisher can keep delivering while the list
 //! changes under it (auto-unsubscribe removes subscriptions in the middle of a fan-out).
 
+mod tokens;
+
 use super::subject::{has_wildcard, is_valid_sub_pattern, matches, FWC, PWC, TSEP};
 use super::FastMap;
 use std::cell::Cell;
 use std::rc::Rc;
+use tokens::{Tok, TokenMap};
 
 thread_local! {
     /// Moved by every change to any sublist on this thread (a shard's), and by every new
@@ -30,11 +33,20 @@ pub fn bump_epoch() {
     EPOCH.with(|e| e.set(e.get().wrapping_add(1).max(1)));
 }
 
-/// Cached results kept per sublist; past this, a quarter is evicted.
-const CACHE_MAX: usize = 1024;
-const CACHE_SWEEP: usize = 256;
-/// Lookups per measurement of the cache's hit rate.
-const HIT_WINDOW: u32 = 4096;
+/// Cached results kept per sublist; past this, a quarter is evicted. Large enough for a
+/// working set of thousands of subjects; a wildcard change costs no scan of it (see
+/// [`SCAN_MAX`]).
+const CACHE_MAX: usize = 8192;
+const CACHE_SWEEP: usize = 2048;
+/// Up to this many cached results, a wildcard subscribe or unsubscribe drops exactly the
+/// results it matches (a scan). Past it, the scan would cost too much per change, so the
+/// change marks stale every result whose subject starts with the pattern's first token
+/// (every result, for a pattern that starts with a wildcard): one counter per first token,
+/// which each result checks on use.
+const SCAN_MAX: usize = 1024;
+/// Lookups per measurement of the cache's hit rate: several times the cache, so that
+/// a run of cached neighbours (keys cycling in order) cannot fill a window with hits.
+const HIT_WINDOW: u32 = 4 * CACHE_MAX as u32;
 /// While the cache is full and fewer than one lookup in this many hits it (subjects that
 /// seldom repeat, such as a KV bucket's many keys), results are not cached: caching them
 /// costs an allocation, an insertion and an eviction each and helps nobody. One miss in
@@ -121,7 +133,7 @@ impl<T> Node<T> {
 }
 
 struct Level<T> {
-    nodes: FastMap<Box<[u8]>, Node<T>>,
+    nodes: TokenMap<Node<T>>,
     pwc: Option<Box<Node<T>>>,
     fwc: Option<Box<Node<T>>>,
 }
@@ -129,7 +141,7 @@ struct Level<T> {
 impl<T> Default for Level<T> {
     fn default() -> Self {
         Level {
-            nodes: FastMap::default(),
+            nodes: TokenMap::default(),
             pwc: None,
             fwc: None,
         }
@@ -145,10 +157,29 @@ impl<T> Level<T> {
 /// A subject and what it matched.
 type LastLookup<T> = (Box<[u8]>, Rc<Matches<T>>);
 
+/// A cached result and the wildcard-change counter of its subject's first token, as it
+/// was when the result was computed: stale once the counter moved.
+struct Cached<T> {
+    result: Rc<Matches<T>>,
+    changes: Rc<Cell<u64>>,
+    seen: u64,
+}
+
+impl<T> Cached<T> {
+    #[inline(always)]
+    fn fresh(&self) -> bool {
+        self.changes.get() == self.seen
+    }
+}
+
 /// A subject interest tree with a match cache.
 pub struct Sublist<T> {
     root: Level<T>,
-    cache: FastMap<Box<[u8]>, Rc<Matches<T>>>,
+    cache: FastMap<Box<[u8]>, Cached<T>>,
+    /// Wildcard-change counters by first token, shared with the cached results under it.
+    first_tokens: FastMap<Box<[u8]>, Rc<Cell<u64>>>,
+    /// [`SCAN_MAX`], lowered by tests to reach the counters with a few results.
+    scan_max: usize,
     cache_enabled: bool,
     /// The most recent lookup, checked before the cache: publishers tend to repeat a
     /// subject, and one compare is cheaper than hashing it. Cleared by every change.
@@ -184,6 +215,8 @@ impl<T: Copy + Eq> Sublist<T> {
         Sublist {
             root: Level::default(),
             cache: FastMap::default(),
+            first_tokens: FastMap::default(),
+            scan_max: SCAN_MAX,
             cache_enabled: cache,
             last: None,
             window: (0, 0),
@@ -206,7 +239,7 @@ impl<T: Copy + Eq> Sublist<T> {
             cache_hits: self.stats.hits,
             ..Default::default()
         };
-        for r in self.cache.values() {
+        for r in self.cache.values().map(|c| &c.result) {
             let fanout = (r.psubs.len() + r.qsubs.len()) as u64;
             st.total_fanout += fanout;
             st.cached += 1;
@@ -242,7 +275,7 @@ impl<T: Copy + Eq> Sublist<T> {
             } else if t == [FWC] {
                 level.fwc.get_or_insert_with(Default::default)
             } else {
-                level.nodes.entry(t.into()).or_default()
+                level.nodes.get_or_default(&Tok::new(t))
             };
             if tokens.peek().is_none() {
                 break node;
@@ -278,17 +311,27 @@ impl<T: Copy + Eq> Sublist<T> {
     }
 
     /// Drop cached results that `pattern` affects. A literal pattern affects only its own
-    /// subject (one lookup); only wildcard patterns need a scan of the cache.
+    /// subject (one lookup). A wildcard pattern drops the results it matches while the
+    /// cache is small, and past [`SCAN_MAX`] marks its first token's results stale.
     fn invalidate(&mut self, pattern: &[u8]) {
         bump_epoch();
         self.last = None;
         if self.cache.is_empty() {
             return;
         }
-        if has_wildcard(pattern) {
+        if !has_wildcard(pattern) {
+            self.cache.remove(pattern);
+        } else if self.cache.len() <= self.scan_max {
             self.cache.retain(|subject, _| !matches(pattern, subject));
         } else {
-            self.cache.remove(pattern);
+            let first = pattern.split(|&b| b == TSEP).next().unwrap_or_default();
+            if first == [PWC] || first == [FWC] {
+                for c in self.first_tokens.values() {
+                    c.set(c.get().wrapping_add(1));
+                }
+            } else if let Some(c) = self.first_tokens.get(first) {
+                c.set(c.get().wrapping_add(1));
+            }
         }
     }
 
@@ -303,7 +346,7 @@ impl<T: Copy + Eq> Sublist<T> {
             } else if t == [FWC] {
                 level.fwc.as_deref()
             } else {
-                level.nodes.get(t)
+                level.nodes.get(&Tok::new(t))
             };
             let Some(node) = node else { return &[] };
             if tokens.peek().is_none() {
@@ -337,12 +380,12 @@ impl<T: Copy + Eq> Sublist<T> {
             }
         }
         let r = match self.cache.get(subject) {
-            Some(r) => {
+            Some(c) if c.fresh() => {
                 self.stats.hits += 1;
                 self.window.1 += 1;
-                r.clone()
+                c.result.clone()
             }
-            None => self.match_and_cache(subject),
+            _ => self.match_and_cache(subject),
         };
         self.window.0 += 1;
         if self.window.0 >= HIT_WINDOW {
@@ -393,8 +436,26 @@ impl<T: Copy + Eq> Sublist<T> {
                     n += 1;
                     n > CACHE_SWEEP
                 });
+                self.first_tokens.retain(|_, c| Rc::strong_count(c) > 1);
             }
-            self.cache.insert(subject.into(), r.clone());
+            let first = subject.split(|&b| b == TSEP).next().unwrap_or_default();
+            let changes = match self.first_tokens.get(first) {
+                Some(c) => c.clone(),
+                None => self.first_tokens.entry(first.into()).or_default().clone(),
+            };
+            let seen = changes.get();
+            let cached = Cached {
+                result: r.clone(),
+                changes,
+                seen,
+            };
+            match self.cache.get_mut(subject) {
+                // A stale result: replaced in place, its key kept.
+                Some(c) => *c = cached,
+                None => {
+                    self.cache.insert(subject.into(), cached);
+                }
+            }
         }
         r
     }
@@ -427,26 +488,18 @@ impl<T: Copy + Eq> Sublist<T> {
         if subject.is_empty() {
             return;
         }
-        let mut toks: [&[u8]; 32] = [&[]; 32];
-        let mut spill: Vec<&[u8]> = Vec::new();
-        let mut n = 0;
+        // Each token packed and hashed once: wildcard branches look the same token up at
+        // several levels.
+        let mut tokens: smallvec::SmallVec<[Tok<'_>; 16]> = smallvec::SmallVec::new();
         for t in subject.split(|&b| b == TSEP) {
             if t.is_empty() {
                 return;
             }
-            if n < toks.len() {
-                toks[n] = t;
-            } else {
-                if spill.is_empty() {
-                    spill.extend_from_slice(&toks);
-                }
-                spill.push(t);
-            }
-            n += 1;
+            tokens.push(Tok::new(t));
         }
-        let tokens: &[&[u8]] = if spill.is_empty() { &toks[..n] } else { &spill };
+        let n = tokens.len();
         let mut read = 0;
-        match_level(&self.root, tokens, 0, &mut read, out);
+        match_level(&self.root, &tokens, 0, &mut read, out);
         out.prefix = if read < n { u16::try_from(read).ok() } else { None };
         out.computed = epoch();
     }
@@ -472,7 +525,7 @@ fn add_node<T: Copy>(n: &Node<T>, out: &mut Matches<T>) {
 /// `tokens[0]` in the whole subject, and `read` is raised to the number of leading tokens
 /// the result depends on: a token counts when a level could tell it apart (it has literal
 /// tokens to look it up among, or a `*` whose use depends on whether more tokens follow).
-fn match_level<T: Copy>(mut level: &Level<T>, tokens: &[&[u8]], base: usize, read: &mut usize, out: &mut Matches<T>) {
+fn match_level<T: Copy>(mut level: &Level<T>, tokens: &[Tok<'_>], base: usize, read: &mut usize, out: &mut Matches<T>) {
     let mut last: Option<&Node<T>> = None;
     let mut pwc: Option<&Node<T>> = None;
     for (i, t) in tokens.iter().enumerate() {
@@ -489,7 +542,7 @@ fn match_level<T: Copy>(mut level: &Level<T>, tokens: &[&[u8]], base: usize, rea
                 match_level(next, &tokens[i + 1..], base + i + 1, read, out);
             }
         }
-        last = level.nodes.get(*t);
+        last = level.nodes.get(t);
         match last.and_then(|n| n.next.as_deref()) {
             Some(next) if i + 1 < tokens.len() => level = next,
             _ => {
@@ -525,7 +578,7 @@ fn remove_from<T: Copy + Eq>(level: &mut Level<T>, tokens: &[&[u8]], queue: Opti
                 None => return false,
             }
         } else {
-            match level.nodes.get_mut(first) {
+            match level.nodes.get_mut(&Tok::new(first)) {
                 Some(n) => n,
                 None => return false,
             }
@@ -552,7 +605,7 @@ fn remove_from<T: Copy + Eq>(level: &mut Level<T>, tokens: &[&[u8]], queue: Opti
         } else if first == [FWC] {
             level.fwc = None;
         } else {
-            level.nodes.remove(first);
+            level.nodes.remove(&Tok::new(first));
         }
     }
     removed
@@ -604,7 +657,7 @@ fn walk<T: Copy>(level: &Level<T>, prefix: &mut Vec<u8>, f: &mut impl FnMut(&[u8
         }
         prefix.truncate(keep);
     };
-    for (tok, node) in &level.nodes {
+    for (tok, node) in level.nodes.iter() {
         visit(tok, node, prefix);
     }
     if let Some(n) = &level.pwc {
@@ -821,18 +874,19 @@ mod tests {
         let mut sl = Sublist::new(true);
         sl.insert(b"$KV.b.>", None, 1u32).unwrap();
         let mut on = 0;
-        let rounds = 200_000usize;
+        let warm = 2 * HIT_WINDOW as usize;
+        let rounds = 400_000usize;
         for i in 0..rounds {
-            let m = sl.matches(format!("$KV.b.k{}", i % 10_000).as_bytes());
+            let m = sl.matches(format!("$KV.b.k{}", i % (20 * CACHE_MAX)).as_bytes());
             assert_eq!(m.psubs, vec![1]);
-            if i >= 20_000 && sl.bypass {
+            if i >= warm && sl.bypass {
                 on += 1;
             }
         }
         assert!(
-            on * 100 >= (rounds - 20_000) * 99,
+            on * 100 >= (rounds - warm) * 99,
             "bypassed in {on} of {} lookups",
-            rounds - 20_000
+            rounds - warm
         );
     }
 
@@ -840,10 +894,52 @@ mod tests {
     fn cache_is_bounded() {
         let mut sl = Sublist::new(true);
         sl.insert(b">", None, 1u32).unwrap();
-        for i in 0..5000 {
+        for i in 0..3 * CACHE_MAX {
             sl.matches(format!("s.{i}").as_bytes());
         }
         assert!(sl.cache_len() <= CACHE_MAX);
+    }
+
+    /// Past `SCAN_MAX` cached results, a wildcard change marks the results under its first
+    /// token stale (recomputed on use) and leaves the others cached.
+    #[test]
+    fn wildcard_changes_past_the_scan_limit_go_by_first_token() {
+        let mut sl = Sublist::new(true);
+        sl.insert(b"a.>", None, 1u32).unwrap();
+        sl.insert(b"b.>", None, 2u32).unwrap();
+        let n = SCAN_MAX + 100;
+        for i in 0..n {
+            sl.matches(format!("a.{i}").as_bytes());
+            sl.matches(format!("b.{i}").as_bytes());
+        }
+        assert_eq!(sl.cache_len(), 2 * n);
+        sl.insert(b"a.*", None, 3u32).unwrap();
+        assert_eq!(sl.cache_len(), 2 * n, "no scan dropped anything");
+        let hits = sl.stats.hits;
+        for i in 0..n {
+            assert_eq!(sorted(sl.matches(format!("b.{i}").as_bytes()).psubs.clone()), vec![2]);
+        }
+        assert_eq!(sl.stats.hits - hits, n as u64, "b's results are still cached");
+        let hits = sl.stats.hits;
+        for i in 0..n {
+            assert_eq!(
+                sorted(sl.matches(format!("a.{i}").as_bytes()).psubs.clone()),
+                vec![1, 3]
+            );
+        }
+        assert_eq!(sl.stats.hits, hits, "a's results were recomputed");
+        // Cached again, then a pattern that starts with a wildcard reaches every result.
+        for i in 0..n {
+            sl.matches(format!("a.{i}").as_bytes());
+        }
+        assert!(sl.remove(b"a.*", None, 3));
+        sl.insert(b"*.7", None, 4u32).unwrap();
+        assert_eq!(sorted(sl.matches(b"a.7").psubs.clone()), vec![1, 4]);
+        assert_eq!(sorted(sl.matches(b"b.7").psubs.clone()), vec![2, 4]);
+        assert_eq!(sorted(sl.matches(b"a.8").psubs.clone()), vec![1]);
+        // A literal change still drops just its subject.
+        sl.insert(b"b.8", None, 5u32).unwrap();
+        assert_eq!(sorted(sl.matches(b"b.8").psubs.clone()), vec![2, 5]);
     }
 
     #[test]
@@ -899,8 +995,12 @@ mod tests {
             #[test]
             fn tree_agrees_with_matcher(pats in proptest::collection::vec(pattern(), 1..20),
                                         subs in proptest::collection::vec(subject(), 1..20),
-                                        drop_mask in any::<u32>()) {
+                                        drop_mask in any::<u32>(), scan in any::<bool>()) {
                 let mut sl = Sublist::new(true);
+                // Without a scan, wildcard changes mark results stale by first token.
+                if !scan {
+                    sl.scan_max = 0;
+                }
                 for (i, p) in pats.iter().enumerate() {
                     sl.insert(p.as_bytes(), None, i as u32).unwrap();
                 }
@@ -910,6 +1010,8 @@ mod tests {
                     if drop_mask & (1 << (i % 32)) != 0 {
                         prop_assert!(sl.remove(p.as_bytes(), None, i as u32));
                         live[i] = false;
+                        // Cache between changes, so each change meets cached results.
+                        for s in &subs { sl.matches(s.as_bytes()); }
                     }
                 }
                 for s in &subs {

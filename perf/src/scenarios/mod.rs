@@ -224,6 +224,10 @@ pub struct ParamArgs {
     /// Distinct subscriptions for `subjects`.
     #[arg(long, default_value_t = 100_000)]
     pub subjects: usize,
+    /// `subjects`: distinct subjects the publishers cycle through [default: 8192]. One
+    /// far above a server's match cache (e.g. 200000) measures the tree walk alone.
+    #[arg(long)]
+    pub pool: Option<usize>,
     /// Time limit of the measured phase in seconds (publishing stops there).
     #[arg(long, default_value_t = 10.0)]
     pub duration: f64,
@@ -271,6 +275,8 @@ pub struct Params {
     pub subs: usize,
     pub conns: usize,
     pub subjects: usize,
+    /// Distinct publish subjects of `subjects`.
+    pub pool: usize,
     pub duration_s: f64,
     pub batch: usize,
     pub window: usize,
@@ -309,6 +315,7 @@ impl Params {
             },
             conns: args.conns,
             subjects: args.subjects,
+            pool: args.pool.unwrap_or(subjects::POOL),
             duration_s: args.duration,
             batch: args.batch,
             window: args.window,
@@ -345,6 +352,9 @@ impl Params {
         }
         if p.subjects == 0 || p.subjects > 10_000_000 {
             return bad("--subjects must be in 1..=10000000");
+        }
+        if p.pool == 0 || p.pool > 10_000_000 {
+            return bad("--pool must be in 1..=10000000");
         }
         if p.batch == 0 || p.batch > 64 << 20 || p.window == 0 {
             return bad("--batch and --window must be positive (batch ≤ 64 MiB)");

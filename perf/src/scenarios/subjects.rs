@@ -19,8 +19,8 @@ use crate::scenarios::{server_stats, set_rate, Ctx, Params, Scenario};
 const A: u32 = 50;
 const B: u32 = 200;
 const C: u32 = 1000;
-/// Distinct subjects the publishers cycle through.
-const POOL: usize = 8192;
+/// Distinct subjects the publishers cycle through, unless `--pool` says otherwise.
+pub const POOL: usize = 8192;
 /// Fixed seed: both servers of a comparison get the same subscriptions and subjects.
 const SEED: u64 = 0x5EED_2140;
 
@@ -77,9 +77,9 @@ impl SubjectSet {
         count_matches(&self.set, subject)
     }
 
-    /// `POOL` publish subjects with their expected deliveries.
-    fn pool(&self, rng: &mut StdRng) -> Vec<(String, u64)> {
-        (0..POOL)
+    /// `count` publish subjects with their expected deliveries.
+    fn pool(&self, count: usize, rng: &mut StdRng) -> Vec<(String, u64)> {
+        (0..count)
             .map(|i| {
                 let (a, b, c) = match self.literals.len() {
                     n if n > 0 && i % 2 == 0 => self.literals[rng.gen_range(0..n)],
@@ -150,7 +150,7 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
         encode_sub(&mut subscribers[i % p.subs], pat, None, i as u64 + 1);
     }
     let mut rng = StdRng::seed_from_u64(SEED ^ 1);
-    let pool = set.pool(&mut rng);
+    let pool = set.pool(p.pool, &mut rng);
     let payload = p.payload();
     let per_batch = (p.batch / super::frame_len(16, payload.len())).max(1);
     let batches: Vec<Batch> = pool
@@ -205,7 +205,7 @@ mod tests {
     fn enumerated_matching_agrees_with_naive() {
         let set = SubjectSet::generate(3000, 7).unwrap();
         let mut rng = StdRng::seed_from_u64(9);
-        for (subject, n) in set.pool(&mut rng).into_iter().take(500) {
+        for (subject, n) in set.pool(500, &mut rng).into_iter() {
             let naive = set.patterns.iter().filter(|p| naive_match(p, &subject)).count() as u64;
             assert_eq!(n, naive, "{subject}");
         }
