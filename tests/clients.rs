@@ -349,3 +349,74 @@ both_reactors!(token_auth, |r| {
         "-ERR 'Authorization Violation'\r\n"
     );
 });
+
+// Past 1,024 cached results a wildcard subscribe or unsubscribe does not scan the match
+// cache; it marks the results under its first token stale. Thousands of cached subjects,
+// then a wildcard that covers them, a wildcard under another first token, and the
+// wildcard's removal: every publish reaches exactly the subscriptions it matches, on one
+// shard and across several. The wildcard subscriber is a raw connection, so what the
+// server sends after the unsubscribe is seen (a client library drops it).
+both_reactors!(wildcard_changes_reach_a_large_match_cache, |r| {
+    const N: usize = 3000;
+    for shards in ["1", "4"] {
+        let s = Server::start(r, &["--shards", shards]);
+        let mut c = s.raw();
+        c.handshake();
+        rt().block_on(async {
+            let a = connect(&s).await;
+            let b = connect(&s).await;
+            let mut all = a.subscribe("big.>").await.unwrap();
+            // A literal beside the `>`: results then depend on the whole subject (no
+            // shard memo answers for all of `big.` by its first token), so every publish
+            // is looked up in the trees and their caches fill.
+            let _none = a.subscribe("big.none").await.unwrap();
+            sync(&a).await;
+            // Twice, so the second round's lookups come from the cache.
+            for tag in ["one", "two"] {
+                publish_round(&b, N, tag).await;
+                assert_eq!(take(&mut all, N).await, round_of(N, tag));
+            }
+            c.send_str("SUB big.* 1\r\nSUB other.* 2\r\n");
+            c.ping_pong();
+            publish_round(&b, N, "three").await;
+            assert_eq!(take(&mut all, N).await, round_of(N, "three"));
+            let want: String = (0..N).map(|i| format!("MSG big.{i} 1 5\r\nthree\r\n")).collect();
+            assert!(
+                c.drain(Duration::from_millis(300)) == want,
+                "{shards} shards: the wildcard's round"
+            );
+            c.send_str("UNSUB 1\r\n");
+            c.ping_pong();
+            publish_round(&b, N, "four").await;
+            assert_eq!(take(&mut all, N).await, round_of(N, "four"));
+            b.publish("other.x", "o".into()).await.unwrap();
+            sync(&b).await;
+            assert_eq!(
+                c.drain(Duration::from_millis(300)),
+                "MSG other.x 2 1\r\no\r\n",
+                "{shards} shards: nothing after the unsubscribe"
+            );
+        });
+    }
+});
+
+/// Publishes `tag` to `big.0` .. `big.<n-1>`, then waits until the server has them.
+async fn publish_round(b: &async_nats::Client, n: usize, tag: &'static str) {
+    for i in 0..n {
+        b.publish(format!("big.{i}"), tag.into()).await.unwrap();
+    }
+    sync(b).await;
+}
+
+async fn take(sub: &mut async_nats::Subscriber, n: usize) -> Vec<(String, Vec<u8>)> {
+    let mut got = Vec::with_capacity(n);
+    for _ in 0..n {
+        let m = next(sub).await;
+        got.push((m.subject.to_string(), m.payload.to_vec()));
+    }
+    got
+}
+
+fn round_of(n: usize, tag: &str) -> Vec<(String, Vec<u8>)> {
+    (0..n).map(|i| (format!("big.{i}"), tag.as_bytes().to_vec())).collect()
+}

@@ -721,11 +721,7 @@ impl ShardCore {
             let mut w = c.out.frame(need, now);
             match (fan, hdr) {
                 // Put together once for all of the message's subscribers (module `fan`).
-                (Some(f), None) if !stripped => {
-                    w.extend_from_slice(f.head());
-                    w.extend_from_slice(&sub.sid);
-                    w.extend_from_slice(f.tail());
-                }
+                (Some(f), None) if !stripped => f.write(&mut w, &sub.sid),
                 (_, Some(_)) => {
                     w.extend_from_slice(b"HMSG ");
                     write_head(&mut w, m.shown_subject(), &sub.sid, m.reply, m.internal);
