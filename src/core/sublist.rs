@@ -37,7 +37,10 @@ pub fn bump_epoch() {
 /// working set of thousands of subjects; a wildcard change costs no scan of it (see
 /// [`SCAN_MAX`]).
 const CACHE_MAX: usize = 8192;
-const CACHE_SWEEP: usize = 2048;
+/// The bound while caching is bypassed (it hits too seldom to be worth its memory): what
+/// the reference keeps. An account whose subjects never repeat holds this many results,
+/// not `CACHE_MAX`.
+const BYPASSED_MAX: usize = 1024;
 /// Up to this many cached results, a wildcard subscribe or unsubscribe drops exactly the
 /// results it matches (a scan). Past it, the scan would cost too much per change, so the
 /// change marks stale every result whose subject starts with the pattern's first token
@@ -392,7 +395,7 @@ impl<T: Copy + Eq> Sublist<T> {
             let (lookups, hits) = std::mem::take(&mut self.window);
             // Full: once it has filled, eviction keeps it between these bounds (a test
             // for exactly `CACHE_MAX` almost never caught it there).
-            let full = self.cache.len() > CACHE_MAX - CACHE_SWEEP;
+            let full = self.cache.len() > self.cache_max() / 4 * 3;
             // Hysteresis: subjects that cycle in order leave a run of neighbours cached,
             // and a window over that run must not turn caching back on.
             self.bypass = full
@@ -430,11 +433,14 @@ impl<T: Copy + Eq> Sublist<T> {
         }
         let r = Rc::new(self.match_uncached(subject));
         if self.cache_enabled {
-            if self.cache.len() >= CACHE_MAX {
+            let max = self.cache_max();
+            if self.cache.len() >= max {
+                // Down to three quarters of the bound (a bypass that just began drops more).
+                let drop = self.cache.len() - max / 4 * 3;
                 let mut n = 0;
                 self.cache.retain(|_, _| {
                     n += 1;
-                    n > CACHE_SWEEP
+                    n > drop
                 });
                 self.first_tokens.retain(|_, c| Rc::strong_count(c) > 1);
             }
@@ -458,6 +464,15 @@ impl<T: Copy + Eq> Sublist<T> {
             }
         }
         r
+    }
+
+    /// How many results the cache may hold now.
+    fn cache_max(&self) -> usize {
+        if self.bypass {
+            BYPASSED_MAX
+        } else {
+            CACHE_MAX
+        }
     }
 
     /// An uncached result in the allocation of the previous one when nobody holds that
@@ -852,6 +867,11 @@ mod tests {
             check(&sl.matches(format!("kv.k{i}").as_bytes()));
         }
         assert!(sl.bypass, "the cache is bypassed while it thrashes");
+        assert!(
+            sl.cache_len() <= BYPASSED_MAX,
+            "{} results kept while bypassed",
+            sl.cache_len()
+        );
         let held = sl.matches(b"kv.held");
         let other = sl.matches(b"kv.other");
         check(&held);
@@ -888,6 +908,8 @@ mod tests {
             "bypassed in {on} of {} lookups",
             rounds - warm
         );
+        // Subjects that never come back in time keep only what the reference would.
+        assert!(sl.cache_len() <= BYPASSED_MAX, "{} results kept", sl.cache_len());
     }
 
     #[test]
