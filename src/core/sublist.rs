@@ -447,7 +447,14 @@ impl<T: Copy + Eq> Sublist<T> {
             let first = subject.split(|&b| b == TSEP).next().unwrap_or_default();
             let changes = match self.first_tokens.get(first) {
                 Some(c) => c.clone(),
-                None => self.first_tokens.entry(first.into()).or_default().clone(),
+                None => {
+                    // Results dropped by changes (not by eviction) leave their counters
+                    // behind: forget the unshared ones before they outnumber the results.
+                    if self.first_tokens.len() > 2 * self.cache.len() + 64 {
+                        self.first_tokens.retain(|_, c| Rc::strong_count(c) > 1);
+                    }
+                    self.first_tokens.entry(first.into()).or_default().clone()
+                }
             };
             let seen = changes.get();
             let cached = Cached {
@@ -962,6 +969,20 @@ mod tests {
         // A literal change still drops just its subject.
         sl.insert(b"b.8", None, 5u32).unwrap();
         assert_eq!(sorted(sl.matches(b"b.8").psubs.clone()), vec![2, 5]);
+    }
+
+    /// First tokens whose results were all dropped by changes do not pile up.
+    #[test]
+    fn first_token_counters_are_forgotten_with_their_results() {
+        let mut sl = Sublist::new(true);
+        for i in 0..10_000 {
+            let subject = format!("u{i}.x");
+            sl.matches(subject.as_bytes());
+            sl.insert(subject.as_bytes(), None, 1u32).unwrap();
+            assert!(sl.remove(subject.as_bytes(), None, 1u32));
+        }
+        assert_eq!(sl.cache_len(), 0);
+        assert!(sl.first_tokens.len() <= 65, "{} counters kept", sl.first_tokens.len());
     }
 
     #[test]
