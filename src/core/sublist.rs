@@ -6,6 +6,10 @@
 //!
 //! Results are shared as `Rc<Matches>` so a publisher can keep delivering while the list
 //! changes under it (auto-unsubscribe removes subscriptions in the middle of a fan-out).
+//!
+//! Modules: [`tokens`] holds each level's literal children (tokens packed in place, hashed
+//! once per match). The cache keeps up to [`CACHE_MAX`] results; how a change reaches
+//! them is told at [`SCAN_MAX`].
 
 mod tokens;
 
