@@ -7,8 +7,8 @@
 //! the compare needs no pointer to follow and no `memcmp` call; longer tokens live on the
 //! heap and compare as bytes.
 //!
-//! The hash is keyed by a per-process random seed, so subscribers cannot pick tokens that
-//! collide on every server.
+//! The hash is `ahash` with a per-process random seed, so subscribers cannot pick tokens
+//! that collide on every server.
 
 use hashbrown::HashTable;
 use std::sync::OnceLock;
@@ -122,48 +122,20 @@ fn le32(b: &[u8]) -> u64 {
     u64::from(u32::from_le_bytes(w))
 }
 
-fn seed() -> &'static [u64; 3] {
-    static SEED: OnceLock<[u64; 3]> = OnceLock::new();
-    SEED.get_or_init(|| {
-        use std::hash::{BuildHasher, Hasher};
-        let s = std::collections::hash_map::RandomState::new();
-        let mut out = [0u64; 3];
-        for (i, o) in out.iter_mut().enumerate() {
-            let mut h = s.build_hasher();
-            h.write_usize(i);
-            *o = h.finish();
-        }
-        out
-    })
-}
-
-/// The high and low halves of a full product, folded.
-#[inline(always)]
-fn fold(a: u64, b: u64) -> u64 {
-    let p = u128::from(a).wrapping_mul(u128::from(b));
-    (p as u64) ^ ((p >> 64) as u64)
+/// The process's hash state (`ahash`, as the rest of the core hashes; seeded at random
+/// once per process).
+fn state() -> &'static ahash::RandomState {
+    static STATE: OnceLock<ahash::RandomState> = OnceLock::new();
+    STATE.get_or_init(ahash::RandomState::new)
 }
 
 #[inline(always)]
 fn hash_packed(p: u128) -> u64 {
-    let s = seed();
-    fold((p as u64) ^ s[0], ((p >> 64) as u64) ^ s[1])
+    state().hash_one(p)
 }
 
 fn hash_long(bytes: &[u8]) -> u64 {
-    let s = seed();
-    let mut h = s[2] ^ bytes.len() as u64;
-    let mut chunks = bytes.chunks_exact(8);
-    for c in &mut chunks {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(c);
-        h = fold(h ^ u64::from_le_bytes(w), s[0]);
-    }
-    let mut w = [0u8; 8];
-    for (d, b) in w.iter_mut().zip(chunks.remainder()) {
-        *d = *b;
-    }
-    fold(h ^ u64::from_le_bytes(w), s[1])
+    state().hash_one(bytes)
 }
 
 /// Children of one level by token.
