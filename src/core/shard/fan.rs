@@ -16,7 +16,6 @@
 
 use super::route::Msg;
 use super::{ConnKey, ShardCore, SubId};
-use std::cell::RefCell;
 use std::time::Instant;
 
 /// Largest payload framed once (larger ones are appended per delivery as they are).
@@ -25,13 +24,15 @@ pub(super) const FAN_MAX_DATA: usize = 4096;
 /// The parts of a message's `MSG` frame around the sid.
 #[derive(Debug, Default)]
 pub(super) struct FanFrame {
+    /// The head `MSG <subject> ` and the tail ` [<reply> ]<size>\r\n<payload>\r\n`.
     buf: Vec<u8>,
     /// Where the head ends and the tail starts in `buf`.
     head: usize,
-    /// The whole frame with the last delivery's sid in it, and that sid's length (0: not
-    /// made yet). Subscribers' sids mostly have the same length, so a delivery is one
-    /// append of this and an overwrite of the sid's few bytes, not three appends.
-    whole: RefCell<(usize, Vec<u8>)>,
+    /// The whole frame with the last delivery's sid in it (empty: not made yet); that
+    /// sid's length is what it has beyond `buf`. Subscribers' sids mostly have the same
+    /// length, so a delivery is one append of this and an overwrite of the sid's few
+    /// bytes, not three appends.
+    whole: Vec<u8>,
 }
 
 impl FanFrame {
@@ -54,38 +55,26 @@ impl FanFrame {
         }
         b.extend_from_slice(m.size_text);
         super::route::finish_frame(b, m.data);
-        self.whole.get_mut().0 = 0;
+        self.whole.clear();
     }
 
     /// Appends the frame for a subscription with `sid` (not empty) to `w`.
     #[inline]
-    pub(super) fn write(&self, w: &mut Vec<u8>, sid: &[u8]) {
-        let mut whole = self.whole.borrow_mut();
-        let (len, frame) = &mut *whole;
-        if *len != sid.len() {
-            frame.clear();
-            frame.extend_from_slice(self.head());
-            frame.extend_from_slice(sid);
-            frame.extend_from_slice(self.tail());
-            *len = sid.len();
-            w.extend_from_slice(frame);
+    pub(super) fn write(&mut self, w: &mut Vec<u8>, sid: &[u8]) {
+        if self.whole.len() != self.buf.len() + sid.len() {
+            let (head, tail) = self.buf.split_at(self.head.min(self.buf.len()));
+            self.whole.clear();
+            self.whole.extend_from_slice(head);
+            self.whole.extend_from_slice(sid);
+            self.whole.extend_from_slice(tail);
+            w.extend_from_slice(&self.whole);
             return;
         }
         let at = w.len() + self.head;
-        w.extend_from_slice(frame);
+        w.extend_from_slice(&self.whole);
         if let Some(dst) = w.get_mut(at..at + sid.len()) {
             overwrite(dst, sid);
         }
-    }
-
-    /// `MSG <subject> `.
-    pub(super) fn head(&self) -> &[u8] {
-        self.buf.get(..self.head).unwrap_or_default()
-    }
-
-    /// ` [<reply> ]<size>\r\n<payload>\r\n`.
-    pub(super) fn tail(&self) -> &[u8] {
-        self.buf.get(self.head..).unwrap_or_default()
     }
 }
 
@@ -124,7 +113,7 @@ impl ShardCore {
         let mut fan = std::mem::take(&mut self.fan);
         fan.build(m);
         for &sid in psubs {
-            delivered |= self.deliver_framed(sid, publisher, m, now, Some(&fan));
+            delivered |= self.deliver_framed(sid, publisher, m, now, Some(&mut fan));
         }
         self.fan = fan;
         delivered
@@ -152,10 +141,12 @@ mod tests {
     fn head_and_tail_surround_the_sid() {
         let mut f = FanFrame::default();
         f.build(&msg(b"foo.bar", b"", b"hello", b"5"));
-        let frame = [f.head(), b"7", f.tail()].concat();
+        let mut frame = Vec::new();
+        f.write(&mut frame, b"7");
         assert_eq!(frame, b"MSG foo.bar 7 5\r\nhello\r\n");
         f.build(&msg(b"q", b"_INBOX.x", b"", b"00"));
-        let frame = [f.head(), b"12", f.tail()].concat();
+        let mut frame = Vec::new();
+        f.write(&mut frame, b"12");
         assert_eq!(
             frame, b"MSG q 12 _INBOX.x 00\r\n\r\n",
             "reply, and the size text as published"

@@ -651,7 +651,7 @@ impl ShardCore {
         publisher: Option<ConnKey>,
         m: &Msg<'_>,
         now: Instant,
-        fan: Option<&super::fan::FanFrame>,
+        fan: Option<&mut super::fan::FanFrame>,
     ) -> bool {
         let mut traced = false;
         if self.tracing.is_some() {
