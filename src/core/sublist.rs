@@ -331,7 +331,7 @@ impl<T: Copy + Eq> Sublist<T> {
         } else if self.cache.len() <= self.scan_max {
             self.cache.retain(|subject, _| !matches(pattern, subject));
         } else {
-            let first = pattern.split(|&b| b == TSEP).next().unwrap_or_default();
+            let first = first_token(pattern);
             if first == [PWC] || first == [FWC] {
                 for c in self.first_tokens.values() {
                     c.set(c.get().wrapping_add(1));
@@ -446,13 +446,12 @@ impl<T: Copy + Eq> Sublist<T> {
                     n += 1;
                     n > drop
                 });
-                self.first_tokens.retain(|_, c| Rc::strong_count(c) > 1);
             }
-            let first = subject.split(|&b| b == TSEP).next().unwrap_or_default();
+            let first = first_token(subject);
             let changes = match self.first_tokens.get(first) {
                 Some(c) => c.clone(),
                 None => {
-                    // Results dropped by changes (not by eviction) leave their counters
+                    // Results dropped (by eviction or by changes) leave their counters
                     // behind: forget the unshared ones before they outnumber the results.
                     if self.first_tokens.len() > 2 * self.cache.len() + 64 {
                         self.first_tokens.retain(|_, c| Rc::strong_count(c) > 1);
@@ -535,6 +534,11 @@ impl<T: Copy + Eq> Sublist<T> {
         let mut prefix = Vec::new();
         walk(&self.root, &mut prefix, &mut f);
     }
+}
+
+/// The first token of a subject or pattern (all of it when it has one token).
+fn first_token(s: &[u8]) -> &[u8] {
+    s.split(|&b| b == TSEP).next().unwrap_or_default()
 }
 
 fn add_node<T: Copy>(n: &Node<T>, out: &mut Matches<T>) {
