@@ -55,6 +55,9 @@ fn show(bytes: &[u8]) -> String {
 /// Returns `Ok(None)` when `buf` holds only part of a frame, otherwise the frame and the number
 /// of bytes it used.
 pub fn parse_frame(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, ParseError> {
+    if let Some(done) = server_msg(buf) {
+        return Ok(Some(done));
+    }
     let Some(nl) = memchr(b'\n', buf) else {
         if buf.len() > MAX_CONTROL_LINE {
             return Err(ParseError::LineTooLong);
@@ -85,6 +88,63 @@ pub fn parse_frame(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, ParseError>
         }
         _ => Err(ParseError::UnknownOp(show(line))),
     }
+}
+
+/// Longest `MSG` line [`server_msg`] takes; longer ones go the general way.
+const FAST_LINE_MAX: usize = 1024;
+
+/// A whole `MSG` frame in the form servers write it: `MSG `, arguments separated by single
+/// spaces, CRLF, the payload and its CRLF. Anything else (tabs, runs of blanks, a frame not
+/// yet whole, a malformed line) is `None` and left to [`parse_frame`]'s general path,
+/// which decides. One pass over the line, no searcher calls: a fan-out subscriber parses
+/// every delivery, and the general path's trims and per-argument searches made the
+/// measuring client as busy as the server it measured (`fanout`, 16 B).
+#[inline]
+fn server_msg(buf: &[u8]) -> Option<(Frame<'_>, usize)> {
+    let line = buf.get(4..)?;
+    if buf.get(..4)? != b"MSG " {
+        return None;
+    }
+    // Offsets in `line` of the (up to three) separating spaces, and of the CR.
+    let mut sp = [0usize; 3];
+    let mut n = 0;
+    let mut cr = None;
+    for (i, &b) in line.iter().enumerate().take(FAST_LINE_MAX) {
+        match b {
+            b' ' => {
+                *sp.get_mut(n)? = i;
+                n += 1;
+            }
+            b'\r' => {
+                cr = Some(i);
+                break;
+            }
+            b'\t' | b'\n' => return None,
+            _ => {}
+        }
+    }
+    let cr = cr?;
+    if n < 2 || line.get(cr + 1) != Some(&b'\n') {
+        return None;
+    }
+    let tok = |from: usize, to: usize| line.get(from..to).filter(|t| !t.is_empty());
+    let subject = tok(0, sp[0])?;
+    let sid = tok(sp[0] + 1, sp[1])?;
+    let reply = if n == 3 { Some(tok(sp[1] + 1, sp[2])?) } else { None };
+    let total = parse_len(tok(sp[n - 1] + 1, cr)?)?;
+    let start = 4 + cr + 2;
+    let data = buf.get(start..start + total)?;
+    if buf.get(start + total..start + total + 2)? != b"\r\n" {
+        return None;
+    }
+    let msg = Msg {
+        subject,
+        sid,
+        reply,
+        header_len: 0,
+        data,
+    };
+    Some((Frame::Msg(msg), start + total + 2))
 }
 
 fn is_space(b: u8) -> bool {
@@ -386,6 +446,53 @@ mod tests {
                 data: b"hi"
             })
         );
+    }
+
+    /// The general path alone, for comparing with [`server_msg`].
+    fn general(buf: &[u8]) -> Result<Option<(Frame<'_>, usize)>, ParseError> {
+        let Some(nl) = memchr(b'\n', buf) else { return Ok(None) };
+        let mut line = &buf[..nl];
+        if let Some((&b'\r', rest)) = line.split_last() {
+            line = rest;
+        }
+        let (_, args) = split_op(line);
+        parse_msg(buf, line, args, nl + 1, false)
+    }
+
+    // The fast path gives the general path's frame for every whole frame in the server's
+    // form, and leaves everything else (every cut, other blanks, garbage) to it.
+    #[test]
+    fn server_form_agrees_with_the_general_path() {
+        let server_form: [&[u8]; 4] = [
+            b"MSG foo.bar 9 5\r\nhello\r\n",
+            b"MSG a 1 _INBOX.x 0\r\n\r\n",
+            b"MSG perf.bench 12345 16\r\n0123456789abcdef\r\n",
+            b"MSG a.b 7 r.1.2 3\r\na\r\n\r\n",
+        ];
+        let other: [&[u8]; 6] = [
+            b"MSG  a 1 2\r\nab\r\n",
+            b"MSG a 1 2 \r\nab\r\n",
+            b"MSG a 1 r x 3\r\nabc\r\n",
+            b"MSG a 1 3\r\nabcXY",
+            b"MSG a\t1 2\r\nab\r\n",
+            b"MSG a 1 2\nab\r\n",
+        ];
+        for wire in server_form {
+            let whole = server_msg(wire);
+            assert!(whole.is_some(), "{:?}", String::from_utf8_lossy(wire));
+            assert_eq!(Ok(whole), general(wire));
+        }
+        for wire in server_form.iter().chain(other.iter()) {
+            for cut in 0..wire.len() + usize::from(other.contains(wire)) {
+                let head = &wire[..cut];
+                if let Some(fast) = server_msg(head) {
+                    panic!("{:?} taken as {fast:?}", String::from_utf8_lossy(head));
+                }
+            }
+        }
+        let long = [b"MSG ".as_slice(), &vec![b'x'; FAST_LINE_MAX + 8], b" 1 0\r\n\r\n"].concat();
+        assert!(server_msg(&long).is_none(), "long lines go the general way");
+        assert!(matches!(parse_frame(&long), Ok(Some((Frame::Msg(_), _)))));
     }
 
     #[test]
