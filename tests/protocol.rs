@@ -285,3 +285,31 @@ both_reactors!(an_idle_server_stops_spinning, |r| {
     let used = cpu_ticks(s.pid()) - before;
     assert!(used <= 20, "{used} ticks of CPU in two idle seconds");
 });
+
+// Busy-polling is for request/reply (a client waits on each round trip). A one-way stream
+// whose messages come back within the spin window of each other (here every millisecond,
+// the window 5 ms) makes its shards sleep between messages, not spin: a shard spinning
+// through the second would show about 100 ticks of CPU, two shards about 200.
+#[cfg(target_os = "linux")]
+both_reactors!(a_one_way_stream_does_not_spin, |r| {
+    let s = Server::start(r, &["--shards", "2", "--spin_us", "5000"]);
+    let mut sub = s.raw();
+    let mut publ = s.raw();
+    sub.send_str("CONNECT {\"verbose\":false}\r\nSUB feed 1\r\nPING\r\n");
+    sub.expect("PONG\r\n");
+    publ.send_str("CONNECT {\"verbose\":false}\r\nPING\r\n");
+    publ.expect("PONG\r\n");
+    std::thread::sleep(Duration::from_millis(100));
+    let before = cpu_ticks(s.pid());
+    let n = 1000;
+    for _ in 0..n {
+        publ.send_str("PUB feed 1\r\nq\r\n");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let used = cpu_ticks(s.pid()) - before;
+    sub.expect_answering_pings(&"MSG feed 1 1\r\nq\r\n".repeat(n));
+    assert!(
+        used <= 40,
+        "{used} ticks of CPU for {n} one-way messages a millisecond apart"
+    );
+});

@@ -174,6 +174,23 @@ pub(super) fn start<P: Poller>(
 /// How often a busy-polling shard yields its CPU to a runnable thread there.
 const YIELD_EVERY: Duration = Duration::from_micros(50);
 
+/// How long after the last message with a reply subject a shard still busy-polls
+/// between bursts of work ([`spins`]).
+const CONVERSATION: Duration = Duration::from_millis(10);
+
+/// When the busy-poll pays: the shard's work comes back within the spin window of the
+/// work before it (`flowing`, and the window is not over yet), and some of that work is
+/// request/reply (a message with a reply subject within [`CONVERSATION`]). There a client
+/// waits on each round trip, and a busy-poll saves it two wake-ups (the request's shard
+/// and the reply's). A one-way stream is different: its shards sleep between bursts, so
+/// work gathers while they sleep (bigger writes, fewer turns); busy-polling it cost a
+/// queue group's receiving shard three times the CPU per message.
+fn spins(now: Instant, last_work: Instant, last_conversation: Option<Instant>, flowing: bool, spin: Duration) -> bool {
+    flowing
+        && now.saturating_duration_since(last_work) < spin
+        && last_conversation.is_some_and(|c| now.saturating_duration_since(c) < CONVERSATION)
+}
+
 pub(super) struct EventLoop<P: Poller> {
     pub(super) core: ShardCore,
     pub(super) poller: P,
@@ -239,6 +256,7 @@ impl<P: Poller> EventLoop<P> {
         // Traffic flows: the last work came within the spin window of the work before it
         // (busy-polling then saves the wake-up of the next message; otherwise sleep at once).
         let mut flowing = false;
+        let mut last_conversation = None;
         let mut last_yield = last_work;
         loop {
             let now = Instant::now();
@@ -264,7 +282,7 @@ impl<P: Poller> EventLoop<P> {
             .min(Duration::from_secs(1));
             if busy {
                 timeout = Duration::ZERO;
-            } else if flowing && now.duration_since(last_work) < self.spin {
+            } else if spins(now, last_work, last_conversation, flowing, self.spin) {
                 // Busy-poll, but let a runnable client of this CPU go first now and then:
                 // the spin then takes little time anybody else wants. A turn with nothing
                 // to do costs no system call (the ring's completions and flags and the mesh
@@ -354,6 +372,9 @@ impl<P: Poller> EventLoop<P> {
             if worked {
                 flowing = now.duration_since(last_work) < self.spin;
                 last_work = now;
+                if self.core.take_conversing() {
+                    last_conversation = Some(now);
+                }
             }
         }
         self.shutdown();
@@ -739,5 +760,30 @@ impl<P: Poller> EventLoop<P> {
                 None => self.drop_token(t),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod spin_tests {
+    use super::*;
+
+    #[test]
+    fn busy_polls_only_for_flowing_request_reply() {
+        let spin = Duration::from_micros(100);
+        let t0 = Instant::now();
+        let at = |us: u64| t0 + Duration::from_micros(us);
+        // Flowing, within the window, a reply subject seen 1 ms ago: spin.
+        assert!(spins(at(1_050), at(1_000), Some(at(0)), true, spin));
+        // No request/reply seen, or too long ago: sleep.
+        assert!(!spins(at(1_050), at(1_000), None, true, spin));
+        let late = t0 + CONVERSATION + Duration::from_millis(1);
+        assert!(!spins(late, late - Duration::from_micros(10), Some(t0), true, spin));
+        // Not flowing (the last work came alone), or the window is over: sleep.
+        assert!(!spins(at(1_050), at(1_000), Some(at(0)), false, spin));
+        assert!(!spins(at(1_101), at(1_000), Some(at(0)), true, spin));
+        assert!(
+            !spins(at(1_050), at(1_000), Some(at(0)), true, Duration::ZERO),
+            "--spin_us 0"
+        );
     }
 }

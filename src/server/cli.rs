@@ -784,8 +784,8 @@ rnats Options (not nats-server flags):
                                      Event loop: io_uring, or the portable mio reactor (default: auto,
                                      io_uring when it can be set up, else mio with a log line why);
                                      uring-poll: io_uring readiness polls, no completion I/O
-        --spin_us <us>               Microseconds an idle shard busy-polls before sleeping, while traffic
-                                     flows (default: 100; 0: never)
+        --spin_us <us>               Microseconds an idle shard busy-polls before sleeping, while
+                                     request/reply traffic flows (default: 100; 0: never)
         --sqpoll_ms <ms>             io_uring: a kernel thread per shard submits and completes its I/O,
                                      polling this long after its last work (default: 0, none)
         --send_zc <bytes>            io_uring: sends of at least this many bytes go zero-copy, for NICs

@@ -197,10 +197,11 @@ pub struct Options {
     /// rnats: which reactor to use.
     pub reactor: ReactorChoice,
     /// rnats: how long an idle shard busy-polls before sleeping (microseconds), and only
-    /// while traffic flows: when its last work came back within this long of the work
-    /// before it (a request/reply ping-pong); a shard whose traffic pauses longer sleeps at
-    /// once. 0: never. Default [`DEFAULT_SPIN_US`] (see perf/RESULTS.md: it halves a
-    /// cross-shard round trip and costs no throughput).
+    /// while request/reply traffic flows: its last work came back within this long of the
+    /// work before it, and it saw a message with a reply subject within 10 ms; a shard
+    /// whose traffic pauses longer, or carries one-way streams only, sleeps at once. 0:
+    /// never. Default [`DEFAULT_SPIN_US`] (see perf/RESULTS.md: it halves a cross-shard
+    /// round trip; one-way streams pay less CPU per message sleeping).
     pub spin_us: u64,
     /// rnats only (`--sqpoll_ms`), io_uring only: when positive, a kernel thread per shard
     /// takes the shard's submissions and runs its completions, polling for this many

@@ -152,6 +152,9 @@ pub struct ShardCore {
     /// staging buffer grow past the backlog limit: the per-message check looks here first
     /// instead of at every shard's buffer).
     ring_was_full: bool,
+    /// A message with a reply subject was published or delivered here since the driver
+    /// last asked ([`ShardCore::take_conversing`]): somebody waits for an answer.
+    conversing: bool,
     barriers: FastMap<u64, PendingBarrier>,
     next_barrier: u64,
     mesh_waiters: Vec<ConnKey>,
@@ -217,6 +220,7 @@ impl ShardCore {
             blob_pool_bytes: 0,
             line_buf: Vec::new(),
             ring_was_full: false,
+            conversing: false,
             barriers: FastMap::default(),
             next_barrier: 1,
             mesh_waiters: Vec::new(),
@@ -510,6 +514,14 @@ impl ShardCore {
         if self.wakeups.is_empty() {
             self.wakeups = list;
         }
+    }
+
+    /// Whether a message with a reply subject was published or delivered here since the
+    /// last call. Request/reply is where a client waits on the server's round trip, so
+    /// the driver busy-polls only while it sees some (a one-way stream gains nothing from
+    /// it and pays in CPU and smaller writes).
+    pub fn take_conversing(&mut self) -> bool {
+        std::mem::take(&mut self.conversing)
     }
 
     /// True if some connection awaits the driver's attention, or internal work is

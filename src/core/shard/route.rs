@@ -137,6 +137,9 @@ fn is_reserved_reply(r: &[u8]) -> bool {
 
 impl ShardCore {
     pub(super) fn on_msg(&mut self, key: ConnKey, m: &Msg<'_>, now: Instant) {
+        if !m.reply.is_empty() {
+            self.conversing = true;
+        }
         // Tracing: only a header block can ask for it (module `trace`).
         if let Some(h) = m.header() {
             if crate::core::trace::may_trace(h) {
@@ -653,6 +656,9 @@ impl ShardCore {
         now: Instant,
         fan: Option<&mut super::fan::FanFrame>,
     ) -> bool {
+        if !m.reply.is_empty() {
+            self.conversing = true;
+        }
         let mut traced = false;
         if self.tracing.is_some() {
             match self.trace_pre_deliver(id, publisher, m) {

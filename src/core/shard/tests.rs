@@ -833,3 +833,6 @@ fn a_publisher_pauses_while_the_mesh_is_backed_up_and_resumes_in_order() {
 
 #[path = "tests_memo.rs"]
 mod memo;
+
+#[path = "tests_conversing.rs"]
+mod conversing;
