@@ -101,15 +101,45 @@ impl<'a> Msg<'a> {
 
     /// The size texts, when they differ from the plain decimal numbers.
     pub(super) fn raw_sizes(&self) -> Option<(&[u8], &[u8])> {
-        let mut b = itoa::Buffer::new();
-        let same = crate::core::subject::same;
-        let size_plain = same(self.size_text, b.format(self.data.len()).as_bytes());
-        let hdr_plain = match self.header_len {
-            Some(h) => same(self.hdr_text, b.format(h).as_bytes()),
-            None => true,
-        };
+        let size_plain = is_decimal(self.size_text, self.data.len());
+        let hdr_plain = self.header_len.is_none_or(|h| is_decimal(self.hdr_text, h));
         (!size_plain || !hdr_plain).then_some((self.size_text, self.hdr_text))
     }
+}
+
+/// Whether `text` is `n` in plain decimal (digits only, no leading zero). Read in one
+/// pass rather than formatting `n` and comparing: every message a shard hands to another
+/// asks this.
+#[inline]
+fn is_decimal(text: &[u8], n: usize) -> bool {
+    // 19 digits cannot overflow a u64.
+    if text.is_empty() || text.len() > 19 || (text.len() > 1 && text.first() == Some(&b'0')) {
+        return false;
+    }
+    let mut v: u64 = 0;
+    for &c in text {
+        if !c.is_ascii_digit() {
+            return false;
+        }
+        v = v * 10 + u64::from(c - b'0');
+    }
+    v == n as u64
+}
+
+/// The group named `name` among `groups`, compared in place (a `find` with a closure
+/// was a call of its own per queue publish).
+#[inline(always)]
+#[allow(clippy::manual_find)] // the loop is the point: it inlines where `find` did not
+fn group<'g, T>(
+    groups: &'g [crate::core::sublist::QueueGroup<T>],
+    name: &[u8],
+) -> Option<&'g crate::core::sublist::QueueGroup<T>> {
+    for g in groups {
+        if crate::core::subject::same(&g.name, name) {
+            return Some(g);
+        }
+    }
+    None
 }
 
 /// The interest in `subject`: through the sublist's caches, or past them for a subject
@@ -351,14 +381,9 @@ impl ShardCore {
         // Queue groups: one member in the whole server, chosen by member count.
         // (Inline lists and comparisons without `memcmp`: a queue publish allocated and
         // freed these and called `memcmp` per group name.)
-        let same = crate::core::subject::same;
         let mut assigned: SmallVec<[(usize, &[u8]); 4]> = SmallVec::new();
         for g in &local.qsubs {
-            let remote_members = remote
-                .qsubs
-                .iter()
-                .find(|r| same(&r.name, &g.name))
-                .map(|r| &r.members[..]);
+            let remote_members = group(&remote.qsubs, &g.name).map(|r| &r.members[..]);
             // The server's own services (one internal member per shard) serve a client's
             // request where it arrived: the requester is known there. (Not the server's own
             // requests: those may be published while the service's state is in use.)
@@ -389,7 +414,7 @@ impl ShardCore {
             }
         }
         for r in &remote.qsubs {
-            if local.qsubs.iter().any(|g| same(&g.name, &r.name)) {
+            if group(&local.qsubs, &r.name).is_some() {
                 continue;
             }
             if let Some(shard) = self.pick_remote_shard(acc, &r.members, None) {
@@ -615,7 +640,7 @@ impl ShardCore {
         m: &Msg<'_>,
         now: Instant,
     ) {
-        let taken = match local.qsubs.iter().find(|g| crate::core::subject::same(&g.name, q)) {
+        let taken = match group(&local.qsubs, q) {
             Some(g) => self.deliver_queue_local(&g.members, None, m, now),
             None => false,
         };
@@ -623,11 +648,7 @@ impl ShardCore {
             return;
         }
         let remote = self.acct(acc).remote.matches(m.subject);
-        let members = remote
-            .qsubs
-            .iter()
-            .find(|g| crate::core::subject::same(&g.name, q))
-            .map(|g| &g.members[..]);
+        let members = group(&remote.qsubs, q).map(|g| &g.members[..]);
         let exclude = if hops == 0 { Some(src) } else { None };
         if let Some(dst) = members.and_then(|mm| self.pick_remote_shard(acc, mm, exclude)) {
             let raw = m.raw_sizes();
@@ -863,5 +884,28 @@ pub(super) fn write_head(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u
         w.push(b' ');
     } else if internal {
         w.push(b' ');
+    }
+}
+
+#[cfg(test)]
+mod decimal_tests {
+    use super::is_decimal;
+
+    #[test]
+    fn plain_decimal_only() {
+        for n in [0usize, 1, 9, 10, 16, 99, 100, 4096, 1 << 20, usize::MAX >> 1] {
+            assert!(is_decimal(itoa::Buffer::new().format(n).as_bytes(), n), "{n}");
+            assert!(!is_decimal(itoa::Buffer::new().format(n + 1).as_bytes(), n), "{n} + 1");
+        }
+        for (text, n) in [
+            (&b"016"[..], 16),
+            (b"00", 0),
+            (b"", 0),
+            (b"+16", 16),
+            (b"1 6", 16),
+            (b"18446744073709551632", 16),
+        ] {
+            assert!(!is_decimal(text, n), "{:?}", String::from_utf8_lossy(text));
+        }
     }
 }
