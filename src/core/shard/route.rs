@@ -431,7 +431,9 @@ impl ShardCore {
                     continue;
                 }
                 queues.clear();
-                queues.extend(assigned.iter().filter(|(s, _)| *s == dst).map(|(_, q)| *q));
+                if !assigned.is_empty() {
+                    queues.extend(assigned.iter().filter(|(s, _)| *s == dst).map(|(_, q)| *q));
+                }
                 let f = if m.internal { flags::INTERNAL } else { 0 };
                 if self.tracing.is_some() {
                     self.stage_msg(dst, f, 0, acc, m, raw, &queues);
