@@ -109,19 +109,40 @@ fn server_msg(buf: &[u8]) -> Option<(Frame<'_>, usize)> {
     let mut sp = [0usize; 3];
     let mut n = 0;
     let mut cr = None;
-    for (i, &b) in line.iter().enumerate().take(FAST_LINE_MAX) {
+    let mut at = 0;
+    // Eight bytes at a time while eight are there, then one at a time.
+    while cr.is_none() && at < FAST_LINE_MAX {
+        if let Some(chunk) = line.get(at..at + 8).and_then(|c| <[u8; 8]>::try_from(c).ok()) {
+            let w = u64::from_le_bytes(chunk);
+            let r = bytes_eq(w, b'\r');
+            // Only what comes before the first CR belongs to the line.
+            let before = if r == 0 { u64::MAX } else { (r & r.wrapping_neg()) - 1 };
+            if (bytes_eq(w, b'\t') | bytes_eq(w, b'\n')) & before != 0 {
+                return None;
+            }
+            let mut spaces = bytes_eq(w, b' ') & before;
+            while spaces != 0 {
+                *sp.get_mut(n)? = at + (spaces.trailing_zeros() / 8) as usize;
+                n += 1;
+                spaces &= spaces - 1;
+            }
+            if r != 0 {
+                cr = Some(at + (r.trailing_zeros() / 8) as usize);
+            }
+            at += 8;
+            continue;
+        }
+        let &b = line.get(at)?;
         match b {
             b' ' => {
-                *sp.get_mut(n)? = i;
+                *sp.get_mut(n)? = at;
                 n += 1;
             }
-            b'\r' => {
-                cr = Some(i);
-                break;
-            }
+            b'\r' => cr = Some(at),
             b'\t' | b'\n' => return None,
             _ => {}
         }
+        at += 1;
     }
     let cr = cr?;
     if n < 2 || line.get(cr + 1) != Some(&b'\n') {
@@ -145,6 +166,15 @@ fn server_msg(buf: &[u8]) -> Option<(Frame<'_>, usize)> {
         data,
     };
     Some((Frame::Msg(msg), start + total + 2))
+}
+
+/// The high bit of each byte of `w` that equals `b` (exact per byte: no carries cross
+/// from one byte to the next).
+#[inline(always)]
+fn bytes_eq(w: u64, b: u8) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let x = w ^ (0x0101_0101_0101_0101 * u64::from(b));
+    !(((x & LOW7) + LOW7) | x | LOW7)
 }
 
 fn is_space(b: u8) -> bool {
@@ -490,6 +520,29 @@ mod tests {
                 }
             }
         }
+        // Lines of every length around the eight-byte steps, each argument split at
+        // every place, against the general path.
+        for subject_len in 1..20 {
+            for sid in ["1", "12345678", "123456789"] {
+                for reply in ["", "_INBOX.abcdefgh "] {
+                    let subject = "s".repeat(subject_len);
+                    let wire = format!("MSG {subject} {sid} {reply}3\r\nabc\r\n");
+                    let fast = server_msg(wire.as_bytes());
+                    assert!(fast.is_some(), "{wire:?}");
+                    assert_eq!(Ok(fast), general(wire.as_bytes()), "{wire:?}");
+                    let tabbed = wire.replacen(' ', "\t", 2);
+                    assert!(server_msg(tabbed.as_bytes()).is_none(), "{tabbed:?}");
+                }
+            }
+        }
+        assert_eq!(
+            bytes_eq(u64::from_le_bytes(*b"a b\r  \r\x80"), b' '),
+            0x0000_8080_0000_8000
+        );
+        assert_eq!(
+            bytes_eq(u64::from_le_bytes(*b"\x00\x01\x7f\x80\xff\x20\x21\x1f"), b' '),
+            0x0000_8000_0000_0000
+        );
         let long = [b"MSG ".as_slice(), &vec![b'x'; FAST_LINE_MAX + 8], b" 1 0\r\n\r\n"].concat();
         assert!(server_msg(&long).is_none(), "long lines go the general way");
         assert!(matches!(parse_frame(&long), Ok(Some((Frame::Msg(_), _)))));
