@@ -110,39 +110,34 @@ fn server_msg(buf: &[u8]) -> Option<(Frame<'_>, usize)> {
     let mut n = 0;
     let mut cr = None;
     let mut at = 0;
-    // Eight bytes at a time while eight are there, then one at a time.
+    // Eight bytes at a time; the last few are padded with a byte that is none of the four.
     while cr.is_none() && at < FAST_LINE_MAX {
-        if let Some(chunk) = line.get(at..at + 8).and_then(|c| <[u8; 8]>::try_from(c).ok()) {
-            let w = u64::from_le_bytes(chunk);
-            let r = bytes_eq(w, b'\r');
-            // Only what comes before the first CR belongs to the line.
-            let before = if r == 0 { u64::MAX } else { (r & r.wrapping_neg()) - 1 };
-            if (bytes_eq(w, b'\t') | bytes_eq(w, b'\n')) & before != 0 {
-                return None;
+        let rest = line.get(at..).filter(|r| !r.is_empty())?;
+        let chunk = match rest.first_chunk::<8>() {
+            Some(c) => *c,
+            None => {
+                let mut c = [b'x'; 8];
+                c[..rest.len()].copy_from_slice(rest);
+                c
             }
-            let mut spaces = bytes_eq(w, b' ') & before;
-            while spaces != 0 {
-                *sp.get_mut(n)? = at + (spaces.trailing_zeros() / 8) as usize;
-                n += 1;
-                spaces &= spaces - 1;
-            }
-            if r != 0 {
-                cr = Some(at + (r.trailing_zeros() / 8) as usize);
-            }
-            at += 8;
-            continue;
+        };
+        let w = u64::from_le_bytes(chunk);
+        let r = bytes_eq(w, b'\r');
+        // Only what comes before the first CR belongs to the line.
+        let before = if r == 0 { u64::MAX } else { (r & r.wrapping_neg()) - 1 };
+        if (bytes_eq(w, b'\t') | bytes_eq(w, b'\n')) & before != 0 {
+            return None;
         }
-        let &b = line.get(at)?;
-        match b {
-            b' ' => {
-                *sp.get_mut(n)? = at;
-                n += 1;
-            }
-            b'\r' => cr = Some(at),
-            b'\t' | b'\n' => return None,
-            _ => {}
+        let mut spaces = bytes_eq(w, b' ') & before;
+        while spaces != 0 {
+            *sp.get_mut(n)? = at + (spaces.trailing_zeros() / 8) as usize;
+            n += 1;
+            spaces &= spaces - 1;
         }
-        at += 1;
+        if r != 0 {
+            cr = Some(at + (r.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
     }
     let cr = cr?;
     if n < 2 || line.get(cr + 1) != Some(&b'\n') {
