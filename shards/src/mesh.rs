@@ -13,6 +13,14 @@
 //! both sides make sure that one of the two sees the other's write, so no wake-up is lost
 //! and a busy consumer costs its producers no system call.
 //!
+//! Deferred wakes ([`Endpoint::defer_wakes`]): instead of notifying a parked consumer
+//! at each push, the producer remembers which links it pushed to and, at the end of its
+//! loop turn, checks their `parked` flags once ([`Endpoint::flush_wakes`]). Its driver can
+//! then post the wake-up with the I/O it submits anyway (an io_uring write to the
+//! consumer's eventfd rides in the same `io_uring_enter`), so a wake costs no system call
+//! of its own. Reading `parked` later than the push keeps the argument above: the read
+//! still follows the push and a SeqCst fence.
+//!
 //! Backpressure: a full ring is reported to the caller (`Err(item)`), who keeps the item
 //! and pauses its own producers; the link is marked `producer_waiting`, and the consumer
 //! wakes the producer shard when it frees a slot.
@@ -24,6 +32,11 @@ use std::sync::Arc;
 /// Wakes one shard. Implemented over an eventfd (io_uring shards) or a `mio::Waker`.
 pub trait Notify: Send + Sync {
     fn notify(&self);
+    /// The eventfd whose counter this notifier bumps, if that is how it wakes: a driver
+    /// with a ring may write to it from there instead of calling [`Notify::notify`].
+    fn eventfd(&self) -> Option<i32> {
+        None
+    }
 }
 
 /// One cache line pair per shard: a shard writes its `parked` flag each time it sleeps
@@ -60,6 +73,10 @@ pub struct Endpoint<T> {
     ret_tx: Vec<Option<Producer<T>>>,
     ret_rx: Vec<Option<Consumer<T>>>,
     blocked: Vec<bool>,
+    /// Deferred wakes: the links pushed to since the last [`Endpoint::flush_wakes`].
+    defer: bool,
+    pushed: Vec<bool>,
+    any_pushed: bool,
     shared: Arc<Shared>,
 }
 
@@ -86,6 +103,9 @@ pub fn build<T: Send>(notifiers: Vec<Box<dyn Notify>>, capacity: usize) -> Vec<E
             ret_tx: (0..n).map(|_| None).collect(),
             ret_rx: (0..n).map(|_| None).collect(),
             blocked: vec![false; n],
+            defer: false,
+            pushed: vec![false; n],
+            any_pushed: false,
             shared: shared.clone(),
         })
         .collect();
@@ -116,8 +136,7 @@ impl<T> Endpoint<T> {
         let item = match tx.push(item) {
             Ok(()) => {
                 self.blocked[dst] = false;
-                fence(Ordering::SeqCst);
-                self.shared.wake(dst);
+                self.pushed_to(dst);
                 return Ok(());
             }
             Err(PushError::Full(item)) => item,
@@ -129,13 +148,52 @@ impl<T> Endpoint<T> {
             Ok(()) => {
                 waiting.store(false, Ordering::SeqCst);
                 self.blocked[dst] = false;
-                fence(Ordering::SeqCst);
-                self.shared.wake(dst);
+                self.pushed_to(dst);
                 Ok(())
             }
             Err(PushError::Full(item)) => {
                 self.blocked[dst] = true;
                 Err(item)
+            }
+        }
+    }
+
+    /// After a push to `dst`: wake it now, or remember to look at the end of the turn.
+    fn pushed_to(&mut self, dst: usize) {
+        if self.defer {
+            self.pushed[dst] = true;
+            self.any_pushed = true;
+        } else {
+            fence(Ordering::SeqCst);
+            self.shared.wake(dst);
+        }
+    }
+
+    /// Hold wakes of parked consumers back until [`Endpoint::flush_wakes`] (`on`), or
+    /// wake them at each push (the default).
+    pub fn defer_wakes(&mut self, on: bool) {
+        if !on {
+            self.flush_wakes(&mut |n| n.notify());
+        }
+        self.defer = on;
+    }
+
+    /// Deferred wakes: for each shard pushed to since the last call that is parked, claim
+    /// its wake-up and hand its notifier to `wake`, which must wake it (now, or with I/O
+    /// it submits before it sleeps or blocks). Call once per loop turn, before waiting.
+    pub fn flush_wakes(&mut self, wake: &mut dyn FnMut(&dyn Notify)) {
+        if !std::mem::take(&mut self.any_pushed) {
+            return;
+        }
+        fence(Ordering::SeqCst);
+        for (dst, pushed) in self.pushed.iter_mut().enumerate() {
+            if !std::mem::take(pushed) {
+                continue;
+            }
+            if let Some(p) = self.shared.peers.get(dst) {
+                if p.parked.load(Ordering::SeqCst) && p.parked.swap(false, Ordering::SeqCst) {
+                    wake(&*p.notify);
+                }
             }
         }
     }
@@ -283,6 +341,51 @@ mod tests {
         eps[0].try_send(1, 2).unwrap();
         eps[2].try_send(1, 3).unwrap();
         assert_eq!(counts[1].load(Ordering::SeqCst), 1, "one wake for a parked shard");
+    }
+
+    #[test]
+    fn deferred_wakes_wait_for_the_flush_and_claim_once() {
+        let (mut eps, counts) = mesh3(8);
+        eps[0].defer_wakes(true);
+        eps[2].defer_wakes(true);
+        assert!(eps[1].prepare_park());
+        eps[0].try_send(1, 1).unwrap();
+        eps[0].try_send(1, 2).unwrap();
+        eps[2].try_send(1, 3).unwrap();
+        assert_eq!(counts[1].load(Ordering::SeqCst), 0, "nothing woken before the flush");
+        let mut woken = 0;
+        eps[0].flush_wakes(&mut |n| {
+            woken += 1;
+            n.notify();
+        });
+        assert_eq!(woken, 1, "one wake for two pushes");
+        // The wake was claimed: the other producer's flush finds the shard awake.
+        eps[2].flush_wakes(&mut |_| panic!("woken twice"));
+        assert_eq!(counts[1].load(Ordering::SeqCst), 1);
+        // A flush without pushes since wakes nobody, even a parked shard.
+        eps[1].unpark();
+        assert_eq!(eps[1].try_recv(0), Some(1));
+        assert_eq!(eps[1].try_recv(0), Some(2));
+        assert_eq!(eps[1].try_recv(2), Some(3));
+        assert!(eps[1].prepare_park());
+        eps[0].flush_wakes(&mut |_| panic!("no push since the last flush"));
+        // A consumer that is awake is not woken; one that parks after the push is, at the
+        // flush (it saw the item when it parked, or the flush sees it parked).
+        eps[1].unpark();
+        eps[0].try_send(1, 4).unwrap();
+        eps[0].flush_wakes(&mut |_| panic!("consumer awake"));
+        assert!(!eps[1].prepare_park(), "the pushed item keeps it awake");
+        // Turning deferral off wakes what is still owed.
+        assert_eq!(eps[1].try_recv(0), Some(4));
+        assert!(eps[1].prepare_park());
+        eps[0].try_send(1, 5).unwrap();
+        eps[0].defer_wakes(false);
+        assert_eq!(counts[1].load(Ordering::SeqCst), 2);
+        eps[1].unpark();
+        assert_eq!(eps[1].try_recv(0), Some(5));
+        assert!(eps[1].prepare_park());
+        eps[0].try_send(1, 6).unwrap();
+        assert_eq!(counts[1].load(Ordering::SeqCst), 3, "immediate again");
     }
 
     #[test]

@@ -75,7 +75,15 @@ impl Notify for EventFdNotify {
     fn notify(&self) {
         signal(&self.0);
     }
+
+    fn eventfd(&self) -> Option<i32> {
+        Some(self.0.as_raw_fd())
+    }
 }
+
+/// What a ring writes to an eventfd to wake its owner: it must outlive the submission, so
+/// it is static.
+static ONE: u64 = 1;
 
 /// A new non-blocking, close-on-exec eventfd.
 pub(crate) fn eventfd() -> io::Result<Arc<OwnedFd>> {
@@ -191,7 +199,9 @@ impl UringPoller {
             self.backlog.push(e);
             return;
         }
-        // SAFETY: poll entries reference only an fd and plain values, no buffers.
+        // SAFETY: entries queued here reference fds, plain values, static memory
+        // (`signal_later`) or a connection's send buffer, which stays in place and
+        // unchanged until the send's last completion (see `uring_send`).
         let pushed = unsafe { self.ring.submission().push(&e).is_ok() };
         if !pushed {
             self.backlog.push(e);
@@ -215,6 +225,16 @@ impl UringPoller {
                 break;
             }
         }
+    }
+
+    /// Add one to the eventfd `fd` (another shard's wake-up, see [`EventFdNotify`]) with
+    /// the next submission instead of a `write` system call now. The caller keeps `fd`
+    /// open until then (the mesh holds every shard's notifier for its whole life).
+    pub fn signal_later(&mut self, fd: RawFd) {
+        let e = opcode::Write::new(types::Fd(fd), std::ptr::addr_of!(ONE).cast(), 8)
+            .build()
+            .user_data(user_data(0, 0, KIND_IGNORE));
+        self.queue(e);
     }
 
     /// Watch `fd` for input under `token` (reported as readable on every arrival).
@@ -485,6 +505,26 @@ mod tests {
         p.wait(&mut out, &mut Vec::new(), Duration::from_secs(10)).unwrap();
         assert!(start.elapsed() < Duration::from_secs(5));
         t.join().unwrap();
+        // Another ring can post the wake-up with its own submission.
+        let fd = p.wake_fd();
+        let t = std::thread::spawn(move || {
+            let mut other = UringPoller::new(8).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            other.signal_later(fd.as_raw_fd());
+            // Queued only: nothing reaches the kernel before the next submission.
+            std::thread::sleep(Duration::from_millis(50));
+            let submitting = std::time::Instant::now();
+            other.wait(&mut Vec::new(), &mut Vec::new(), Duration::ZERO).unwrap();
+            submitting
+        });
+        p.take_woken();
+        let start = std::time::Instant::now();
+        p.wait(&mut out, &mut Vec::new(), Duration::from_secs(10)).unwrap();
+        let woke = std::time::Instant::now();
+        let submitting = t.join().unwrap();
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert!(p.take_woken(), "the eventfd fired");
+        assert!(woke >= submitting, "woken by the submission, not when queued");
         // After removal nothing more is reported for the token.
         p.remove(3);
         c.write_all(b"late").unwrap();

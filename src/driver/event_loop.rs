@@ -83,6 +83,15 @@ pub trait Poller: Send + 'static {
     fn io_wake(&self) -> Option<storage::io::Wake> {
         None
     }
+    /// Whether [`Poller::signal_in_ring`] can post wake-ups: the shard then defers its
+    /// wakes of other shards to the end of each turn.
+    fn signals_in_ring(&self) -> bool {
+        false
+    }
+    /// Add one to eventfd `fd` with the next submission (true), or refuse (false).
+    fn signal_in_ring(&mut self, _fd: i32) -> bool {
+        false
+    }
     /// Whether [`Poller::io_wake`] (or another wake-up) fired since the last call.
     fn take_woken(&mut self) -> bool {
         false
@@ -228,6 +237,7 @@ impl<P: Poller> EventLoop<P> {
     ) -> Self {
         let mut core = core;
         core.set_io_wake(poller.io_wake());
+        core.mesh_defer_wakes(poller.signals_in_ring());
         EventLoop {
             core,
             poller,
@@ -300,6 +310,9 @@ impl<P: Poller> EventLoop<P> {
                 // A closing connection waits to flush: look again soon.
                 timeout = timeout.min(Duration::from_millis(10));
             }
+            // Wakes of parked shards this turn pushed to go in with this wait's submission.
+            let poller = &mut self.poller;
+            self.core.mesh_flush_wakes(&mut |fd| poller.signal_in_ring(fd));
             let parked = !timeout.is_zero() && self.core.mesh_prepare_park();
             if !parked {
                 timeout = Duration::ZERO;
@@ -722,6 +735,8 @@ impl<P: Poller> EventLoop<P> {
     }
 
     fn shutdown(&mut self) {
+        // From here on nothing flushes at turn ends: wakes still owed go out now.
+        self.core.mesh_defer_wakes(false);
         let start = Instant::now();
         // Completions the last wait reaped come first: a send the ring finished but the
         // core has not yet counted would otherwise go out a second time.

@@ -156,6 +156,16 @@ impl MeshPort for MeshAdapter {
     fn unpark(&self) {
         self.0.unpark()
     }
+    fn defer_wakes(&mut self, on: bool) {
+        self.0.defer_wakes(on)
+    }
+    fn flush_wakes(&mut self, post: &mut dyn FnMut(i32) -> bool) {
+        self.0.flush_wakes(&mut |n| {
+            if !n.eventfd().is_some_and(|fd| post(fd)) {
+                n.notify();
+            }
+        })
+    }
     fn inbound_len(&self, src: usize) -> usize {
         self.0.inbound_len(src)
     }

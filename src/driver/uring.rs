@@ -100,6 +100,15 @@ impl Poller for IoUringPoller {
     fn resume_recv(&mut self, token: usize) {
         self.ring.resume_recv(token)
     }
+
+    fn signals_in_ring(&self) -> bool {
+        true
+    }
+
+    fn signal_in_ring(&mut self, fd: i32) -> bool {
+        self.ring.signal_later(fd);
+        true
+    }
 }
 
 /// Start `cfg.nshards` io_uring shards serving `listener`, with completion I/O when

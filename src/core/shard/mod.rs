@@ -72,6 +72,13 @@ pub trait MeshPort {
     fn prepare_park(&self) -> bool;
     /// The shard is awake again.
     fn unpark(&self);
+    /// Hold wakes of parked shards back until [`MeshPort::flush_wakes`] (`on`), or wake
+    /// them at each push.
+    fn defer_wakes(&mut self, _on: bool) {}
+    /// Wake the parked shards pushed to since the last call: `post` is offered each one's
+    /// eventfd and returns true if it will signal it with its next submission; otherwise
+    /// the port wakes the shard itself, now.
+    fn flush_wakes(&mut self, _post: &mut dyn FnMut(i32) -> bool) {}
     /// Batches waiting in the ring from shard `src` (monitoring).
     fn inbound_len(&self, _src: usize) -> usize {
         0
@@ -599,6 +606,17 @@ impl ShardCore {
     /// Awake again after sleeping.
     pub fn mesh_unpark(&self) {
         self.mesh.unpark()
+    }
+
+    /// Hold wakes of parked shards back until [`ShardCore::mesh_flush_wakes`] (`on`).
+    pub fn mesh_defer_wakes(&mut self, on: bool) {
+        self.mesh.defer_wakes(on)
+    }
+
+    /// End of a loop turn: wake the parked shards this one pushed to (see
+    /// [`MeshPort::flush_wakes`]).
+    pub fn mesh_flush_wakes(&mut self, post: &mut dyn FnMut(i32) -> bool) {
+        self.mesh.flush_wakes(post)
     }
 
     /// Records are waiting for a ring that is full.
