@@ -161,7 +161,7 @@ impl MeshPort for MeshAdapter {
     }
     fn flush_wakes(&mut self, post: &mut dyn FnMut(i32) -> bool) {
         self.0.flush_wakes(&mut |n| {
-            if !n.eventfd().is_some_and(|fd| post(fd)) {
+            if !n.eventfd().is_some_and(&mut *post) {
                 n.notify();
             }
         })

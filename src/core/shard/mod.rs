@@ -13,11 +13,15 @@
 //!   at [`ShardCore::next_deadline`]. Time always comes in as `now`.
 //!
 //! Submodules: `ops` (client protocol operations), `route` (publish routing and
-//! delivery), `memo` (a connection's last publish subject, or the prefix that decided it, and what it matched), `fan` (one frame per message for many local subscribers), `blob` (large messages between shards in one copy), `interest` (subscriptions, interest replication and barriers), `accounts`
-//! (the shard's view of the account table), `timers`, `transport` (what TLS and WebSocket
-//! connections need of the core: deferred INFO, their INFO template and authenticator,
-//! the client certificate), `hooks` (the server's observer of connections, for the system
-//! account's events, and kick / lame duck notice of one client), `ext` (a subsystem that
+//! delivery), `memo` (a connection's last publish subject, or the prefix that decided it,
+//! and what it matched), `fan` (one frame per message for many local subscribers),
+//! `run_deliver` (a run of messages from another shard to plain subscribers, their heads
+//! put together once), `blob` (large messages between shards in one copy), `interest`
+//! (subscriptions, interest replication and barriers), `accounts` (the shard's view of the
+//! account table), `timers`, `transport` (what TLS and WebSocket connections need of the
+//! core: deferred INFO, their INFO template and authenticator, the client certificate),
+//! `hooks` (the server's observer of connections, for the system account's events, and
+//! kick / lame duck notice of one client), `ext` (a subsystem that
 //! keeps state on the shard and runs after each step and at its deadlines: JetStream).
 
 mod accounts;
@@ -34,6 +38,7 @@ pub(crate) mod memo;
 mod ops;
 mod report;
 mod route;
+mod run_deliver;
 mod stall;
 mod timers;
 mod trace;
@@ -176,6 +181,8 @@ pub struct ShardCore {
     remote_memo: Option<memo::RouteMemo>,
     /// The frame of the message being delivered to many subscribers (module `fan`).
     fan: fan::FanFrame,
+    /// The `MSG` heads of a run's subscribers (module `run_deliver`).
+    run_heads: Vec<u8>,
     counters: Counters,
     rng: u64,
     /// Posts jobs to shards (set by the runtime; `None` in a bare core).
@@ -237,6 +244,7 @@ impl ShardCore {
             wakeups: Vec::new(),
             remote_memo: None,
             fan: fan::FanFrame::default(),
+            run_heads: Vec::new(),
             counters: Counters::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((idx as u64 + 1) << 32) ^ u64::from(std::process::id()),
             post: None,

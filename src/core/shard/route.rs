@@ -569,7 +569,8 @@ impl ShardCore {
         let mut local = self.interest_here(acc, sh.subject);
         let mut size = itoa::Buffer::new();
         self.delivering_remote = true;
-        for data in run.payloads() {
+        let fast = self.deliver_run_fast(&local.psubs, run, now);
+        for data in run.payloads().skip(fast) {
             if crate::core::sublist::epoch() != epoch {
                 epoch = crate::core::sublist::epoch();
                 local = self.interest_here(acc, sh.subject);

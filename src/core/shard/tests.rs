@@ -836,3 +836,6 @@ mod memo;
 
 #[path = "tests_conversing.rs"]
 mod conversing;
+
+#[path = "tests_run_deliver.rs"]
+mod run_deliver;

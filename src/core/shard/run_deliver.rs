@@ -1,0 +1,137 @@
+//! A run of plain messages from another shard (`core::mesh_run`), delivered to plain
+//! subscribers whose every delivery is the same: a client connection without delivery
+//! permissions, a subscription without an auto-unsubscribe limit, no tracing. For those the
+//! `MSG <subject> <sid> [<reply> ]` head is put together once per run, and each payload is
+//! one head append, its size and the payload: the checks [`ShardCore::deliver_framed`]
+//! makes per message (tracing, stalls, permissions, limits, echo, headers) are made once.
+//! A profile of a one-to-one stream across shards had the per-message delivery, its head
+//! and its appends at a fifth of the server's time.
+//!
+//! What may still change within a run is looked at per message: a connection closing (a
+//! slow consumer, on this shard) and the interest itself (an epoch change hands the rest
+//! of the run to the general path). A delivery that would pass the connection's pending
+//! limit goes the general way, which closes it as a slow consumer.
+//!
+//! Ownership: the head buffer belongs to the shard (`ShardCore::run_heads`), taken out
+//! while a run is delivered.
+
+use super::route::Msg;
+use super::{ConnKey, ShardCore, SubId};
+use crate::core::mesh_run::RunRecord;
+use smallvec::SmallVec;
+use std::time::Instant;
+
+/// One subscriber of a run: its head is `heads[at..end]`.
+struct Target {
+    id: SubId,
+    conn: ConnKey,
+    at: usize,
+    end: usize,
+    /// The general path's pending estimate for this subscriber, less the payload.
+    need: usize,
+}
+
+impl ShardCore {
+    /// Deliver `run`'s payloads in order, from `first` on, to `psubs` if all of them take
+    /// the fast way (see the module). Returns how many payloads were delivered, the rest
+    /// being left to the general path (all of them when some subscriber does not qualify,
+    /// or from where interest changed).
+    pub(super) fn deliver_run_fast(&mut self, psubs: &[SubId], run: &RunRecord<'_>, now: Instant) -> usize {
+        let sh = &run.shape;
+        if psubs.is_empty()
+            || !sh.queue.is_empty()
+            || sh.flags & crate::core::mesh_codec::flags::INTERNAL != 0
+            || self.tracing.is_some()
+            || self.cfg.trace
+        {
+            return 0;
+        }
+        let mut heads = std::mem::take(&mut self.run_heads);
+        heads.clear();
+        let mut targets: SmallVec<[Target; 4]> = SmallVec::new();
+        for &id in psubs {
+            let Some(sub) = self.subs.get(id as usize) else {
+                self.run_heads = heads;
+                return 0;
+            };
+            let conn = sub.conn;
+            let plain = self
+                .clients
+                .get(conn.idx as usize)
+                .filter(|c| c.gen == conn.gen)
+                .is_some_and(|c| !c.internal && c.closing.is_none() && c.perms.is_none());
+            if !plain || sub.max > 0 {
+                self.run_heads = heads;
+                return 0;
+            }
+            let at = heads.len();
+            heads.extend_from_slice(b"MSG ");
+            super::route::write_head(&mut heads, sh.subject, &sub.sid, sh.reply, false);
+            targets.push(Target {
+                id,
+                conn,
+                at,
+                end: heads.len(),
+                need: 32 + sh.subject.len() + sub.sid.len() + sh.reply.len(),
+            });
+        }
+        if !sh.reply.is_empty() {
+            self.conversing = true;
+        }
+        let epoch = crate::core::sublist::epoch();
+        let max_pending = self.cfg.max_pending;
+        let mut size = itoa::Buffer::new();
+        let mut done = 0;
+        for data in run.payloads() {
+            if crate::core::sublist::epoch() != epoch {
+                break;
+            }
+            let size_text = size.format(data.len()).as_bytes();
+            for t in &targets {
+                let Some(c) = self
+                    .clients
+                    .get_mut(t.conn.idx as usize)
+                    .filter(|c| c.gen == t.conn.gen && c.closing.is_none())
+                else {
+                    continue;
+                };
+                let need = t.need + data.len();
+                if c.out.len() + need > max_pending {
+                    // The general path finds the slow consumer and closes it.
+                    let m = Msg {
+                        subject: sh.subject,
+                        reply: sh.reply,
+                        header_len: None,
+                        data,
+                        size_text,
+                        hdr_text: b"",
+                        internal: false,
+                        shown: b"",
+                    };
+                    self.deliver(t.id, None, &m, now);
+                    continue;
+                }
+                {
+                    let mut w = c.out.frame(need, now);
+                    w.extend_from_slice(heads.get(t.at..t.end).unwrap_or_default());
+                    w.extend_from_slice(size_text);
+                    super::route::finish_frame(&mut w, data);
+                }
+                c.out_msgs += 1;
+                c.out_bytes += data.len() as u64;
+                if !c.woken {
+                    c.woken = true;
+                    self.wakeups.push(t.conn);
+                }
+                if let Some(sub) = self.subs.get_mut(t.id as usize) {
+                    sub.delivered += 1;
+                }
+                self.counters.out_msgs += 1;
+                self.counters.out_bytes += data.len() as u64;
+            }
+            done += 1;
+        }
+        self.run_heads = heads;
+        done
+    }
+}

@@ -1,0 +1,133 @@
+//! Runs from another shard delivered the fast way (module `run_deliver`) give exactly what
+//! the general path gives. The general path is forced by `trace` (protocol tracing takes
+//! every message through `deliver_framed`), so each scenario runs both ways and compares.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+use super::*;
+
+struct Outcome {
+    /// What each subscriber connection was sent, and its status after.
+    outputs: Vec<(String, ConnStatus)>,
+    slow_consumers: u64,
+    out_msgs: u64,
+    /// The heads the fast path put together for the last run (empty if it did not run).
+    heads: Vec<u8>,
+}
+
+/// Subscribers on shard 1 (one connection per entry, each with its protocol lines), a
+/// publisher on shard 0 that sends `input` in one read (so it travels as runs).
+fn run(trace: bool, max_pending: usize, subscribers: &[&str], input: &str) -> Outcome {
+    let cfg = CoreConfig {
+        trace,
+        max_pending,
+        ..CoreConfig::default()
+    };
+    let mut w = World::new(2, cfg);
+    let mut conns = Vec::new();
+    for lines in subscribers {
+        let (s, k) = w.connect(1, QUIET);
+        w.send(s, k, &format!("{lines}PING\r\n"));
+        assert_eq!(w.take(s, k), "PONG\r\n");
+        conns.push((s, k));
+    }
+    let (ps, p) = w.connect(0, QUIET);
+    w.shards[ps].input(p, input.as_bytes(), w.now);
+    w.pump();
+    let outputs = conns
+        .iter()
+        .map(|&(s, k)| {
+            let out = w.take(s, k);
+            (out, w.shards[s].status(k))
+        })
+        .collect();
+    Outcome {
+        outputs,
+        slow_consumers: w.shards[1].counters.slow_consumers,
+        out_msgs: w.shards[1].counters.out_msgs,
+        heads: w.shards[1].run_heads.clone(),
+    }
+}
+
+fn both(max_pending: usize, subscribers: &[&str], input: &str) -> Outcome {
+    let general = run(true, max_pending, subscribers, input);
+    assert!(general.heads.is_empty(), "tracing takes the general path");
+    let fast = run(false, max_pending, subscribers, input);
+    assert_eq!(fast.outputs, general.outputs);
+    assert_eq!(fast.slow_consumers, general.slow_consumers);
+    assert_eq!(fast.out_msgs, general.out_msgs);
+    fast
+}
+
+fn pubs(n: usize, reply: &str) -> String {
+    (0..n)
+        .map(|i| format!("PUB feed {reply}{}\r\n{i}\r\n", i.to_string().len()))
+        .collect()
+}
+
+#[test]
+fn plain_subscribers_get_every_payload_in_order() {
+    let n = 120;
+    let got = both(
+        CoreConfig::default().max_pending,
+        &["SUB feed 7\r\n", "SUB feed 8\r\nSUB feed.> 9\r\nSUB feed 10\r\n"],
+        &pubs(n, ""),
+    );
+    assert_eq!(got.heads, b"MSG feed 7 MSG feed 8 MSG feed 10 ", "the fast path ran");
+    let one: String = (0..n)
+        .map(|i| format!("MSG feed 7 {}\r\n{i}\r\n", i.to_string().len()))
+        .collect();
+    assert_eq!(got.outputs[0], (one, ConnStatus::Open { read: true }));
+    // Two subscriptions of one connection: message by message, as the general path.
+    let two: String = (0..n)
+        .map(|i| {
+            let l = i.to_string().len();
+            format!("MSG feed 8 {l}\r\n{i}\r\nMSG feed 10 {l}\r\n{i}\r\n")
+        })
+        .collect();
+    assert_eq!(got.outputs[1].0, two);
+    assert_eq!(got.out_msgs, 3 * n as u64);
+}
+
+#[test]
+fn replies_are_in_the_head() {
+    let got = both(
+        CoreConfig::default().max_pending,
+        &["SUB feed 3\r\n"],
+        &pubs(20, "_INBOX.r "),
+    );
+    assert_eq!(got.heads, b"MSG feed 3 _INBOX.r ");
+    assert!(got.outputs[0]
+        .0
+        .starts_with("MSG feed 3 _INBOX.r 1\r\n0\r\nMSG feed 3 _INBOX.r 1\r\n1\r\n"));
+    assert_eq!(got.outputs[0].0.matches("MSG ").count(), 20);
+}
+
+#[test]
+fn a_subscription_with_a_limit_takes_the_general_path() {
+    let got = both(
+        CoreConfig::default().max_pending,
+        &["SUB feed 1\r\n", "SUB feed 2\r\nUNSUB 2 3\r\n"],
+        &pubs(50, ""),
+    );
+    // (A run after the limit was reached may go the fast way to the first subscriber.)
+    assert!(
+        !String::from_utf8_lossy(&got.heads).contains("feed 2"),
+        "no fast path to a limited subscription"
+    );
+    assert_eq!(got.outputs[0].0.matches("MSG feed 1 ").count(), 50);
+    assert_eq!(got.outputs[1].0.matches("MSG feed 2 ").count(), 3);
+}
+
+#[test]
+fn a_slow_consumer_is_closed_mid_run_and_the_others_get_everything() {
+    // Two frames a message for the first connection: it passes max_pending first.
+    let got = both(1024, &["SUB feed 1\r\nSUB feed 2\r\n", "SUB feed 3\r\n"], &pubs(40, ""));
+    assert_eq!(got.slow_consumers, 1);
+    assert_eq!(
+        got.outputs[0],
+        (String::new(), ConnStatus::Close),
+        "closed, output dropped"
+    );
+    assert_eq!(got.outputs[1].0.matches("MSG feed 3 ").count(), 40);
+    assert_eq!(got.outputs[1].1, ConnStatus::Open { read: true });
+}
