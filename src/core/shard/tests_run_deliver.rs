@@ -131,3 +131,15 @@ fn a_slow_consumer_is_closed_mid_run_and_the_others_get_everything() {
     assert_eq!(got.outputs[1].0.matches("MSG feed 3 ").count(), 40);
     assert_eq!(got.outputs[1].1, ConnStatus::Open { read: true });
 }
+
+#[test]
+fn large_payloads_to_two_subscribers() {
+    let body = "y".repeat(super::fan::FAN_MAX_DATA + 1);
+    let input: String = (0..6).map(|_| format!("PUB feed {}\r\n{body}\r\n", body.len())).collect();
+    let got = both(CoreConfig::default().max_pending, &["SUB feed 1\r\nSUB feed 22\r\n"], &input);
+    assert_eq!(got.heads, b"MSG feed 1 MSG feed 22 ");
+    let want: String = (0..6)
+        .map(|_| format!("MSG feed 1 {0}\r\n{body}\r\nMSG feed 22 {0}\r\n{body}\r\n", body.len()))
+        .collect();
+    assert_eq!(got.outputs[0].0, want);
+}
