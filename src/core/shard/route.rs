@@ -130,7 +130,7 @@ fn is_decimal(text: &[u8], n: usize) -> bool {
 /// was a call of its own per queue publish).
 #[inline(always)]
 #[allow(clippy::manual_find)] // the loop is the point: it inlines where `find` did not
-fn group<'g, T>(
+pub(super) fn group<'g, T>(
     groups: &'g [crate::core::sublist::QueueGroup<T>],
     name: &[u8],
 ) -> Option<&'g crate::core::sublist::QueueGroup<T>> {
@@ -569,7 +569,7 @@ impl ShardCore {
         let mut local = self.interest_here(acc, sh.subject);
         let mut size = itoa::Buffer::new();
         self.delivering_remote = true;
-        let fast = self.deliver_run_fast(&local.psubs, run, now);
+        let fast = self.deliver_run_fast(src, &local, run, now);
         for data in run.payloads().skip(fast) {
             if crate::core::sublist::epoch() != epoch {
                 epoch = crate::core::sublist::epoch();
@@ -647,7 +647,15 @@ impl ShardCore {
             Some(g) => self.deliver_queue_local(&g.members, None, m, now),
             None => false,
         };
-        if taken || usize::from(hops) + 1 >= self.nshards {
+        if !taken {
+            self.forward_queue(src, acc, hops, flags_in, q, m);
+        }
+    }
+
+    /// A message for queue group `q` that no member here took: on to another shard's
+    /// members while some shard has not seen it.
+    pub(super) fn forward_queue(&mut self, src: usize, acc: AccountId, hops: u8, flags_in: u8, q: &[u8], m: &Msg<'_>) {
+        if usize::from(hops) + 1 >= self.nshards {
             return;
         }
         let remote = self.acct(acc).remote.matches(m.subject);

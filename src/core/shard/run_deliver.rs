@@ -2,9 +2,10 @@
 //! subscribers whose every delivery is the same: a client connection without delivery
 //! permissions, a subscription without an auto-unsubscribe limit, no tracing. For those the
 //! `MSG <subject> <sid> [<reply> ]` head is put together once per run, and each payload is
-//! one head append, its size and the payload: the checks [`ShardCore::deliver_framed`]
-//! makes per message (tracing, stalls, permissions, limits, echo, headers) are made once.
-//! A profile of a one-to-one stream across shards had the per-message delivery, its head
+//! one head append, its size and the payload. A run assigned to a queue group goes to one
+//! of the group's members here, picked as the general path picks. The checks
+//! [`ShardCore::deliver_framed`] makes per message (tracing, stalls, permissions, limits,
+//! echo, headers) are made once. A profile of a one-to-one stream across shards had the per-message delivery, its head
 //! and its appends at a fifth of the server's time.
 //!
 //! What may still change within a run is looked at per message: a connection closing (a
@@ -17,7 +18,8 @@
 
 use super::route::Msg;
 use super::{ConnKey, ShardCore, SubId};
-use crate::core::mesh_run::RunRecord;
+use crate::core::mesh_run::{RunRecord, Shape};
+use crate::core::sublist::Matches;
 use smallvec::SmallVec;
 use std::time::Instant;
 
@@ -32,106 +34,147 @@ struct Target {
 }
 
 impl ShardCore {
-    /// Deliver `run`'s payloads in order, from `first` on, to `psubs` if all of them take
-    /// the fast way (see the module). Returns how many payloads were delivered, the rest
-    /// being left to the general path (all of them when some subscriber does not qualify,
-    /// or from where interest changed).
-    pub(super) fn deliver_run_fast(&mut self, psubs: &[SubId], run: &RunRecord<'_>, now: Instant) -> usize {
+    /// Deliver `run`'s payloads in order to `local`'s plain subscribers and, if the run
+    /// was assigned a queue group, to one member of that group here each, if all of them
+    /// take the fast way (see the module). Returns how many payloads were delivered, the
+    /// rest being left to the general path (all of them when some subscriber does not
+    /// qualify, or from where interest changed).
+    pub(super) fn deliver_run_fast(
+        &mut self,
+        src: usize,
+        local: &Matches<SubId>,
+        run: &RunRecord<'_>,
+        now: Instant,
+    ) -> usize {
         let sh = &run.shape;
-        if psubs.is_empty()
-            || !sh.queue.is_empty()
-            || sh.flags & crate::core::mesh_codec::flags::INTERNAL != 0
-            || self.tracing.is_some()
-            || self.cfg.trace
-        {
+        if sh.flags & crate::core::mesh_codec::flags::INTERNAL != 0 || self.tracing.is_some() || self.cfg.trace {
+            return 0;
+        }
+        let members: &[SubId] = if sh.queue.is_empty() {
+            &[]
+        } else {
+            match super::route::group(&local.qsubs, sh.queue) {
+                Some(g) if !g.members.is_empty() => &g.members,
+                // No member here: the general path passes the messages on.
+                _ => return 0,
+            }
+        };
+        if local.psubs.is_empty() && members.is_empty() {
             return 0;
         }
         let mut heads = std::mem::take(&mut self.run_heads);
         heads.clear();
         let mut targets: SmallVec<[Target; 4]> = SmallVec::new();
-        for &id in psubs {
-            let Some(sub) = self.subs.get(id as usize) else {
-                self.run_heads = heads;
-                return 0;
-            };
-            let conn = sub.conn;
-            let plain = self
-                .clients
-                .get(conn.idx as usize)
-                .filter(|c| c.gen == conn.gen)
-                .is_some_and(|c| !c.internal && c.closing.is_none() && c.perms.is_none());
-            if !plain || sub.max > 0 {
-                self.run_heads = heads;
-                return 0;
+        for &id in local.psubs.iter().chain(members) {
+            match self.run_target(id, sh, &mut heads) {
+                Some(t) => targets.push(t),
+                None => {
+                    self.run_heads = heads;
+                    return 0;
+                }
             }
-            let at = heads.len();
-            heads.extend_from_slice(b"MSG ");
-            super::route::write_head(&mut heads, sh.subject, &sub.sid, sh.reply, false);
-            targets.push(Target {
-                id,
-                conn,
-                at,
-                end: heads.len(),
-                need: 32 + sh.subject.len() + sub.sid.len() + sh.reply.len(),
-            });
         }
+        let (plain, group) = targets.split_at(local.psubs.len());
         if !sh.reply.is_empty() {
             self.conversing = true;
         }
         let epoch = crate::core::sublist::epoch();
-        let max_pending = self.cfg.max_pending;
         let mut size = itoa::Buffer::new();
         let mut done = 0;
         for data in run.payloads() {
             if crate::core::sublist::epoch() != epoch {
                 break;
             }
-            let size_text = size.format(data.len()).as_bytes();
-            for t in &targets {
-                let Some(c) = self
-                    .clients
-                    .get_mut(t.conn.idx as usize)
-                    .filter(|c| c.gen == t.conn.gen && c.closing.is_none())
-                else {
-                    continue;
-                };
-                let need = t.need + data.len();
-                if c.out.len() + need > max_pending {
-                    // The general path finds the slow consumer and closes it.
-                    let m = Msg {
-                        subject: sh.subject,
-                        reply: sh.reply,
-                        header_len: None,
-                        data,
-                        size_text,
-                        hdr_text: b"",
-                        internal: false,
-                        shown: b"",
-                    };
-                    self.deliver(t.id, None, &m, now);
-                    continue;
+            let m = Msg {
+                subject: sh.subject,
+                reply: sh.reply,
+                header_len: None,
+                data,
+                size_text: size.format(data.len()).as_bytes(),
+                hdr_text: b"",
+                internal: false,
+                shown: b"",
+            };
+            for t in plain {
+                self.run_write(t, &heads, &m, now);
+            }
+            if !group.is_empty() {
+                // As `deliver_queue_local`: a random member first, then round the group.
+                let n = group.len();
+                let start = self.rand_below(n as u64) as usize;
+                let taken = (0..n).any(|i| {
+                    group
+                        .get((start + i) % n)
+                        .is_some_and(|t| self.run_write(t, &heads, &m, now))
+                });
+                if !taken {
+                    self.forward_queue(src, sh.account, 0, sh.flags, sh.queue, &m);
                 }
-                {
-                    let mut w = c.out.frame(need, now);
-                    w.extend_from_slice(heads.get(t.at..t.end).unwrap_or_default());
-                    w.extend_from_slice(size_text);
-                    super::route::finish_frame(&mut w, data);
-                }
-                c.out_msgs += 1;
-                c.out_bytes += data.len() as u64;
-                if !c.woken {
-                    c.woken = true;
-                    self.wakeups.push(t.conn);
-                }
-                if let Some(sub) = self.subs.get_mut(t.id as usize) {
-                    sub.delivered += 1;
-                }
-                self.counters.out_msgs += 1;
-                self.counters.out_bytes += data.len() as u64;
             }
             done += 1;
         }
         self.run_heads = heads;
         done
+    }
+
+    /// Subscription `id` as a fast target of a run of shape `sh`, its head appended to
+    /// `heads`; `None` if it does not qualify.
+    fn run_target(&self, id: SubId, sh: &Shape<'_>, heads: &mut Vec<u8>) -> Option<Target> {
+        let sub = self.subs.get(id as usize)?;
+        let conn = sub.conn;
+        let plain = self
+            .clients
+            .get(conn.idx as usize)
+            .filter(|c| c.gen == conn.gen)
+            .is_some_and(|c| !c.internal && c.closing.is_none() && c.perms.is_none());
+        if !plain || sub.max > 0 {
+            return None;
+        }
+        let at = heads.len();
+        heads.extend_from_slice(b"MSG ");
+        super::route::write_head(heads, sh.subject, &sub.sid, sh.reply, false);
+        Some(Target {
+            id,
+            conn,
+            at,
+            end: heads.len(),
+            need: 32 + sh.subject.len() + sub.sid.len() + sh.reply.len(),
+        })
+    }
+
+    /// One delivery of a run: whether `t` took `m` (not if its connection is closing, or
+    /// it became a slow consumer, which the general path finds and closes).
+    #[inline]
+    fn run_write(&mut self, t: &Target, heads: &[u8], m: &Msg<'_>, now: Instant) -> bool {
+        let Some(c) = self
+            .clients
+            .get_mut(t.conn.idx as usize)
+            .filter(|c| c.gen == t.conn.gen && c.closing.is_none())
+        else {
+            return false;
+        };
+        let data = m.data;
+        let need = t.need + data.len();
+        if c.out.len() + need > self.cfg.max_pending {
+            return self.deliver(t.id, None, m, now);
+        }
+        {
+            let mut w = c.out.frame(need, now);
+            w.extend_from_slice(heads.get(t.at..t.end).unwrap_or_default());
+            w.extend_from_slice(m.size_text);
+            super::route::finish_frame(&mut w, data);
+        }
+        c.out_msgs += 1;
+        c.out_bytes += data.len() as u64;
+        if !c.woken {
+            c.woken = true;
+            self.wakeups.push(t.conn);
+        }
+        if let Some(sub) = self.subs.get_mut(t.id as usize) {
+            sub.delivered += 1;
+        }
+        self.counters.out_msgs += 1;
+        self.counters.out_bytes += data.len() as u64;
+        true
     }
 }

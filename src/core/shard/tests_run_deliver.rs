@@ -135,11 +135,45 @@ fn a_slow_consumer_is_closed_mid_run_and_the_others_get_everything() {
 #[test]
 fn large_payloads_to_two_subscribers() {
     let body = "y".repeat(super::fan::FAN_MAX_DATA + 1);
-    let input: String = (0..6).map(|_| format!("PUB feed {}\r\n{body}\r\n", body.len())).collect();
-    let got = both(CoreConfig::default().max_pending, &["SUB feed 1\r\nSUB feed 22\r\n"], &input);
+    let input: String = (0..6)
+        .map(|_| format!("PUB feed {}\r\n{body}\r\n", body.len()))
+        .collect();
+    let got = both(
+        CoreConfig::default().max_pending,
+        &["SUB feed 1\r\nSUB feed 22\r\n"],
+        &input,
+    );
     assert_eq!(got.heads, b"MSG feed 1 MSG feed 22 ");
     let want: String = (0..6)
         .map(|_| format!("MSG feed 1 {0}\r\n{body}\r\nMSG feed 22 {0}\r\n{body}\r\n", body.len()))
         .collect();
     assert_eq!(got.outputs[0].0, want);
+}
+
+#[test]
+fn queue_members_share_a_run_as_on_the_general_path() {
+    // The publisher's shard has no member: every message travels in runs for group `q`.
+    let n = 200;
+    let got = both(
+        CoreConfig::default().max_pending,
+        &["SUB feed q 1\r\n", "SUB feed q 2\r\n", "SUB feed 3\r\n"],
+        &pubs(n, ""),
+    );
+    assert_eq!(got.heads, b"MSG feed 3 MSG feed 1 MSG feed 2 ", "the fast path ran");
+    let a = got.outputs[0].0.matches("MSG feed 1 ").count();
+    let b = got.outputs[1].0.matches("MSG feed 2 ").count();
+    assert_eq!(a + b, n, "each message to one member");
+    assert!(a > 0 && b > 0, "both members get a share: {a} {b}");
+    assert_eq!(got.outputs[2].0.matches("MSG feed 3 ").count(), n);
+}
+
+#[test]
+fn slow_queue_members_are_closed_and_the_others_take_over() {
+    let body = "z".repeat(100);
+    let input: String = (0..30)
+        .map(|_| format!("PUB feed {}\r\n{body}\r\n", body.len()))
+        .collect();
+    let got = both(1024, &["SUB feed q 1\r\n", "SUB feed q 2\r\n"], &input);
+    assert_eq!(got.slow_consumers, 2, "each member in turn, as neither reads");
+    assert!(got.outputs.iter().all(|(_, st)| *st == ConnStatus::Close));
 }
