@@ -37,6 +37,10 @@ pub struct RouteMemo {
     onward: Onward,
     /// No subscriber anywhere and no import to follow.
     nobody: bool,
+    /// The interest is plain subscribers on one other shard, and nothing else (no local
+    /// subscriber, no queue group anywhere, no import): a plain publish goes straight into
+    /// that shard's run (see `ShardCore::route_published`). Set by [`set_run_to`].
+    run_to: Option<u16>,
 }
 
 /// The memo's answer for a publish.
@@ -45,7 +49,9 @@ pub(super) enum Hit {
     Miss,
     /// Memoized, and nobody is interested.
     Nobody,
-    Found(Rc<Matches<SubId>>, Option<Rc<Matches<RKey>>>, Onward),
+    /// Memoized: the interest, the imports to follow, and the one shard a plain publish
+    /// goes to as a run when that is all there is to it.
+    Found(Rc<Matches<SubId>>, Option<Rc<Matches<RKey>>>, Onward, Option<u16>),
 }
 
 /// The memo's answer for `subject` published in `account`, at the current epoch.
@@ -58,7 +64,20 @@ pub(super) fn lookup(memo: &Option<RouteMemo>, account: AccountId, subject: &[u8
     if m.nobody {
         Hit::Nobody
     } else {
-        Hit::Found(m.local.clone(), m.remote.clone(), m.onward)
+        Hit::Found(m.local.clone(), m.remote.clone(), m.onward, m.run_to)
+    }
+}
+
+/// The shard a memo sends plain publishes to as runs (tests).
+#[cfg(test)]
+pub(super) fn run_to_of(memo: &Option<RouteMemo>) -> Option<u16> {
+    memo.as_ref().and_then(|m| m.run_to)
+}
+
+/// Record in the memo just stored that its publishes go to shard `dst` alone, as runs.
+pub(super) fn set_run_to(memo: &mut Option<RouteMemo>, dst: Option<u16>) {
+    if let Some(m) = memo.as_mut() {
+        m.run_to = dst;
     }
 }
 
@@ -160,6 +179,7 @@ pub(super) fn store(
         remote: remote.cloned(),
         onward,
         nobody,
+        run_to: None,
     });
 }
 

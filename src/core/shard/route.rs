@@ -284,8 +284,23 @@ impl ShardCore {
                 self.count_memo_hit(acc);
                 return false;
             }
-            Hit::Found(local, remote, via) => {
+            Hit::Found(local, remote, via, run_to) => {
                 self.count_memo_hit(acc);
+                if let Some(dst) = run_to.filter(|_| self.runs_plainly(m)) {
+                    // What `deliver_matched` would do, less its search: the interest is
+                    // one other shard's plain subscribers and nothing else.
+                    let shape = crate::core::mesh_run::Shape {
+                        flags: 0,
+                        account: acc,
+                        subject: m.subject,
+                        reply: m.reply,
+                        queue: b"",
+                    };
+                    let dst = usize::from(dst);
+                    self.stage_run(dst, &shape, m.data);
+                    self.maybe_flush_early(dst, now);
+                    return true;
+                }
                 (local, remote, via)
             }
             Hit::Miss => {
@@ -293,6 +308,11 @@ impl ShardCore {
                 let once = super::imports::is_one_shot(m.subject);
                 let (local, remote) = self.interest(acc, m.subject, once);
                 let via = self.onward(acc, m.subject);
+                let run_to = if once {
+                    None
+                } else {
+                    self.sole_run_shard(acc, &local, remote.as_deref(), via)
+                };
                 if let Some(c) = self.client_mut(key) {
                     super::memo::store(
                         &mut c.route_memo,
@@ -304,12 +324,51 @@ impl ShardCore {
                         via,
                         once,
                     );
+                    super::memo::set_run_to(&mut c.route_memo, run_to);
                 }
                 (local, remote, via)
             }
         };
         let delivered = self.deliver_matched(acc, Some(key), m, now, &local, remote.as_deref());
         delivered | self.follow(acc, Some(key), m, now, 0, via)
+    }
+
+    /// The one other shard whose plain subscribers are all the interest there is
+    /// (`local` empty, no queue group anywhere, no import to follow), if so.
+    fn sole_run_shard(
+        &self,
+        acc: AccountId,
+        local: &Matches<SubId>,
+        remote: Option<&Matches<RKey>>,
+        via: super::imports::Onward,
+    ) -> Option<u16> {
+        let remote = remote?;
+        if !local.is_empty() || !remote.qsubs.is_empty() || via.any() {
+            return None;
+        }
+        let mut sole = None;
+        for &rk in &remote.psubs {
+            let shard = self.remote_entry(acc, rk)?.shard;
+            if sole.is_some_and(|s| s != shard) {
+                return None;
+            }
+            sole = Some(shard);
+        }
+        let dst = usize::from(sole?);
+        (dst != self.idx && dst < self.nshards).then_some(dst as u16)
+    }
+
+    /// Whether `m` would go to another shard's plain subscribers in a run (as
+    /// `deliver_matched` decides): no headers, plain size text, not traced, not the
+    /// server's own, smaller than a blob.
+    #[inline(always)]
+    fn runs_plainly(&self, m: &Msg<'_>) -> bool {
+        self.tracing.is_none()
+            && m.header_len.is_none()
+            && m.shown.is_empty()
+            && !m.internal
+            && m.data.len() < super::blob::BLOB_MIN
+            && m.raw_sizes().is_none()
     }
 
     /// A memo hit stands for a lookup in the account's sublist (its `/subsz` statistics;

@@ -165,3 +165,62 @@ fn a_prefix_memo_routes_subjects_that_never_repeat() {
         assert_eq!(msgs(&got, "MSG ack.S.C.1.6.8 1 1"), 1, "{n} shards: {got}");
     }
 }
+
+#[test]
+fn plain_publishes_to_one_other_shard_go_straight_into_its_run() {
+    const HDRS: &str = r#"{"verbose":false,"pedantic":false,"headers":true}"#;
+    // Each publish against 3 shards (subscriber on shard 1) and, for what it must give,
+    // against one shard.
+    let mut w = World::new(3, CoreConfig::default());
+    let mut one = World::new(1, CoreConfig::default());
+    let (_, p) = w.connect(0, HDRS);
+    let (_, a) = w.connect(1, HDRS);
+    let (_, p1) = one.connect(0, HDRS);
+    let (_, a1) = one.connect(0, HDRS);
+    w.send(1, a, "SUB r.* 1\r\nPING\r\n");
+    assert_eq!(w.take(1, a), "PONG\r\n");
+    one.send(0, a1, "SUB r.* 1\r\nPING\r\n");
+    one.take(0, a1);
+    let run_to = |w: &World| crate::core::shard::memo::run_to_of(&w.shards[0].client(p).unwrap().route_memo);
+    let mut check = |w: &mut World, input: &str| {
+        w.send(0, p, input);
+        one.send(0, p1, input);
+        assert_eq!(w.take(1, a), one.take(0, a1), "{input:?}");
+    };
+    check(&mut w, "PUB r.x 1\r\na\r\n");
+    assert_eq!(run_to(&w), Some(1), "one other shard's plain subscriber: runs");
+    check(&mut w, "PUB r.x 1\r\nb\r\nPUB r.x 1\r\nc\r\n");
+    check(&mut w, "PUB r.x _INBOX.1 1\r\nd\r\n");
+    // What a run cannot carry takes the general way on the same memo.
+    check(&mut w, "HPUB r.x 12 14\r\nNATS/1.0\r\n\r\nhi\r\n");
+    check(&mut w, "PUB r.x 01\r\ne\r\n");
+    let big = "x".repeat(crate::core::shard::blob::BLOB_MIN);
+    check(&mut w, &format!("PUB r.x {}\r\n{big}\r\n", big.len()));
+    assert_eq!(run_to(&w), Some(1));
+    // A second shard, a local subscriber, a queue group: no runs straight away.
+    let (_, b) = w.connect(2, QUIET);
+    w.send(2, b, "SUB r.x 2\r\nPING\r\n");
+    w.take(2, b);
+    check(&mut w, "PUB r.x 1\r\nf\r\n");
+    assert_eq!(w.take(2, b), "MSG r.x 2 1\r\nf\r\n");
+    assert_eq!(run_to(&w), None, "two shards");
+    w.send(2, b, "UNSUB 2\r\nPING\r\n");
+    w.take(2, b);
+    check(&mut w, "PUB r.x 1\r\ng\r\n");
+    assert_eq!(run_to(&w), Some(1), "one shard again");
+    let (_, c) = w.connect(0, QUIET);
+    w.send(0, c, "SUB r.x 3\r\nPING\r\n");
+    w.take(0, c);
+    check(&mut w, "PUB r.x 1\r\nh\r\n");
+    assert_eq!(w.take(0, c), "MSG r.x 3 1\r\nh\r\n");
+    assert_eq!(run_to(&w), None, "a local subscriber");
+    w.send(0, c, "UNSUB 3\r\nPING\r\n");
+    w.take(0, c);
+    let (_, q) = w.connect(1, QUIET);
+    w.send(1, q, "SUB r.x g 4\r\nPING\r\n");
+    w.take(1, q);
+    w.send(0, p, "PUB r.x 1\r\ni\r\n");
+    assert_eq!(w.take(1, q), "MSG r.x 4 1\r\ni\r\n");
+    assert_eq!(w.take(1, a), "MSG r.x 1 1\r\ni\r\n");
+    assert_eq!(run_to(&w), None, "a queue group");
+}
