@@ -9,6 +9,11 @@
 //! subjects that never repeat under a `>` subscription, such as a consumer's acks
 //! (`$JS.ACK.<stream>.<consumer>.` then numbers): one memo serves them all.
 //!
+//! When the interest is one other shard's plain subscribers and nothing else, the memo
+//! says so (`run_to`), and a plain publish goes straight into that shard's run of its
+//! subject (`core::mesh_run`) without the search for targets: the common shape of a
+//! stream between two connections on different shards.
+//!
 //! Validity: every sublist change on the shard's thread and every new account definition
 //! moves [`sublist::epoch`](crate::core::sublist::epoch); a memo holds only while the epoch
 //! it was taken at is current. Its results are the same shared snapshots the sublists hand
