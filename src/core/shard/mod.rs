@@ -183,6 +183,8 @@ pub struct ShardCore {
     fan: fan::FanFrame,
     /// The `MSG` heads of a run's subscribers (module `run_deliver`).
     run_heads: Vec<u8>,
+    /// A payload's frame tail for several subscribers (module `run_deliver`).
+    run_tail: Vec<u8>,
     counters: Counters,
     rng: u64,
     /// Posts jobs to shards (set by the runtime; `None` in a bare core).
@@ -245,6 +247,7 @@ impl ShardCore {
             remote_memo: None,
             fan: fan::FanFrame::default(),
             run_heads: Vec::new(),
+            run_tail: Vec::new(),
             counters: Counters::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((idx as u64 + 1) << 32) ^ u64::from(std::process::id()),
             post: None,

@@ -80,6 +80,7 @@ impl ShardCore {
         }
         let epoch = crate::core::sublist::epoch();
         let mut size = itoa::Buffer::new();
+        let mut tail = std::mem::take(&mut self.run_tail);
         let mut done = 0;
         for data in run.payloads() {
             if crate::core::sublist::epoch() != epoch {
@@ -95,8 +96,14 @@ impl ShardCore {
                 internal: false,
                 shown: b"",
             };
+            // Two or more subscribers here: the frame's tail (size, payload) once.
+            tail.clear();
+            if plain.len() > 1 && data.len() <= super::fan::FAN_MAX_DATA {
+                tail.extend_from_slice(m.size_text);
+                super::route::finish_frame(&mut tail, data);
+            }
             for t in plain {
-                self.run_write(t, &heads, &m, now);
+                self.run_write(t, &heads, &tail, &m, now);
             }
             if !group.is_empty() {
                 // As `deliver_queue_local`: a random member first, then round the group.
@@ -105,7 +112,7 @@ impl ShardCore {
                 let taken = (0..n).any(|i| {
                     group
                         .get((start + i) % n)
-                        .is_some_and(|t| self.run_write(t, &heads, &m, now))
+                        .is_some_and(|t| self.run_write(t, &heads, &[], &m, now))
                 });
                 if !taken {
                     self.forward_queue(src, sh.account, 0, sh.flags, sh.queue, &m);
@@ -113,6 +120,7 @@ impl ShardCore {
             }
             done += 1;
         }
+        self.run_tail = tail;
         self.run_heads = heads;
         done
     }
@@ -145,7 +153,7 @@ impl ShardCore {
     /// One delivery of a run: whether `t` took `m` (not if its connection is closing, or
     /// it became a slow consumer, which the general path finds and closes).
     #[inline]
-    fn run_write(&mut self, t: &Target, heads: &[u8], m: &Msg<'_>, now: Instant) -> bool {
+    fn run_write(&mut self, t: &Target, heads: &[u8], tail: &[u8], m: &Msg<'_>, now: Instant) -> bool {
         let Some(c) = self
             .clients
             .get_mut(t.conn.idx as usize)
@@ -161,8 +169,12 @@ impl ShardCore {
         {
             let mut w = c.out.frame(need, now);
             w.extend_from_slice(heads.get(t.at..t.end).unwrap_or_default());
-            w.extend_from_slice(m.size_text);
-            super::route::finish_frame(&mut w, data);
+            if tail.is_empty() {
+                w.extend_from_slice(m.size_text);
+                super::route::finish_frame(&mut w, data);
+            } else {
+                w.extend_from_slice(tail);
+            }
         }
         c.out_msgs += 1;
         c.out_bytes += data.len() as u64;
