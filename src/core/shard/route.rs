@@ -99,6 +99,20 @@ impl<'a> Msg<'a> {
         }
     }
 
+    /// One payload of a run of shape `sh` (`core::mesh_run`), its size written `size_text`.
+    pub(super) fn in_run(sh: &crate::core::mesh_run::Shape<'a>, data: &'a [u8], size_text: &'a [u8]) -> Msg<'a> {
+        Msg {
+            subject: sh.subject,
+            reply: sh.reply,
+            header_len: None,
+            data,
+            size_text,
+            hdr_text: b"",
+            internal: sh.flags & flags::INTERNAL != 0,
+            shown: b"",
+        }
+    }
+
     /// The size texts, when they differ from the plain decimal numbers.
     pub(super) fn raw_sizes(&self) -> Option<(&[u8], &[u8])> {
         let size_plain = is_decimal(self.size_text, self.data.len());
@@ -634,16 +648,7 @@ impl ShardCore {
                 epoch = crate::core::sublist::epoch();
                 local = self.interest_here(acc, sh.subject);
             }
-            let m = Msg {
-                subject: sh.subject,
-                reply: sh.reply,
-                header_len: None,
-                data,
-                size_text: size.format(data.len()).as_bytes(),
-                hdr_text: b"",
-                internal: sh.flags & flags::INTERNAL != 0,
-                shown: b"",
-            };
+            let m = Msg::in_run(sh, data, size.format(data.len()).as_bytes());
             self.deliver_each(&local.psubs, None, &m, now);
             if !sh.queue.is_empty() {
                 self.deliver_remote_queue(src, acc, 0, sh.flags, sh.queue, &local, &m, now);

@@ -86,16 +86,7 @@ impl ShardCore {
             if crate::core::sublist::epoch() != epoch {
                 break;
             }
-            let m = Msg {
-                subject: sh.subject,
-                reply: sh.reply,
-                header_len: None,
-                data,
-                size_text: size.format(data.len()).as_bytes(),
-                hdr_text: b"",
-                internal: false,
-                shown: b"",
-            };
+            let m = Msg::in_run(sh, data, size.format(data.len()).as_bytes());
             // Two or more subscribers here: the frame's tail (size, payload) once.
             tail.clear();
             if plain.len() > 1 && data.len() <= super::fan::FAN_MAX_DATA {
