@@ -44,7 +44,7 @@ pub struct RouteMemo {
     nobody: bool,
     /// The interest is plain subscribers on one other shard, and nothing else (no local
     /// subscriber, no queue group anywhere, no import): a plain publish goes straight into
-    /// that shard's run (see `ShardCore::route_published`). Set by [`set_run_to`].
+    /// that shard's run (see `ShardCore::route_published`).
     run_to: Option<u16>,
 }
 
@@ -77,13 +77,6 @@ pub(super) fn lookup(memo: &Option<RouteMemo>, account: AccountId, subject: &[u8
 #[cfg(test)]
 pub(super) fn run_to_of(memo: &Option<RouteMemo>) -> Option<u16> {
     memo.as_ref().and_then(|m| m.run_to)
-}
-
-/// Record in the memo just stored that its publishes go to shard `dst` alone, as runs.
-pub(super) fn set_run_to(memo: &mut Option<RouteMemo>, dst: Option<u16>) {
-    if let Some(m) = memo.as_mut() {
-        m.run_to = dst;
-    }
 }
 
 /// This shard's interest in `subject` published in `account` from another shard, from the
@@ -158,6 +151,7 @@ pub(super) fn store(
     remote: Option<&Rc<Matches<RKey>>>,
     onward: Onward,
     once: bool,
+    run_to: Option<u16>,
 ) {
     let prefix = prefix_len(
         subject,
@@ -184,7 +178,7 @@ pub(super) fn store(
         remote: remote.cloned(),
         onward,
         nobody,
-        run_to: None,
+        run_to,
     });
 }
 
@@ -220,6 +214,7 @@ mod tests {
             None,
             Onward::default(),
             true,
+            None,
         );
         let hit = |s: &[u8]| lookup_local(&memo, 0, s).is_some();
         // Decided by `$JS.ACK` (below it there is only `>`).
@@ -250,7 +245,7 @@ mod tests {
         let mut memo = None;
         let mut put = |memo: &mut Option<RouteMemo>, s: &[u8], once: bool| {
             let local = sl.matches(s);
-            store(memo, epoch, 0, s, &local, None, Onward::default(), once);
+            store(memo, epoch, 0, s, &local, None, Onward::default(), once, None);
         };
         put(&mut memo, b"$KV.b.k1", false);
         assert!(memo.as_ref().is_some_and(|m| !m.prefix && m.subject == b"$KV.b.k1"));

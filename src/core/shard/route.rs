@@ -303,15 +303,8 @@ impl ShardCore {
                 if let Some(dst) = run_to.filter(|_| self.runs_plainly(m)) {
                     // What `deliver_matched` would do, less its search: the interest is
                     // one other shard's plain subscribers and nothing else.
-                    let shape = crate::core::mesh_run::Shape {
-                        flags: 0,
-                        account: acc,
-                        subject: m.subject,
-                        reply: m.reply,
-                        queue: b"",
-                    };
                     let dst = usize::from(dst);
-                    self.stage_run(dst, &shape, m.data);
+                    self.stage_in_run(dst, 0, acc, m, b"");
                     self.maybe_flush_early(dst, now);
                     return true;
                 }
@@ -337,8 +330,8 @@ impl ShardCore {
                         remote.as_ref(),
                         via,
                         once,
+                        run_to,
                     );
-                    super::memo::set_run_to(&mut c.route_memo, run_to);
                 }
                 (local, remote, via)
             }
@@ -370,6 +363,19 @@ impl ShardCore {
         }
         let dst = usize::from(sole?);
         (dst != self.idx && dst < self.nshards).then_some(dst as u16)
+    }
+
+    /// Stage plain message `m` for shard `dst` in a run of its subject, reply and `queue`.
+    #[inline(always)]
+    fn stage_in_run(&mut self, dst: usize, flags: u8, acc: AccountId, m: &Msg<'_>, queue: &[u8]) {
+        let shape = crate::core::mesh_run::Shape {
+            flags,
+            account: acc,
+            subject: m.subject,
+            reply: m.reply,
+            queue,
+        };
+        self.stage_run(dst, &shape, m.data);
     }
 
     /// Whether `m` would go to another shard's plain subscribers in a run (as
@@ -514,14 +520,7 @@ impl ShardCore {
                     // Large: the payload travels in a buffer of its own (`blob.rs`).
                 } else if queues.len() <= 1 && raw.is_none() && m.header_len.is_none() && m.shown.is_empty() {
                     // Plain: in a run of its subject and queue (`core::mesh_run`).
-                    let shape = crate::core::mesh_run::Shape {
-                        flags: f,
-                        account: acc,
-                        subject: m.subject,
-                        reply: m.reply,
-                        queue: queues.first().copied().unwrap_or_default(),
-                    };
-                    self.stage_run(dst, &shape, m.data);
+                    self.stage_in_run(dst, f, acc, m, queues.first().copied().unwrap_or_default());
                 } else {
                     mesh_codec::put_msg(self.stage(dst), f, 0, acc, &m.parts(), raw, &queues);
                 }
@@ -678,6 +677,7 @@ impl ShardCore {
             None,
             no_imports,
             true,
+            None,
         );
         local
     }
