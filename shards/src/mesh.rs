@@ -57,11 +57,15 @@ struct Shared {
 
 impl Shared {
     fn wake(&self, shard: usize) {
-        if let Some(p) = self.peers.get(shard) {
-            if p.parked.load(Ordering::SeqCst) && p.parked.swap(false, Ordering::SeqCst) {
-                p.notify.notify();
-            }
+        if let Some(n) = self.claim(shard) {
+            n.notify();
         }
+    }
+
+    /// If `shard` is parked, take the duty to wake it (nobody else will): its notifier.
+    fn claim(&self, shard: usize) -> Option<&dyn Notify> {
+        let p = self.peers.get(shard)?;
+        (p.parked.load(Ordering::SeqCst) && p.parked.swap(false, Ordering::SeqCst)).then_some(&*p.notify)
     }
 }
 
@@ -190,10 +194,8 @@ impl<T> Endpoint<T> {
             if !std::mem::take(pushed) {
                 continue;
             }
-            if let Some(p) = self.shared.peers.get(dst) {
-                if p.parked.load(Ordering::SeqCst) && p.parked.swap(false, Ordering::SeqCst) {
-                    wake(&*p.notify);
-                }
+            if let Some(n) = self.shared.claim(dst) {
+                wake(n);
             }
         }
     }
