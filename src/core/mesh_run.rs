@@ -141,6 +141,7 @@ impl<'a> RunRecord<'a> {
 }
 
 /// Iterator over a run's payloads.
+#[derive(Clone)]
 pub struct Payloads<'a>(&'a [u8]);
 
 impl<'a> Iterator for Payloads<'a> {

@@ -81,7 +81,7 @@ impl FanFrame {
 /// `dst.copy_from_slice(src)` (same lengths) with the usual short sids copied by moves of a
 /// known size rather than a `memcpy` call.
 #[inline(always)]
-fn overwrite(dst: &mut [u8], src: &[u8]) {
+pub(super) fn overwrite(dst: &mut [u8], src: &[u8]) {
     match (dst, src) {
         ([d], [s]) => *d = *s,
         ([d0, d1], [s0, s1]) => (*d0, *d1) = (*s0, *s1),

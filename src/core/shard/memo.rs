@@ -9,10 +9,11 @@
 //! subjects that never repeat under a `>` subscription, such as a consumer's acks
 //! (`$JS.ACK.<stream>.<consumer>.` then numbers): one memo serves them all.
 //!
-//! When the interest is one other shard's plain subscribers and nothing else, the memo
-//! says so (`run_to`), and a plain publish goes straight into that shard's run of its
-//! subject (`core::mesh_run`) without the search for targets: the common shape of a
-//! stream between two connections on different shards.
+//! When the interest is plain subscribers and nothing else (no queue group, no import),
+//! the memo says where they are (`run_to`, a [`RunPlan`]): a plain publish goes straight
+//! into the runs of its subject (`core::mesh_run`) for those other shards, and into the
+//! shard's own local run (module `local_run`) for its subscribers here, without the
+//! search for targets: the common shapes of a stream between connections.
 //!
 //! Validity: every sublist change on the shard's thread and every new account definition
 //! moves [`sublist::epoch`](crate::core::sublist::epoch); a memo holds only while the epoch
@@ -42,10 +43,33 @@ pub struct RouteMemo {
     onward: Onward,
     /// No subscriber anywhere and no import to follow.
     nobody: bool,
-    /// The interest is plain subscribers on one other shard, and nothing else (no local
-    /// subscriber, no queue group anywhere, no import): a plain publish goes straight into
-    /// that shard's run (see `ShardCore::route_published`).
-    run_to: Option<u16>,
+    /// The interest is plain subscribers and nothing else (no queue group anywhere, no
+    /// import): where a plain publish goes as runs (see `ShardCore::route_published`).
+    run_to: Option<RunPlan>,
+}
+
+/// Where the plain subscribers of a memoized subject are, when they are all its interest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct RunPlan {
+    /// The other shards with such subscribers, one bit each (shards 0 to 63).
+    pub(super) shards: u64,
+    /// Subscribers on this shard as well (enough of them for the local run to pay).
+    pub(super) here: bool,
+}
+
+impl RunPlan {
+    /// The other shards, in order.
+    pub(super) fn each_shard(self) -> impl Iterator<Item = usize> {
+        let mut bits = self.shards;
+        std::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let n = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            Some(n)
+        })
+    }
 }
 
 /// The memo's answer for a publish.
@@ -54,9 +78,9 @@ pub(super) enum Hit {
     Miss,
     /// Memoized, and nobody is interested.
     Nobody,
-    /// Memoized: the interest, the imports to follow, and the one shard a plain publish
-    /// goes to as a run when that is all there is to it.
-    Found(Rc<Matches<SubId>>, Option<Rc<Matches<RKey>>>, Onward, Option<u16>),
+    /// Memoized: the interest, the imports to follow, and where a plain publish goes as
+    /// runs when that is all there is to it.
+    Found(Rc<Matches<SubId>>, Option<Rc<Matches<RKey>>>, Onward, Option<RunPlan>),
 }
 
 /// The memo's answer for `subject` published in `account`, at the current epoch.
@@ -73,9 +97,9 @@ pub(super) fn lookup(memo: &Option<RouteMemo>, account: AccountId, subject: &[u8
     }
 }
 
-/// The shard a memo sends plain publishes to as runs (tests).
+/// Where a memo sends plain publishes as runs (tests).
 #[cfg(test)]
-pub(super) fn run_to_of(memo: &Option<RouteMemo>) -> Option<u16> {
+pub(super) fn run_to_of(memo: &Option<RouteMemo>) -> Option<RunPlan> {
     memo.as_ref().and_then(|m| m.run_to)
 }
 
@@ -151,7 +175,7 @@ pub(super) fn store(
     remote: Option<&Rc<Matches<RKey>>>,
     onward: Onward,
     once: bool,
-    run_to: Option<u16>,
+    run_to: Option<RunPlan>,
 ) {
     let prefix = prefix_len(
         subject,

@@ -16,7 +16,9 @@
 //! delivery), `memo` (a connection's last publish subject, or the prefix that decided it,
 //! and what it matched), `fan` (one frame per message for many local subscribers),
 //! `run_deliver` (a run of messages from another shard to plain subscribers, their heads
-//! put together once), `blob` (large messages between shards in one copy), `interest`
+//! put together once), `run_block` (a run given to each subscriber whole, its frames put
+//! together once), `local_run` (a connection's publishes to plain subscribers on its
+//! own shard, held in a run and delivered as one), `blob` (large messages between shards in one copy), `interest`
 //! (subscriptions, interest replication and barriers), `accounts` (the shard's view of the
 //! account table), `timers`, `transport` (what TLS and WebSocket connections need of the
 //! core: deferred INFO, their INFO template and authenticator, the client certificate),
@@ -34,10 +36,12 @@ mod imports;
 mod interest;
 pub mod internal;
 mod latency;
+mod local_run;
 pub(crate) mod memo;
 mod ops;
 mod report;
 mod route;
+mod run_block;
 mod run_deliver;
 mod stall;
 mod timers;
@@ -185,6 +189,10 @@ pub struct ShardCore {
     run_heads: Vec<u8>,
     /// A payload's frame tail for several subscribers (module `run_deliver`).
     run_tail: Vec<u8>,
+    /// A run's frames for several subscribers (module `run_block`).
+    run_block: run_block::RunBlock,
+    /// Publishes held for this shard's own plain subscribers (module `local_run`).
+    local_run: local_run::LocalRun,
     counters: Counters,
     rng: u64,
     /// Posts jobs to shards (set by the runtime; `None` in a bare core).
@@ -248,6 +256,8 @@ impl ShardCore {
             fan: fan::FanFrame::default(),
             run_heads: Vec::new(),
             run_tail: Vec::new(),
+            run_block: run_block::RunBlock::default(),
+            local_run: local_run::LocalRun::default(),
             counters: Counters::default(),
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((idx as u64 + 1) << 32) ^ u64::from(std::process::id()),
             post: None,
@@ -642,6 +652,8 @@ impl ShardCore {
     /// End of a processing step: run internal handlers, push staged records, publish
     /// statistics.
     fn finish(&mut self, now: Instant) {
+        // (Empty by now: the input that filled it delivered it.)
+        self.flush_local_run(now);
         self.run_handlers(now);
         self.ext_after_step(now);
         if self.nshards > 1 {

@@ -23,6 +23,20 @@ impl ShardCore {
     /// Parse and act on `data` until it is used up, the connection closes, or it pauses
     /// (then the rest is stashed for [`ShardCore::resume`]).
     pub(super) fn process(&mut self, key: ConnKey, data: &[u8], now: Instant) {
+        self.process_events(key, data, now);
+        // What the last publishes put in the local run goes out with this input (module
+        // `local_run`), and may hold the producer back.
+        if !self.local_run.is_empty() {
+            self.flush_local_run(now);
+            if let Some((producer, consumer, ttl)) = self.stall_req.take() {
+                if producer == key {
+                    self.stall(key, consumer, ttl, now);
+                }
+            }
+        }
+    }
+
+    fn process_events(&mut self, key: ConnKey, data: &[u8], now: Instant) {
         let Some(c) = self.client_mut(key) else { return };
         let mut parser = std::mem::take(&mut c.parser);
         let (msgs0, subs_changed0) = (c.in_msgs, c.interest_changed);
@@ -47,6 +61,10 @@ impl ShardCore {
             // Only a control operation (CONNECT, an authentication step) changes what
             // the parser is limited by; a message does not.
             let refresh = !matches!(ev, Event::Msg { .. });
+            if refresh {
+                // Publishes held in the local run go out before anything else is done.
+                self.flush_local_run(now);
+            }
             self.on_event(key, ev, now);
             parser.release();
             if refresh {

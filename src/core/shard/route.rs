@@ -187,6 +187,7 @@ impl ShardCore {
         // Tracing: only a header block can ask for it (module `trace`).
         if let Some(h) = m.header() {
             if crate::core::trace::may_trace(h) {
+                self.flush_local_run(now);
                 return self.on_msg_maybe_traced(key, m, h, now);
             }
         }
@@ -238,6 +239,7 @@ impl ShardCore {
             None
         };
         if let Some(denied) = denied {
+            self.flush_local_run(now);
             let label = self.label(key);
             tracing::error!("{label} - Publish Violation - Subject {}", reply::go_quote(denied));
             let text = reply::pub_violation(denied);
@@ -248,6 +250,7 @@ impl ShardCore {
             return;
         }
         if !reply.is_empty() && is_reserved_reply(reply) {
+            self.flush_local_run(now);
             let label = self.label(key);
             tracing::error!("{label} - Publish Violation - Reply {}", reply::go_quote(reply));
             let text = reply::reply_violation(reply);
@@ -258,11 +261,13 @@ impl ShardCore {
             return;
         }
         if verbose {
+            self.flush_local_run(now);
             self.send_bytes(key, reply::OK, now);
         }
         // A weighted mapping may drop the message (its share of nobody).
         let delivered = !subject.is_empty() && self.route_published(account, key, m, now, hit);
         if !delivered && !reply.is_empty() && no_responders {
+            self.flush_local_run(now);
             self.no_responders(key, m, now);
         }
     }
@@ -300,12 +305,16 @@ impl ShardCore {
             }
             Hit::Found(local, remote, via, run_to) => {
                 self.count_memo_hit(acc);
-                if let Some(dst) = run_to.filter(|_| self.runs_plainly(m)) {
+                if let Some(plan) = run_to.filter(|p| self.runs_plainly(m) && self.may_run_here(*p, m)) {
                     // What `deliver_matched` would do, less its search: the interest is
-                    // one other shard's plain subscribers and nothing else.
-                    let dst = usize::from(dst);
-                    self.stage_in_run(dst, 0, acc, m, b"");
-                    self.maybe_flush_early(dst, now);
+                    // plain subscribers, here (the local run) and on the other shards.
+                    if plan.here {
+                        self.stage_local(key, acc, &local, m, now);
+                    }
+                    for dst in plan.each_shard() {
+                        self.stage_in_run(dst, 0, acc, m, b"");
+                        self.maybe_flush_early(dst, now);
+                    }
                     return true;
                 }
                 (local, remote, via)
@@ -318,7 +327,7 @@ impl ShardCore {
                 let run_to = if once {
                     None
                 } else {
-                    self.sole_run_shard(acc, &local, remote.as_deref(), via)
+                    self.run_plan(acc, &local, remote.as_deref(), via)
                 };
                 if let Some(c) = self.client_mut(key) {
                     super::memo::store(
@@ -336,33 +345,43 @@ impl ShardCore {
                 (local, remote, via)
             }
         };
+        // Whatever a local run holds goes out before what this message brings.
+        self.flush_local_run(now);
         let delivered = self.deliver_matched(acc, Some(key), m, now, &local, remote.as_deref());
         delivered | self.follow(acc, Some(key), m, now, 0, via)
     }
 
-    /// The one other shard whose plain subscribers are all the interest there is
-    /// (`local` empty, no queue group anywhere, no import to follow), if so.
-    fn sole_run_shard(
+    /// Where the interest is when it is plain subscribers and nothing else (no queue
+    /// group anywhere, no import to follow): the other shards with such subscribers, and
+    /// whether this one has enough of them for its local run (module `local_run`).
+    fn run_plan(
         &self,
         acc: AccountId,
         local: &Matches<SubId>,
         remote: Option<&Matches<RKey>>,
         via: super::imports::Onward,
-    ) -> Option<u16> {
-        let remote = remote?;
-        if !local.is_empty() || !remote.qsubs.is_empty() || via.any() {
+    ) -> Option<super::memo::RunPlan> {
+        if !local.qsubs.is_empty() || via.any() {
             return None;
         }
-        let mut sole = None;
-        for &rk in &remote.psubs {
-            let shard = self.remote_entry(acc, rk)?.shard;
-            if sole.is_some_and(|s| s != shard) {
+        let here = !local.psubs.is_empty();
+        if here && local.psubs.len() < super::local_run::LOCAL_RUN_MIN_SUBS {
+            return None;
+        }
+        let mut shards = 0u64;
+        if let Some(remote) = remote {
+            if !remote.qsubs.is_empty() {
                 return None;
             }
-            sole = Some(shard);
+            for &rk in &remote.psubs {
+                let shard = usize::from(self.remote_entry(acc, rk)?.shard);
+                if shard == self.idx || shard >= self.nshards || shard >= 64 {
+                    return None;
+                }
+                shards |= 1 << shard;
+            }
         }
-        let dst = usize::from(sole?);
-        (dst != self.idx && dst < self.nshards).then_some(dst as u16)
+        (here || shards != 0).then_some(super::memo::RunPlan { shards, here })
     }
 
     /// Stage plain message `m` for shard `dst` in a run of its subject, reply and `queue`.
@@ -641,7 +660,7 @@ impl ShardCore {
         let mut local = self.interest_here(acc, sh.subject);
         let mut size = itoa::Buffer::new();
         self.delivering_remote = true;
-        let fast = self.deliver_run_fast(src, &local, run, now);
+        let fast = self.deliver_run_fast(src, &local, run, None, now);
         for data in run.payloads().skip(fast) {
             if crate::core::sublist::epoch() != epoch {
                 epoch = crate::core::sublist::epoch();

@@ -839,3 +839,6 @@ mod conversing;
 
 #[path = "tests_run_deliver.rs"]
 mod run_deliver;
+
+#[path = "tests_local_run.rs"]
+mod local_run;

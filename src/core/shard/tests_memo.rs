@@ -181,14 +181,19 @@ fn plain_publishes_to_one_other_shard_go_straight_into_its_run() {
     assert_eq!(w.take(1, a), "PONG\r\n");
     one.send(0, a1, "SUB r.* 1\r\nPING\r\n");
     one.take(0, a1);
-    let run_to = |w: &World| crate::core::shard::memo::run_to_of(&w.shards[0].client(p).unwrap().route_memo);
+    let run_to = |w: &World| {
+        crate::core::shard::memo::run_to_of(&w.shards[0].client(p).unwrap().route_memo).map(|plan| {
+            assert!(!plan.here, "no subscriber on the publisher's shard");
+            plan.each_shard().collect::<Vec<_>>()
+        })
+    };
     let mut check = |w: &mut World, input: &str| {
         w.send(0, p, input);
         one.send(0, p1, input);
         assert_eq!(w.take(1, a), one.take(0, a1), "{input:?}");
     };
     check(&mut w, "PUB r.x 1\r\na\r\n");
-    assert_eq!(run_to(&w), Some(1), "one other shard's plain subscriber: runs");
+    assert_eq!(run_to(&w), Some(vec![1]), "one other shard's plain subscriber: runs");
     check(&mut w, "PUB r.x 1\r\nb\r\nPUB r.x 1\r\nc\r\n");
     check(&mut w, "PUB r.x _INBOX.1 1\r\nd\r\n");
     // What a run cannot carry takes the general way on the same memo.
@@ -196,18 +201,19 @@ fn plain_publishes_to_one_other_shard_go_straight_into_its_run() {
     check(&mut w, "PUB r.x 01\r\ne\r\n");
     let big = "x".repeat(crate::core::shard::blob::BLOB_MIN);
     check(&mut w, &format!("PUB r.x {}\r\n{big}\r\n", big.len()));
-    assert_eq!(run_to(&w), Some(1));
-    // A second shard, a local subscriber, a queue group: no runs straight away.
+    assert_eq!(run_to(&w), Some(vec![1]));
+    // A second shard: runs to both. A local subscriber (one), a queue group: no runs
+    // straight away.
     let (_, b) = w.connect(2, QUIET);
     w.send(2, b, "SUB r.x 2\r\nPING\r\n");
     w.take(2, b);
     check(&mut w, "PUB r.x 1\r\nf\r\n");
     assert_eq!(w.take(2, b), "MSG r.x 2 1\r\nf\r\n");
-    assert_eq!(run_to(&w), None, "two shards");
+    assert_eq!(run_to(&w), Some(vec![1, 2]), "two shards");
     w.send(2, b, "UNSUB 2\r\nPING\r\n");
     w.take(2, b);
     check(&mut w, "PUB r.x 1\r\ng\r\n");
-    assert_eq!(run_to(&w), Some(1), "one shard again");
+    assert_eq!(run_to(&w), Some(vec![1]), "one shard again");
     let (_, c) = w.connect(0, QUIET);
     w.send(0, c, "SUB r.x 3\r\nPING\r\n");
     w.take(0, c);

@@ -177,3 +177,33 @@ fn slow_queue_members_are_closed_and_the_others_take_over() {
     assert_eq!(got.slow_consumers, 2, "each member in turn, as neither reads");
     assert!(got.outputs.iter().all(|(_, st)| *st == ConnStatus::Close));
 }
+
+#[test]
+fn whole_runs_in_blocks_to_sids_of_every_length() {
+    // Distinct connections, sids of three lengths, more frames than one block holds.
+    let n = 900;
+    let got = both(
+        CoreConfig::default().max_pending,
+        &["SUB feed 1\r\n", "SUB feed 2\r\n", "SUB feed 333\r\n"],
+        &pubs(n, ""),
+    );
+    for (i, sid) in ["1", "2", "333"].iter().enumerate() {
+        let want: String = (0..n)
+            .map(|k| format!("MSG feed {sid} {}\r\n{k}\r\n", k.to_string().len()))
+            .collect();
+        assert_eq!(got.outputs[i].0, want, "sid {sid}");
+    }
+}
+
+#[test]
+fn a_run_that_does_not_fit_goes_payload_by_payload_to_its_slow_consumers() {
+    // Distinct connections, but the run is more than max_pending: each is closed where
+    // the general path closes it.
+    let body = "w".repeat(100);
+    let input: String = (0..40)
+        .map(|_| format!("PUB feed {}\r\n{body}\r\n", body.len()))
+        .collect();
+    let got = both(4096, &["SUB feed 1\r\n", "SUB feed 2\r\n"], &input);
+    assert_eq!(got.slow_consumers, 2);
+    assert!(got.outputs.iter().all(|(_, st)| *st == ConnStatus::Close));
+}
