@@ -76,6 +76,10 @@ impl ShardCore {
     /// plan has subscribers here at all).
     #[inline(always)]
     pub(super) fn may_run_here(&self, plan: RunPlan, m: &Msg<'_>) -> bool {
+        if plan.queue {
+            // (A request may find no member to take it, which the publisher is told of.)
+            return m.reply.is_empty() && !self.cfg.trace && !self.cfg.no_fast_producer_stall;
+        }
         !plan.here
             || (!self.cfg.trace
                 && !self.cfg.no_fast_producer_stall
@@ -84,9 +88,9 @@ impl ShardCore {
                 && (m.reply.is_empty() || plan.shards != 0))
     }
 
-    /// Hold `m`, published by `key` in `acc` to `local` (plain subscribers only), in the
-    /// local run; delivered first if the run holds another connection's or interest's
-    /// publishes, and after if it is full.
+    /// Hold `m`, published by `key` in `acc` to `local` (plain subscribers only, or for
+    /// `queue`, a member of that group), in the local run; delivered first if the run
+    /// holds another connection's or interest's publishes, and after if it is full.
     #[inline]
     pub(super) fn stage_local(
         &mut self,
@@ -94,6 +98,7 @@ impl ShardCore {
         acc: AccountId,
         local: &Rc<Matches<SubId>>,
         m: &Msg<'_>,
+        queue: &[u8],
         now: Instant,
     ) {
         let same = self.local_run.publisher == Some(key)
@@ -110,7 +115,7 @@ impl ShardCore {
             account: acc,
             subject: m.subject,
             reply: m.reply,
-            queue: b"",
+            queue,
         };
         let lr = &mut self.local_run;
         crate::core::mesh_run::put_run(&mut lr.records, &mut lr.mark, &shape, m.data);
@@ -175,7 +180,16 @@ impl ShardCore {
                 *local = super::route::routed_matches(&mut self.acct(sh.account).sublist, sh.subject, false);
             }
             let m = Msg::in_run(sh, data, size.format(data.len()).as_bytes());
-            self.deliver_each(&local.psubs, Some(publisher), &m, now);
+            if sh.queue.is_empty() {
+                self.deliver_each(&local.psubs, Some(publisher), &m, now);
+                continue;
+            }
+            // A member here was picked: one of them, else one on another shard.
+            let taken = super::route::group(&local.qsubs, sh.queue)
+                .is_some_and(|g| self.deliver_queue_local(&g.members, Some(publisher), &m, now));
+            if !taken {
+                self.forward_queue(self.idx, sh.account, 0, sh.flags, sh.queue, &m);
+            }
         }
     }
 }

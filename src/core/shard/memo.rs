@@ -55,6 +55,9 @@ pub(super) struct RunPlan {
     pub(super) shards: u64,
     /// Subscribers on this shard as well (enough of them for the local run to pay).
     pub(super) here: bool,
+    /// Instead: the interest is one queue group and nothing else; each publish goes to
+    /// the run of the shard whose member is picked (this one's: the local run).
+    pub(super) queue: bool,
 }
 
 impl RunPlan {

@@ -307,9 +307,13 @@ impl ShardCore {
                 self.count_memo_hit(acc);
                 if let Some(plan) = run_to.filter(|p| self.runs_plainly(m) && self.may_run_here(*p, m)) {
                     // What `deliver_matched` would do, less its search: the interest is
-                    // plain subscribers, here (the local run) and on the other shards.
+                    // plain subscribers, here (the local run) and on the other shards, or
+                    // one queue group.
+                    if plan.queue {
+                        return self.stage_queue_pick(key, acc, &local, remote.as_deref(), m, now);
+                    }
                     if plan.here {
-                        self.stage_local(key, acc, &local, m, now);
+                        self.stage_local(key, acc, &local, m, b"", now);
                     }
                     for dst in plan.each_shard() {
                         self.stage_in_run(dst, 0, acc, m, b"");
@@ -361,8 +365,12 @@ impl ShardCore {
         remote: Option<&Matches<RKey>>,
         via: super::imports::Onward,
     ) -> Option<super::memo::RunPlan> {
-        if !local.qsubs.is_empty() || via.any() {
+        if via.any() {
             return None;
+        }
+        let remote_q = remote.map_or(&[][..], |r| &r.qsubs[..]);
+        if !local.qsubs.is_empty() || !remote_q.is_empty() {
+            return self.queue_plan(local, remote);
         }
         let here = !local.psubs.is_empty();
         if here && local.psubs.len() < super::local_run::LOCAL_RUN_MIN_SUBS {
@@ -381,7 +389,65 @@ impl ShardCore {
                 shards |= 1 << shard;
             }
         }
-        (here || shards != 0).then_some(super::memo::RunPlan { shards, here })
+        (here || shards != 0).then_some(super::memo::RunPlan {
+            shards,
+            here,
+            queue: false,
+        })
+    }
+
+    /// A plan for interest that is one queue group (here, elsewhere or both) and no plain
+    /// subscriber: not the server's own services' groups (served where a request
+    /// arrives, see `deliver_matched`).
+    fn queue_plan(&self, local: &Matches<SubId>, remote: Option<&Matches<RKey>>) -> Option<super::memo::RunPlan> {
+        let remote_q = remote.map_or(&[][..], |r| &r.qsubs[..]);
+        if !local.psubs.is_empty()
+            || remote.is_some_and(|r| !r.psubs.is_empty())
+            || local.qsubs.len() > 1
+            || remote_q.len() > 1
+        {
+            return None;
+        }
+        let name = match (local.qsubs.first(), remote_q.first()) {
+            (Some(a), Some(b)) if !crate::core::subject::same(&a.name, &b.name) => return None,
+            (Some(g), _) => &g.name,
+            (None, Some(g)) => &g.name,
+            (None, None) => return None,
+        };
+        (!name.starts_with(b"_sys_")).then_some(super::memo::RunPlan {
+            shards: 0,
+            here: false,
+            queue: true,
+        })
+    }
+
+    /// A plain publish to the one queue group that is its interest (a queue plan): to
+    /// the run of the shard whose member is picked, as `deliver_matched` picks; whether
+    /// there was a member.
+    fn stage_queue_pick(
+        &mut self,
+        key: ConnKey,
+        acc: AccountId,
+        local: &Rc<Matches<SubId>>,
+        remote: Option<&Matches<RKey>>,
+        m: &Msg<'_>,
+        now: Instant,
+    ) -> bool {
+        let here = local.qsubs.first();
+        let there = remote.and_then(|r| r.qsubs.first());
+        let Some(name) = here.or(there).map(|g| &g.name[..]) else {
+            return false;
+        };
+        let members = there.map_or(&[][..], |g| &g.members[..]);
+        match self.pick_queue(acc, here.map_or(0, |g| g.members.len()), members) {
+            Pick::Local(_) => self.stage_local(key, acc, local, m, name, now),
+            Pick::Remote(dst) => {
+                self.stage_in_run(dst, 0, acc, m, name);
+                self.maybe_flush_early(dst, now);
+            }
+            Pick::Nobody => return false,
+        }
+        true
     }
 
     /// Stage plain message `m` for shard `dst` in a run of its subject, reply and `queue`.
@@ -595,7 +661,7 @@ impl ShardCore {
         None
     }
 
-    fn deliver_queue_local(
+    pub(super) fn deliver_queue_local(
         &mut self,
         members: &[SubId],
         publisher: Option<ConnKey>,

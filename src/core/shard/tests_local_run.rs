@@ -278,3 +278,86 @@ fn a_consumer_past_the_mark_holds_the_producer_back_and_nothing_is_lost() {
     assert!(all_b.ends_with("MSG s 2 2\r\nzz\r\n"));
     assert_eq!(w.shards[s].counters.slow_consumers, 0);
 }
+
+/// Queue members (shard, sid) and a publisher on shard 0 (`connect`, its own lines): each
+/// member's output after `input`, and the publisher's memo plan.
+fn queue_run(
+    shards: usize,
+    connect: &str,
+    own: &str,
+    members: &[(usize, &str)],
+    input: &str,
+) -> (Vec<String>, Option<crate::core::shard::memo::RunPlan>) {
+    let mut w = World::new(shards, CoreConfig::default());
+    let mut conns = Vec::new();
+    for (shard, sid) in members {
+        let (s, k) = w.connect(*shard, QUIET);
+        w.send(s, k, &format!("SUB feed q {sid}\r\nPING\r\n"));
+        assert_eq!(w.take(s, k), "PONG\r\n");
+        conns.push((s, k));
+    }
+    let (ps, p) = w.connect(0, connect);
+    w.send(ps, p, &format!("{own}PING\r\n"));
+    w.take(ps, p);
+    w.send(ps, p, input);
+    conns.push((ps, p));
+    let plan = crate::core::shard::memo::run_to_of(&w.shards[0].client(p).unwrap().route_memo);
+    (conns.iter().map(|&(s, k)| w.take(s, k)).collect(), plan)
+}
+
+/// The payloads (numbers) each output got, checking each went to one member, in order.
+fn shares(outputs: &[String], n: usize) -> Vec<usize> {
+    let mut seen = vec![0; n];
+    let mut shares = Vec::new();
+    for out in outputs {
+        let got: Vec<usize> = out
+            .split("\r\n")
+            .filter(|l| !l.is_empty() && !l.starts_with("MSG") && !l.starts_with("PONG"))
+            .map(|l| l.parse().unwrap())
+            .collect();
+        assert!(got.windows(2).all(|p| p[0] < p[1]), "in order: {got:?}");
+        for &i in &got {
+            seen[i] += 1;
+        }
+        shares.push(got.len());
+    }
+    assert!(seen.iter().all(|&c| c == 1), "each message to exactly one member");
+    shares
+}
+
+#[test]
+fn a_queue_group_here_takes_each_publish_once_in_order() {
+    let n = 600;
+    let (outputs, plan) = queue_run(1, QUIET, "", &[(0, "1"), (0, "2"), (0, "3")], &pubs(0, n, ""));
+    assert!(plan.is_some_and(|p| p.queue), "{plan:?}");
+    let got = shares(&outputs, n);
+    assert!(got[..3].iter().all(|&c| c > 100), "shared out: {got:?}");
+    assert_eq!(got[3], 0, "nothing for the publisher");
+}
+
+#[test]
+fn a_queue_group_on_two_shards_is_shared_by_member_count() {
+    let n = 900;
+    let (outputs, plan) = queue_run(2, QUIET, "", &[(0, "1"), (1, "2"), (1, "3")], &pubs(0, n, ""));
+    assert!(plan.is_some_and(|p| p.queue), "{plan:?}");
+    let got = shares(&outputs, n);
+    // A third here and two thirds there, give or take.
+    assert!(got[0] > 200 && got[0] < 400, "{got:?}");
+    assert!(got[1] > 200 && got[2] > 200, "{got:?}");
+}
+
+#[test]
+fn a_publisher_without_echo_is_not_its_own_queue_member() {
+    let n = 200;
+    let (outputs, _) = queue_run(1, ECHO_OFF, "SUB feed q 9\r\n", &[(0, "1")], &pubs(0, n, ""));
+    let got = shares(&outputs, n);
+    assert_eq!(got, vec![n, 0]);
+}
+
+#[test]
+fn a_plain_subscriber_or_a_second_group_means_no_queue_plan() {
+    let (outputs, plan) = queue_run(1, QUIET, "SUB feed 9\r\n", &[(0, "1")], &pubs(0, 50, ""));
+    assert_eq!(plan, None);
+    assert_eq!(count(&outputs[1], "MSG feed 9 "), 50);
+    assert_eq!(count(&outputs[0], "MSG feed 1 "), 50);
+}
