@@ -305,7 +305,12 @@ impl ShardCore {
             }
             Hit::Found(local, remote, via, run_to) => {
                 self.count_memo_hit(acc);
-                if let Some(plan) = run_to.filter(|p| self.runs_plainly(m) && self.may_run_here(*p, m)) {
+                // (A `match` rather than `Option::filter`, which was a call of its own.)
+                let plan = match run_to {
+                    Some(p) if self.runs_plainly(m) && self.may_run_here(p, m) => Some(p),
+                    _ => None,
+                };
+                if let Some(plan) = plan {
                     // What `deliver_matched` would do, less its search: the interest is
                     // plain subscribers, here (the local run) and on the other shards, or
                     // one queue group.
