@@ -67,17 +67,18 @@ impl SizeText {
 }
 
 impl ShardCore {
-    /// Whether each of `plain` can be given the whole run at once rather than payload by
-    /// payload: no two of `all` (the queue members too) are one connection (whose
-    /// deliveries interleave), and the run fits under every one's pending limit (so none
-    /// becomes a slow consumer part way, and interest cannot change meanwhile).
-    pub(super) fn whole_runs_fit(&self, all: &[Target], plain: &[Target], run: &RunRecord<'_>) -> bool {
+    /// How many payloads `run` has, if each of `plain` can be given the whole run at once
+    /// rather than payload by payload: no two of `all` (the queue members too) are one
+    /// connection (whose deliveries interleave), and the run fits under every one's
+    /// pending limit (so none becomes a slow consumer part way, and interest cannot change
+    /// meanwhile).
+    pub(super) fn whole_runs_fit(&self, all: &[Target], plain: &[Target], run: &RunRecord<'_>) -> Option<usize> {
         if plain.is_empty() || all.len() > WHOLE_RUN_MAX_TARGETS {
-            return false;
+            return None;
         }
         for (i, a) in all.iter().enumerate() {
             if all.get(i + 1..).unwrap_or_default().iter().any(|b| b.conn == a.conn) {
-                return false;
+                return None;
             }
         }
         let (mut count, mut bytes) = (0usize, 0usize);
@@ -86,10 +87,13 @@ impl ShardCore {
             bytes += data.len();
         }
         let max_pending = self.cfg.max_pending;
-        plain.iter().all(|t| {
-            self.client(t.conn)
-                .is_some_and(|c| c.out.len() + count * t.need + bytes <= max_pending)
-        })
+        plain
+            .iter()
+            .all(|t| {
+                self.client(t.conn)
+                    .is_some_and(|c| c.out.len() + count * t.need + bytes <= max_pending)
+            })
+            .then_some(count)
     }
 
     /// Each of `plain` (see `whole_runs_fit`) gets all of `run`: through shared blocks

@@ -107,8 +107,16 @@ impl ShardCore {
         // Each subscriber's whole run at once, when that cannot be told from payload by
         // payload: see `whole_runs_fit`.
         let whole = self.whole_runs_fit(&targets, plain, run);
-        if whole {
+        if let Some(count) = whole {
             self.write_whole_runs(plain, &heads, run, now);
+            if group.is_empty() {
+                // Every payload delivered: nothing for the loop below.
+                if let Some(p) = publisher.filter(|_| !self.cfg.no_fast_producer_stall) {
+                    self.stall_mark(p, plain);
+                }
+                self.run_heads = heads;
+                return count;
+            }
         }
         let epoch = crate::core::sublist::epoch();
         let mut size = itoa::Buffer::new();
@@ -119,7 +127,7 @@ impl ShardCore {
                 break;
             }
             let m = Msg::in_run(sh, data, size.format(data.len()).as_bytes());
-            if !whole {
+            if whole.is_none() {
                 // Two or more subscribers here: the frame's tail (size, payload) once.
                 tail.clear();
                 if plain.len() > 1 && data.len() <= super::fan::FAN_MAX_DATA {
