@@ -14,7 +14,9 @@
 //!   connections (the permission check and the delivery filter on the path);
 //!   `publish_accounts_16B` is `publish_16B` with the accounts the server installs by
 //!   default (the system account and the service imports every account gets from it, so
-//!   the import gates are on the path, as in the running server).
+//!   the import gates are on the path, as in the running server); `publish_fanout4_16B`
+//!   has four subscriber connections (the publishes held in the shard's local run and
+//!   given to each subscriber whole).
 //!
 //! Per element: one published message.
 
@@ -34,17 +36,18 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A single-shard core with a publisher and, if `subscribe`, a subscriber to `subject`.
+/// A single-shard core with a publisher and `subscribers` subscriber connections to
+/// `subject` (each with its own connection, none for 0).
 struct OneShard {
     core: ShardCore,
     publisher: ConnKey,
-    subscriber: ConnKey,
+    subscribers: Vec<ConnKey>,
 }
 
 impl OneShard {
     /// With `perms`, both connections log in as a user with publish and subscribe
     /// permissions (`allow: foo.>`, `deny: foo.secret`), as the perf lab's `perms`.
-    fn new(subject: &str, subscribe: bool, perms: bool, accounts: bool) -> OneShard {
+    fn new(subject: &str, subscribers: usize, perms: bool, accounts: bool) -> OneShard {
         let mut cfg = CoreConfig::default();
         let shared = Arc::new(Shared::new(1));
         if accounts {
@@ -101,13 +104,15 @@ impl OneShard {
             k
         };
         let sub = format!("SUB {subject} 1\r\n");
-        let subscriber = conn(if subscribe { sub.as_bytes() } else { b"" });
+        let subscribers: Vec<ConnKey> = (0..subscribers.max(1))
+            .map(|_| conn(if subscribers > 0 { sub.as_bytes() } else { b"" }))
+            .collect();
         let publisher = conn(b"");
         core.drain_wakeups(|_| {});
         OneShard {
             core,
             publisher,
-            subscriber,
+            subscribers,
         }
     }
 
@@ -117,7 +122,7 @@ impl OneShard {
         self.core.drain_wakeups(|k| {
             black_box(k);
         });
-        drain(&mut self.core, self.subscriber, now)
+        self.subscribers.iter().map(|&k| drain(&mut self.core, k, now)).sum()
     }
 }
 
@@ -166,13 +171,14 @@ pub fn bench(c: &mut Criterion) {
 
     // The whole sans-IO publish path. Buffers stay under 64 KiB, a typical read, and so
     // does the subscriber's output (the size `OutBuf` keeps between flushes).
-    for (name, payload, n, subscribe, perms) in [
-        ("publish_16B", 16, 1000, true, false),
-        ("publish_perms_16B", 16, 1000, true, true),
-        ("publish_accounts_16B", 16, 1000, true, false),
-        ("publish_1KiB", 1024, 56, true, false),
-        ("publish_nobody_16B", 16, 1000, false, false),
-        ("publish_hdr_16B", 16, 1000, true, false),
+    for (name, payload, n, subscribers, perms) in [
+        ("publish_16B", 16, 1000, 1, false),
+        ("publish_perms_16B", 16, 1000, 1, true),
+        ("publish_accounts_16B", 16, 1000, 1, false),
+        ("publish_1KiB", 1024, 56, 1, false),
+        ("publish_nobody_16B", 16, 1000, 0, false),
+        ("publish_hdr_16B", 16, 1000, 1, false),
+        ("publish_fanout4_16B", 16, 1000, 4, false),
     ] {
         // The accounts variant publishes on the perf lab's subject, whose first token is
         // as long as `$SYS` (the import gates compare such tokens).
@@ -188,7 +194,7 @@ pub fn bench(c: &mut Criterion) {
             pub_frame(subject, payload)
         };
         let buf = frames(&one, n);
-        let mut shard = OneShard::new(subject, subscribe, perms, accounts);
+        let mut shard = OneShard::new(subject, subscribers, perms, accounts);
         let now = Instant::now();
         let out = shard.step(&buf, now);
         let frame = if name.contains("hdr") {
@@ -196,11 +202,7 @@ pub fn bench(c: &mut Criterion) {
         } else {
             format!("MSG {subject} 1 {payload}\r\n").len() + payload + 2
         };
-        assert_eq!(
-            out,
-            if subscribe { n * frame } else { 0 },
-            "every message delivered once"
-        );
+        assert_eq!(out, n * frame * subscribers, "every message delivered once to each");
         g.throughput(Throughput::Elements(n as u64));
         g.bench_function(name, |b| b.iter(|| shard.step(black_box(&buf), now)));
     }
