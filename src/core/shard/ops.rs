@@ -173,6 +173,9 @@ impl ShardCore {
         }
     }
 
+    // Inlined into its one caller, the parse loop, as it was before the local run's flush
+    // split that loop out of `process` (a call per event: +4.5 % instructions on `pub`).
+    #[inline(always)]
     fn on_event(&mut self, key: ConnKey, ev: Event<'_>, now: Instant) {
         let trace = self.cfg.trace;
         match ev {
