@@ -150,13 +150,7 @@ impl ShardCore {
     /// A copy of `block` (`count` messages, `bytes` of payload) to `t`'s connection, with
     /// `sid` (as long as the first subscriber's) in place of the first subscriber's.
     fn write_block(&mut self, t: &Target, block: &RunBlock, sid: Option<&[u8]>, count: u64, bytes: u64, now: Instant) {
-        let Some(c) = self
-            .clients
-            .get_mut(t.conn.idx as usize)
-            .filter(|c| c.gen == t.conn.gen && c.closing.is_none())
-        else {
-            return;
-        };
+        let Some(c) = self.open_target(t) else { return };
         {
             let mut w = c.out.frame(block.frames.len(), now);
             let base = w.len();
@@ -174,13 +168,7 @@ impl ShardCore {
 
     /// `payloads` to `t`'s connection frame by frame, each after `head`.
     fn write_frames<'p>(&mut self, t: &Target, head: &[u8], payloads: impl Iterator<Item = &'p [u8]>, now: Instant) {
-        let Some(c) = self
-            .clients
-            .get_mut(t.conn.idx as usize)
-            .filter(|c| c.gen == t.conn.gen && c.closing.is_none())
-        else {
-            return;
-        };
+        let Some(c) = self.open_target(t) else { return };
         let (mut count, mut bytes) = (0u64, 0u64);
         let mut size = SizeText::new();
         for data in payloads {
@@ -192,6 +180,14 @@ impl ShardCore {
             bytes += data.len() as u64;
         }
         self.count_run(t, count, bytes);
+    }
+
+    /// `t`'s connection, unless it is gone or closing.
+    #[inline(always)]
+    pub(super) fn open_target(&mut self, t: &Target) -> Option<&mut crate::core::client::Client> {
+        self.clients
+            .get_mut(t.conn.idx as usize)
+            .filter(|c| c.gen == t.conn.gen && c.closing.is_none())
     }
 
     /// `t` was given `count` messages of `bytes` payload: its connection's and the shard's

@@ -213,16 +213,13 @@ impl ShardCore {
     /// it became a slow consumer, which the general path finds and closes).
     #[inline]
     fn run_write(&mut self, t: &Target, heads: &[u8], tail: &[u8], m: &Msg<'_>, now: Instant) -> bool {
-        let Some(c) = self
-            .clients
-            .get_mut(t.conn.idx as usize)
-            .filter(|c| c.gen == t.conn.gen && c.closing.is_none())
-        else {
+        let max_pending = self.cfg.max_pending;
+        let Some(c) = self.open_target(t) else {
             return false;
         };
         let data = m.data;
         let need = t.need + data.len();
-        if c.out.len() + need > self.cfg.max_pending {
+        if c.out.len() + need > max_pending {
             return self.deliver(t.id, None, m, now);
         }
         {

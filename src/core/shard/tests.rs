@@ -99,6 +99,31 @@ impl World {
         }
     }
 
+    /// What each connection was sent (marked written), with its status after.
+    pub(super) fn outputs(&mut self, conns: &[(usize, ConnKey)]) -> Vec<(String, ConnStatus)> {
+        conns
+            .iter()
+            .map(|&(s, k)| {
+                let out = self.take(s, k);
+                (out, self.shards[s].status(k))
+            })
+            .collect()
+    }
+
+    /// A connection on `shard` per entry of `subscribers` (shard, protocol lines), each
+    /// sent its lines and a PING, the PONG taken.
+    pub(super) fn subscribers(&mut self, subscribers: &[(usize, String)]) -> Vec<(usize, ConnKey)> {
+        subscribers
+            .iter()
+            .map(|(shard, lines)| {
+                let (s, k) = self.connect(*shard, QUIET);
+                self.send(s, k, &format!("{lines}PING\r\n"));
+                assert_eq!(self.take(s, k), "PONG\r\n");
+                (s, k)
+            })
+            .collect()
+    }
+
     pub(super) fn advance(&mut self, d: Duration) {
         self.now += d;
         for s in &mut self.shards {

@@ -37,33 +37,34 @@ fn run(
         ..CoreConfig::default()
     };
     let mut w = World::new(shards, cfg);
-    let mut conns = Vec::new();
-    for (shard, lines) in subscribers {
-        let (s, k) = w.connect(*shard, QUIET);
-        w.send(s, k, &format!("{lines}PING\r\n"));
-        assert_eq!(w.take(s, k), "PONG\r\n");
-        conns.push((s, k));
-    }
-    let (ps, p) = w.connect(0, connect);
-    w.send(ps, p, &format!("{own}PING\r\n"));
-    w.take(ps, p);
-    w.shards[ps].run_heads.clear();
-    w.shards[ps].input(p, input.as_bytes(), w.now);
+    let lines: Vec<(usize, String)> = subscribers.iter().map(|(s, l)| (*s, l.to_string())).collect();
+    let (mut conns, p) = with_publisher(&mut w, &lines, connect, own);
+    w.shards[0].run_heads.clear();
+    w.shards[0].input(p, input.as_bytes(), w.now);
     w.pump();
-    conns.push((ps, p));
-    let outputs = conns
-        .iter()
-        .map(|&(s, k)| {
-            let out = w.take(s, k);
-            (out, w.shards[s].status(k))
-        })
-        .collect();
+    conns.push((0, p));
+    let outputs = w.outputs(&conns);
     Outcome {
         outputs,
         slow_consumers: w.shards.iter().map(|s| s.counters.slow_consumers).sum(),
         out_msgs: w.shards.iter().map(|s| s.counters.out_msgs).sum(),
         ran_here: !w.shards[0].run_heads.is_empty(),
     }
+}
+
+/// Subscriber connections (shard, lines) and a publisher on shard 0 (connected with
+/// `connect`, its own lines sent), all settled.
+fn with_publisher(
+    w: &mut World,
+    subscribers: &[(usize, String)],
+    connect: &str,
+    own: &str,
+) -> (Vec<(usize, ConnKey)>, ConnKey) {
+    let conns = w.subscribers(subscribers);
+    let (ps, p) = w.connect(0, connect);
+    w.send(ps, p, &format!("{own}PING\r\n"));
+    w.take(ps, p);
+    (conns, p)
 }
 
 /// Both ways, compared; the fast way's outcome.
@@ -289,18 +290,13 @@ fn queue_run(
     input: &str,
 ) -> (Vec<String>, Option<crate::core::shard::memo::RunPlan>) {
     let mut w = World::new(shards, CoreConfig::default());
-    let mut conns = Vec::new();
-    for (shard, sid) in members {
-        let (s, k) = w.connect(*shard, QUIET);
-        w.send(s, k, &format!("SUB feed q {sid}\r\nPING\r\n"));
-        assert_eq!(w.take(s, k), "PONG\r\n");
-        conns.push((s, k));
-    }
-    let (ps, p) = w.connect(0, connect);
-    w.send(ps, p, &format!("{own}PING\r\n"));
-    w.take(ps, p);
-    w.send(ps, p, input);
-    conns.push((ps, p));
+    let lines: Vec<(usize, String)> = members
+        .iter()
+        .map(|(s, sid)| (*s, format!("SUB feed q {sid}\r\n")))
+        .collect();
+    let (mut conns, p) = with_publisher(&mut w, &lines, connect, own);
+    w.send(0, p, input);
+    conns.push((0, p));
     let plan = crate::core::shard::memo::run_to_of(&w.shards[0].client(p).unwrap().route_memo);
     (conns.iter().map(|&(s, k)| w.take(s, k)).collect(), plan)
 }

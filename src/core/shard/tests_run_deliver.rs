@@ -23,23 +23,12 @@ fn run(trace: bool, max_pending: usize, subscribers: &[&str], input: &str) -> Ou
         ..CoreConfig::default()
     };
     let mut w = World::new(2, cfg);
-    let mut conns = Vec::new();
-    for lines in subscribers {
-        let (s, k) = w.connect(1, QUIET);
-        w.send(s, k, &format!("{lines}PING\r\n"));
-        assert_eq!(w.take(s, k), "PONG\r\n");
-        conns.push((s, k));
-    }
+    let lines: Vec<(usize, String)> = subscribers.iter().map(|l| (1, l.to_string())).collect();
+    let conns = w.subscribers(&lines);
     let (ps, p) = w.connect(0, QUIET);
     w.shards[ps].input(p, input.as_bytes(), w.now);
     w.pump();
-    let outputs = conns
-        .iter()
-        .map(|&(s, k)| {
-            let out = w.take(s, k);
-            (out, w.shards[s].status(k))
-        })
-        .collect();
+    let outputs = w.outputs(&conns);
     Outcome {
         outputs,
         slow_consumers: w.shards[1].counters.slow_consumers,
