@@ -963,12 +963,7 @@ impl ShardCore {
         if let Some(p) = publisher.filter(|_| queued > super::stall::mark(max_pending)) {
             if !self.cfg.no_fast_producer_stall {
                 // Hold the producer back after this event (module `stall`).
-                let ttl = if queued >= max_pending {
-                    super::stall::STALL_MAX
-                } else {
-                    super::stall::STALL_MIN
-                };
-                self.stall_req = Some((p, conn, ttl));
+                self.ask_stall(p, conn, queued);
             }
         }
         if traced {

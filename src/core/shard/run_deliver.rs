@@ -164,18 +164,9 @@ impl ShardCore {
     /// After a local run: hold `publisher` back for the last of `targets` past the stall
     /// mark, as a delivery on the general path asks for (module `stall`).
     fn stall_mark(&mut self, publisher: ConnKey, targets: &[Target]) {
-        let max_pending = self.cfg.max_pending;
         for t in targets {
-            let Some(queued) = self.client(t.conn).map(|c| c.out.len()) else {
-                continue;
-            };
-            if queued > super::stall::mark(max_pending) {
-                let ttl = if queued >= max_pending {
-                    super::stall::STALL_MAX
-                } else {
-                    super::stall::STALL_MIN
-                };
-                self.stall_req = Some((publisher, t.conn, ttl));
+            if let Some(queued) = self.client(t.conn).map(|c| c.out.len()) {
+                self.ask_stall(publisher, t.conn, queued);
             }
         }
     }

@@ -43,6 +43,17 @@ pub(super) struct Stalled {
 }
 
 impl ShardCore {
+    /// A delivery from `producer` left `consumer` with `queued` bytes: past the mark, ask
+    /// for the producer to be held back after the event (longer at `max_pending`).
+    #[inline]
+    pub(super) fn ask_stall(&mut self, producer: ConnKey, consumer: ConnKey, queued: usize) {
+        let max_pending = self.cfg.max_pending;
+        if queued > mark(max_pending) {
+            let ttl = if queued >= max_pending { STALL_MAX } else { STALL_MIN };
+            self.stall_req = Some((producer, consumer, ttl));
+        }
+    }
+
     /// Hold `producer` back for `consumer` (asked for by a delivery of the event just
     /// processed). False when it is not held back: not a running client, or its budget for
     /// this read is spent.
