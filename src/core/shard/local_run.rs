@@ -185,11 +185,8 @@ impl ShardCore {
                 continue;
             }
             // A member here was picked: one of them, else one on another shard.
-            let taken = super::route::group(&local.qsubs, sh.queue)
-                .is_some_and(|g| self.deliver_queue_local(&g.members, Some(publisher), &m, now));
-            if !taken {
-                self.forward_queue(self.idx, sh.account, 0, sh.flags, sh.queue, &m);
-            }
+            let (src, acc, flags) = (self.idx, sh.account, sh.flags);
+            self.deliver_remote_queue(src, acc, 0, flags, sh.queue, Some(publisher), local, &m, now);
         }
     }
 }

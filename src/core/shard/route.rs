@@ -667,7 +667,7 @@ impl ShardCore {
         None
     }
 
-    pub(super) fn deliver_queue_local(
+    fn deliver_queue_local(
         &mut self,
         members: &[SubId],
         publisher: Option<ConnKey>,
@@ -741,7 +741,7 @@ impl ShardCore {
             let m = Msg::in_run(sh, data, size.format(data.len()).as_bytes());
             self.deliver_each(&local.psubs, None, &m, now);
             if !sh.queue.is_empty() {
-                self.deliver_remote_queue(src, acc, 0, sh.flags, sh.queue, &local, &m, now);
+                self.deliver_remote_queue(src, acc, 0, sh.flags, sh.queue, None, &local, &m, now);
             }
         }
         self.delivering_remote = false;
@@ -779,27 +779,29 @@ impl ShardCore {
             self.deliver_each(&local.psubs, None, m, now);
         }
         for q in rec.queues() {
-            self.deliver_remote_queue(src, acc, rec.hops, rec.flags, q, &local, m, now);
+            self.deliver_remote_queue(src, acc, rec.hops, rec.flags, q, None, &local, m, now);
         }
     }
 
     /// A message another shard (`src`) assigned to queue group `q` here, `hops` shards
     /// ago: to one of the group's members on this shard, or if they are gone to another
     /// shard's members (ARCHITECTURE.md, invariant 6) while some shard has not seen it.
+    /// (Also a local run's message, `src` this shard, with its `publisher` here.)
     #[allow(clippy::too_many_arguments)]
-    fn deliver_remote_queue(
+    pub(super) fn deliver_remote_queue(
         &mut self,
         src: usize,
         acc: AccountId,
         hops: u8,
         flags_in: u8,
         q: &[u8],
+        publisher: Option<ConnKey>,
         local: &Matches<SubId>,
         m: &Msg<'_>,
         now: Instant,
     ) {
         let taken = match group(&local.qsubs, q) {
-            Some(g) => self.deliver_queue_local(&g.members, None, m, now),
+            Some(g) => self.deliver_queue_local(&g.members, publisher, m, now),
             None => false,
         };
         if !taken {
