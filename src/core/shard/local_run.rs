@@ -135,24 +135,24 @@ impl ShardCore {
 
     #[inline(never)]
     fn deliver_local_run(&mut self, now: Instant) {
-        let mut lr = std::mem::take(&mut self.local_run);
-        if let (Some(publisher), Some(mut local)) = (lr.publisher, lr.local.take()) {
-            for rec in crate::core::mesh_codec::records(&lr.records) {
-                if let crate::core::mesh_codec::Record::Run(run) = rec {
-                    self.deliver_run_here(publisher, &mut local, lr.epoch, &run, now);
+        // (A delivery publishes nothing through a memo, so this goes round once; were
+        // something staged meanwhile, it would go out too rather than be lost.)
+        while !self.local_run.is_empty() {
+            let mut lr = std::mem::take(&mut self.local_run);
+            if let (Some(publisher), Some(mut local)) = (lr.publisher.take(), lr.local.take()) {
+                for rec in crate::core::mesh_codec::records(&lr.records) {
+                    if let crate::core::mesh_codec::Record::Run(run) = rec {
+                        self.deliver_run_here(publisher, &mut local, lr.epoch, &run, now);
+                    }
                 }
             }
-        }
-        lr.records.clear();
-        lr.mark = None;
-        lr.publisher = None;
-        lr.out = 0;
-        let meanwhile = std::mem::replace(&mut self.local_run, lr);
-        if !meanwhile.is_empty() {
-            // (A delivery publishes nothing through a memo, so nothing is staged
-            // meanwhile; were something, it would go out now rather than be lost.)
-            self.local_run = meanwhile;
-            self.deliver_local_run(now);
+            lr.records.clear();
+            lr.mark = None;
+            lr.out = 0;
+            if self.local_run.is_empty() {
+                // Its buffer's capacity kept for the next run.
+                self.local_run = lr;
+            }
         }
     }
 

@@ -47,6 +47,11 @@ fn both(max_pending: usize, subscribers: &[&str], input: &str) -> Outcome {
     fast
 }
 
+/// `n` publishes of `body` to `feed`.
+fn same_body(n: usize, body: &str) -> String {
+    format!("PUB feed {}\r\n{body}\r\n", body.len()).repeat(n)
+}
+
 fn pubs(n: usize, reply: &str) -> String {
     (0..n)
         .map(|i| format!("PUB feed {reply}{}\r\n{i}\r\n", i.to_string().len()))
@@ -124,9 +129,7 @@ fn a_slow_consumer_is_closed_mid_run_and_the_others_get_everything() {
 #[test]
 fn large_payloads_to_two_subscribers() {
     let body = "y".repeat(super::fan::FAN_MAX_DATA + 1);
-    let input: String = (0..6)
-        .map(|_| format!("PUB feed {}\r\n{body}\r\n", body.len()))
-        .collect();
+    let input = same_body(6, &body);
     let got = both(
         CoreConfig::default().max_pending,
         &["SUB feed 1\r\nSUB feed 22\r\n"],
@@ -158,10 +161,7 @@ fn queue_members_share_a_run_as_on_the_general_path() {
 
 #[test]
 fn slow_queue_members_are_closed_and_the_others_take_over() {
-    let body = "z".repeat(100);
-    let input: String = (0..30)
-        .map(|_| format!("PUB feed {}\r\n{body}\r\n", body.len()))
-        .collect();
+    let input = same_body(30, &"z".repeat(100));
     let got = both(1024, &["SUB feed q 1\r\n", "SUB feed q 2\r\n"], &input);
     assert_eq!(got.slow_consumers, 2, "each member in turn, as neither reads");
     assert!(got.outputs.iter().all(|(_, st)| *st == ConnStatus::Close));
@@ -188,10 +188,7 @@ fn whole_runs_in_blocks_to_sids_of_every_length() {
 fn a_run_that_does_not_fit_goes_payload_by_payload_to_its_slow_consumers() {
     // Distinct connections, but the run is more than max_pending: each is closed where
     // the general path closes it.
-    let body = "w".repeat(100);
-    let input: String = (0..40)
-        .map(|_| format!("PUB feed {}\r\n{body}\r\n", body.len()))
-        .collect();
+    let input = same_body(40, &"w".repeat(100));
     let got = both(4096, &["SUB feed 1\r\n", "SUB feed 2\r\n"], &input);
     assert_eq!(got.slow_consumers, 2);
     assert!(got.outputs.iter().all(|(_, st)| *st == ConnStatus::Close));
