@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{PerfError, Result};
+use crate::line_memo::LineMemo;
 use crate::proto::{parse_frame, Frame, ParseError};
 use crate::transport::{self, Stream};
 
@@ -65,6 +66,8 @@ pub struct Conn {
     /// The server's first `INFO` JSON (empty until the handshake read it).
     info: String,
     pongs: u64,
+    /// The last `MSG` line, to take repeats of it without parsing.
+    memo: LineMemo,
 }
 
 impl Conn {
@@ -100,6 +103,7 @@ impl Conn {
             end: prefix.len(),
             info: String::new(),
             pongs: 0,
+            memo: LineMemo::default(),
         };
         conn.buf[..prefix.len()].copy_from_slice(&prefix);
         let mut hello = connect_line(login);
@@ -269,11 +273,12 @@ impl Conn {
         }
     }
 
-    fn process(&mut self, on_frame: &mut dyn FnMut(&Frame<'_>) -> Result<()>) -> Result<()> {
+    /// Generic in `on_frame`, so a subscriber's per-message count is inlined into the loop.
+    fn process<F: FnMut(&Frame<'_>) -> Result<()> + ?Sized>(&mut self, on_frame: &mut F) -> Result<()> {
         let mut pings = 0usize;
         let mut pos = self.start;
         let res = loop {
-            let parsed = match parse_frame(&self.buf[pos..self.end]) {
+            let parsed = match self.memo.parse(&self.buf[pos..self.end]) {
                 Ok(p) => p,
                 Err(e) => break Err(protocol(e)),
             };

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | [`cli`] | command line (clap derive) |
 //! | [`proto`] | server→client frame parser, `PUB`/`SUB` encoders |
+//! | [`line_memo`] | a connection's last `MSG` line, so repeats of it are not parsed again |
 //! | [`client`] | one connection: handshake, batched writes, buffered frame reads |
 //! | [`transport`] | TCP, TLS, WebSocket or both under a connection; server configs for them |
 //! | [`server`] | loopback-only targets; starting/stopping a server child process |
@@ -28,6 +29,7 @@ mod client;
 mod compare;
 mod compare_auth;
 mod error;
+mod line_memo;
 mod proc;
 mod progress;
 mod proto;

@@ -27,6 +27,26 @@ pub struct ServerStats {
     pub rss_kb_after: u64,
 }
 
+/// The load generator (this process: every publisher, subscriber and monitor thread) over
+/// the same phase as [`ServerStats`]. On a machine where the clients share the server's
+/// CPUs this bounds what any run can show: `ceiling_msgs_per_s` is the rate at which this
+/// run's work (server and clients together, per message) would keep every CPU busy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadStats {
+    /// utime + stime of this process during the phase.
+    pub cpu_s: f64,
+    /// CPU seconds per million counted messages.
+    pub cpu_s_per_million: Option<f64>,
+    /// CPUs this process may run on.
+    pub cpus: usize,
+    /// Wall-clock seconds between the two samples.
+    pub wall_s: f64,
+    /// (server + load generator CPU) / wall time, when the server's CPU is known.
+    pub busy_cpus: Option<f64>,
+    /// `cpus` x counted messages / (server + load generator CPU), when both are known.
+    pub ceiling_msgs_per_s: Option<f64>,
+}
+
 /// `conns` specifics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConnsStats {
@@ -123,6 +143,8 @@ pub struct RunResult {
     pub monitor: Option<MonitorStats>,
     #[serde(default)]
     pub pair: Option<PairStats>,
+    #[serde(default)]
+    pub load: Option<LoadStats>,
 }
 
 /// Which direction of a metric is an improvement.
@@ -367,6 +389,17 @@ pub fn render_run(r: &RunResult) -> String {
             "  server CPU {:.3}s, RSS {} -> {} KiB\n",
             s.cpu_s, s.rss_kb_before, s.rss_kb_after
         ));
+    }
+    if let Some(l) = &r.load {
+        out.push_str(&format!("  load generator CPU {:.3}s", l.cpu_s));
+        if let (Some(busy), Some(ceiling)) = (l.busy_cpus, l.ceiling_msgs_per_s) {
+            out.push_str(&format!(
+                "; CPUs busy {busy:.2} of {}; every CPU busy at {} msgs/s",
+                l.cpus,
+                fmt_num(ceiling)
+            ));
+        }
+        out.push('\n');
     }
     for n in &r.notes {
         out.push_str(&format!("  note: {n}\n"));

@@ -70,7 +70,9 @@ pub struct FlowSpec {
     pub subscribers: Vec<Vec<u8>>,
     /// Batches every publisher cycles through (offset by its index).
     pub batches: Vec<Batch>,
-    /// Publisher i writes only batch i (modulo their number) instead of cycling.
+    /// Publisher i writes only batch i (modulo their number) instead of cycling. With as
+    /// many subscribers as publishers, subscriber i is taken to get exactly publisher i's
+    /// messages (`pairs`), and each such pair has a window of its own.
     pub pinned: bool,
     /// Messages to publish in total, split across publishers.
     pub msgs: u64,
@@ -99,6 +101,20 @@ pub struct FlowOutcome {
     pub notes: Vec<String>,
     pub before: Option<ProcSample>,
     pub after: Option<ProcSample>,
+    /// This process (the load generator) at the same two instants.
+    pub load_before: Option<ProcSample>,
+    pub load_after: Option<ProcSample>,
+    /// Wall-clock time between the two samples.
+    pub sampled: Duration,
+}
+
+/// One pinned publisher's deliveries expected and received, for its own window. On a
+/// cache line of its own: the pairs must share nothing, here as in the server.
+#[repr(align(128))]
+#[derive(Default)]
+struct Lane {
+    expected: AtomicU64,
+    delivered: AtomicU64,
 }
 
 struct Shared {
@@ -147,6 +163,8 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
         "delivering"
     });
     let before = ctx.pid.and_then(proc::sample);
+    let load_before = proc::sample(std::process::id());
+    let sample_start = Instant::now();
     let shared = Shared {
         t0: Instant::now(),
         published: AtomicU64::new(0),
@@ -159,6 +177,11 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
     let npubs = spec.publishers as u64;
     let has_subs = !spec.subscribers.is_empty();
     let window = has_subs.then_some(spec.window);
+    let lanes: Vec<Lane> = if spec.pinned && spec.subscribers.len() == spec.publishers {
+        (0..spec.publishers).map(|_| Lane::default()).collect()
+    } else {
+        Vec::new()
+    };
 
     let (pub_results, sub_results, monitor_notes) = thread::scope(|s| {
         let pub_handles: Vec<_> = pubs
@@ -171,8 +194,9 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
                     Some(b) if spec.pinned => std::slice::from_ref(b),
                     _ => &spec.batches[..],
                 };
+                let lane = lanes.get(i);
                 s.spawn(move || {
-                    let r = publisher(conn, batches, i, count, window, shared, deadline);
+                    let r = publisher(conn, batches, i, count, window, shared, lane, deadline);
                     if r.is_err() {
                         shared.stop.store(true, Relaxed);
                     }
@@ -183,10 +207,12 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
             .collect();
         let sub_handles: Vec<_> = subs
             .into_iter()
-            .map(|conn| {
+            .enumerate()
+            .map(|(i, conn)| {
                 let shared = &shared;
+                let lane = lanes.get(i);
                 s.spawn(move || {
-                    let r = subscriber(conn, shared, spec.publishers);
+                    let r = subscriber(conn, shared, lane, spec.publishers);
                     if r.is_err() {
                         shared.stop.store(true, Relaxed);
                     }
@@ -200,6 +226,8 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
         (pr, sr, notes)
     });
     let after = ctx.pid.and_then(proc::sample);
+    let load_after = proc::sample(std::process::id());
+    let sampled = sample_start.elapsed();
 
     let mut pub_elapsed = Duration::ZERO;
     let mut cut_short = false;
@@ -244,6 +272,9 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
         notes,
         before,
         after,
+        load_before,
+        load_after,
+        sampled,
     })
 }
 
@@ -257,6 +288,18 @@ impl FlowOutcome {
         r.complete = self.complete;
         r.notes = std::mem::take(&mut self.notes);
         r
+    }
+
+    /// Sets the result's server and load-generator CPU for `counted` messages.
+    pub fn set_cpu(&self, r: &mut crate::report::RunResult, counted: u64) {
+        r.server = super::server_stats(self.before, self.after, counted);
+        r.load = super::load_stats(
+            self.load_before,
+            self.load_after,
+            self.sampled,
+            counted,
+            r.server.as_ref(),
+        );
     }
 }
 
@@ -320,6 +363,8 @@ fn monitor(bar: &ProgressBar, shared: &Shared, spec: &FlowSpec, has_subs: bool, 
 }
 
 /// Returns (time until the server confirmed everything, whether all `count` were sent).
+/// With a `lane` the window counts only this publisher's deliveries.
+#[allow(clippy::too_many_arguments)]
 fn publisher(
     mut conn: Conn,
     batches: &[Batch],
@@ -327,6 +372,7 @@ fn publisher(
     count: u64,
     window: Option<u64>,
     shared: &Shared,
+    lane: Option<&Lane>,
     deadline: Instant,
 ) -> Result<(Duration, bool)> {
     let mut sent = 0u64;
@@ -341,7 +387,14 @@ fn publisher(
         let n = usize::try_from(count - sent).unwrap_or(usize::MAX).min(b.frames());
         let (end, deliveries) = (b.ends[n - 1], b.deliveries[n - 1]);
         if let Some(window) = window {
-            wait_for_window(shared, window, deliveries, deadline);
+            let (expected, delivered) = match lane {
+                Some(l) => (&l.expected, &l.delivered),
+                None => (&shared.expected, &shared.delivered),
+            };
+            wait_for_window(shared, expected, delivered, window, deliveries, deadline);
+        }
+        if let Some(l) = lane {
+            l.expected.fetch_add(deliveries, Relaxed);
         }
         shared.expected.fetch_add(deliveries, Relaxed);
         conn.write_all(&b.buf[..end])?;
@@ -357,13 +410,18 @@ fn publisher(
     Ok((shared.t0.elapsed(), sent == count))
 }
 
-fn wait_for_window(shared: &Shared, window: u64, next: u64, deadline: Instant) {
+/// Waits until `expected - delivered` leaves room for `next` more deliveries.
+fn wait_for_window(
+    shared: &Shared,
+    expected: &AtomicU64,
+    delivered: &AtomicU64,
+    window: u64,
+    next: u64,
+    deadline: Instant,
+) {
     let mut spins = 0u32;
     loop {
-        let lag = shared
-            .expected
-            .load(Relaxed)
-            .saturating_sub(shared.delivered.load(Relaxed));
+        let lag = expected.load(Relaxed).saturating_sub(delivered.load(Relaxed));
         if lag == 0 || lag + next <= window || shared.stop.load(Relaxed) || Instant::now() >= deadline {
             return;
         }
@@ -377,13 +435,16 @@ fn wait_for_window(shared: &Shared, window: u64, next: u64, deadline: Instant) {
 }
 
 /// Returns (messages received, time of the last one since start).
-fn subscriber(mut conn: Conn, shared: &Shared, pubs: usize) -> Result<(u64, Duration)> {
+fn subscriber(mut conn: Conn, shared: &Shared, lane: Option<&Lane>, pubs: usize) -> Result<(u64, Duration)> {
     let mut count = 0u64;
     let mut last = Duration::ZERO;
     while !shared.stop.load(Relaxed) && !shared.finished(pubs) {
         let n = conn.read_msgs()?;
         if n > 0 {
             count += n;
+            if let Some(l) = lane {
+                l.delivered.fetch_add(n, Relaxed);
+            }
             shared.delivered.fetch_add(n, Relaxed);
             last = shared.t0.elapsed();
         }

@@ -48,7 +48,7 @@ use crate::authlab::User;
 use crate::client::Credentials;
 use crate::error::{PerfError, Result};
 use crate::proc::ProcSample;
-use crate::report::{RunResult, ServerStats};
+use crate::report::{LoadStats, RunResult, ServerStats};
 
 /// A load scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum)]
@@ -504,6 +504,7 @@ pub fn base_result(scenario: Scenario, params: &Params) -> RunResult {
         server: None,
         monitor: None,
         pair: None,
+        load: None,
     }
 }
 
@@ -520,6 +521,32 @@ pub fn server_stats(before: Option<ProcSample>, after: Option<ProcSample>, msgs:
         },
         rss_kb_before: b.rss_kb,
         rss_kb_after: a.rss_kb,
+    })
+}
+
+/// This process's CPU over a measured phase of `wall` that handled `msgs` messages, set
+/// against the server's (`server`, from the same phase) and the CPUs there are.
+pub fn load_stats(
+    before: Option<ProcSample>,
+    after: Option<ProcSample>,
+    wall: Duration,
+    msgs: u64,
+    server: Option<&ServerStats>,
+) -> Option<LoadStats> {
+    let (b, a) = (before?, after?);
+    let cpu_s = (a.cpu_s - b.cpu_s).max(0.0);
+    let cpus = thread::available_parallelism().map_or(1, usize::from);
+    let wall_s = wall.as_secs_f64();
+    let both = server.map(|s| s.cpu_s + cpu_s);
+    Some(LoadStats {
+        cpu_s,
+        cpu_s_per_million: (msgs > 0).then(|| cpu_s * 1e6 / msgs as f64),
+        cpus,
+        wall_s,
+        busy_cpus: both.filter(|_| wall_s > 0.0).map(|c| c / wall_s),
+        ceiling_msgs_per_s: both
+            .filter(|&c| c > 0.0 && msgs > 0)
+            .map(|c| cpus as f64 * msgs as f64 / c),
     })
 }
 
@@ -580,6 +607,33 @@ mod tests {
             }
         )
         .is_err());
+    }
+
+    #[test]
+    fn load_stats_against_the_server() {
+        let at = |cpu_s| Some(ProcSample { cpu_s, rss_kb: 1 });
+        let server = server_stats(at(10.0), at(10.8), 10_000_000);
+        let l = load_stats(
+            at(2.0),
+            at(2.4),
+            Duration::from_millis(800),
+            10_000_000,
+            server.as_ref(),
+        )
+        .unwrap();
+        assert!((l.cpu_s - 0.4).abs() < 1e-9);
+        assert!((l.cpu_s_per_million.unwrap() - 0.04).abs() < 1e-9);
+        // 1.2 CPU seconds in 0.8 s: 1.5 CPUs busy; 10 M messages per 1.2 CPU seconds.
+        assert!((l.busy_cpus.unwrap() - 1.5).abs() < 1e-9);
+        let per_cpu = 10_000_000.0 / 1.2;
+        assert!((l.ceiling_msgs_per_s.unwrap() - l.cpus as f64 * per_cpu).abs() < 1e-3);
+        // Without the server's CPU (a server not started here) only our own figures.
+        let l = load_stats(at(2.0), at(2.4), Duration::from_millis(800), 0, None).unwrap();
+        assert_eq!(
+            (l.cpu_s_per_million, l.busy_cpus, l.ceiling_msgs_per_s),
+            (None, None, None)
+        );
+        assert!(load_stats(None, at(1.0), Duration::ZERO, 1, None).is_none());
     }
 
     #[test]

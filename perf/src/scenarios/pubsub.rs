@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::proto::encode_sub;
 use crate::report::RunResult;
 use crate::scenarios::flow::{self, Batch, FlowSpec};
-use crate::scenarios::{server_stats, set_rate, Ctx, Params, Scenario};
+use crate::scenarios::{set_rate, Ctx, Params, Scenario};
 use crate::stats;
 
 const SUBJECT: &str = "perf.bench";
@@ -62,9 +62,9 @@ pub fn run_on(
     };
     if queue {
         r.balance = stats::balance(&out.per_sub);
-        r.per_sub = Some(out.per_sub);
+        r.per_sub = Some(std::mem::take(&mut out.per_sub));
     }
-    r.server = server_stats(out.before, out.after, counted);
+    out.set_cpu(&mut r, counted);
     Ok(r)
 }
 
@@ -99,7 +99,7 @@ pub fn run_pairs(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
     let mut out = flow::run(ctx, &spec)?;
     let mut r = out.result(Scenario::Pairs, p);
     set_rate(&mut r, out.delivered, p.size, out.sub_elapsed);
-    r.per_sub = Some(out.per_sub);
-    r.server = server_stats(out.before, out.after, out.delivered);
+    r.per_sub = Some(std::mem::take(&mut out.per_sub));
+    out.set_cpu(&mut r, out.delivered);
     Ok(r)
 }

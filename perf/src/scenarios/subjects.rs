@@ -14,7 +14,7 @@ use crate::error::{PerfError, Result};
 use crate::proto::encode_sub;
 use crate::report::{RunResult, SubjectsStats};
 use crate::scenarios::flow::{self, Batch, FlowSpec};
-use crate::scenarios::{server_stats, set_rate, Ctx, Params, Scenario};
+use crate::scenarios::{set_rate, Ctx, Params, Scenario};
 
 const A: u32 = 50;
 const B: u32 = 200;
@@ -171,7 +171,7 @@ pub fn run(p: &Params, ctx: &Ctx<'_>) -> Result<RunResult> {
     let mut out = flow::run(ctx, &spec)?;
     let mut r = out.result(Scenario::Subjects, p);
     set_rate(&mut r, out.published, p.size, out.pub_elapsed.max(out.sub_elapsed));
-    r.server = server_stats(out.before, out.after, out.published);
+    out.set_cpu(&mut r, out.published);
     let setup = out.setup_elapsed.as_secs_f64();
     r.subjects = Some(SubjectsStats {
         subscriptions: set.patterns.len(),
