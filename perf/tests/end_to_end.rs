@@ -139,6 +139,15 @@ fn every_scenario_briefly_against_the_reference() {
             r["server"]["rss_kb_after"].as_u64().unwrap() > 0,
             "{scenario}: server stats from --pid"
         );
+        if !matches!(*scenario, "reqrep" | "conns") {
+            // The flow scenarios: the load generator's CPU beside the server's.
+            let l = &r["load"];
+            assert!(l["cpu_s"].as_f64().is_some_and(|c| c >= 0.0), "{scenario}: {r:#}");
+            assert!(l["cpus"].as_u64().is_some_and(|c| c >= 1), "{scenario}");
+            assert!(l["wall_s"].as_f64().is_some_and(|w| w > 0.0), "{scenario}");
+            assert!(l["ceiling_msgs_per_s"].as_f64().is_none_or(|c| c > 0.0), "{scenario}");
+            assert!(l["busy_cpus"].as_f64().is_some(), "{scenario}: server CPU from --pid");
+        }
         match *scenario {
             "reqrep" => assert!(r["latency_us"]["p99"].as_f64().unwrap() > 0.0),
             "queue" => assert_eq!(r["per_sub"].as_array().unwrap().len(), 3),
