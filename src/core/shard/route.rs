@@ -962,11 +962,9 @@ impl ShardCore {
             c.woken = true;
             self.wakeups.push(conn);
         }
-        if let Some(p) = publisher.filter(|_| queued > super::stall::mark(max_pending)) {
-            if !self.cfg.no_fast_producer_stall {
-                // Hold the producer back after this event (module `stall`).
-                self.ask_stall(p, conn, queued);
-            }
+        if let Some(p) = publisher {
+            // Hold the producer back after this event if past the mark (module `stall`).
+            self.ask_stall(p, conn, queued);
         }
         if traced {
             self.trace_egress(id, "");

@@ -111,7 +111,7 @@ impl ShardCore {
             self.write_whole_runs(plain, &heads, run, now);
             if group.is_empty() {
                 // Every payload delivered: nothing for the loop below.
-                if let Some(p) = publisher.filter(|_| !self.cfg.no_fast_producer_stall) {
+                if let Some(p) = publisher {
                     self.stall_mark(p, plain);
                 }
                 self.run_heads = heads;
@@ -153,7 +153,7 @@ impl ShardCore {
             }
             done += 1;
         }
-        if let Some(p) = publisher.filter(|_| !self.cfg.no_fast_producer_stall) {
+        if let Some(p) = publisher {
             self.stall_mark(p, plain);
         }
         self.run_tail = tail;

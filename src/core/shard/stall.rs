@@ -44,11 +44,12 @@ pub(super) struct Stalled {
 
 impl ShardCore {
     /// A delivery from `producer` left `consumer` with `queued` bytes: past the mark, ask
-    /// for the producer to be held back after the event (longer at `max_pending`).
+    /// for the producer to be held back after the event (longer at `max_pending`), unless
+    /// `no_fast_producer_stall` says producers are never held back.
     #[inline]
     pub(super) fn ask_stall(&mut self, producer: ConnKey, consumer: ConnKey, queued: usize) {
         let max_pending = self.cfg.max_pending;
-        if queued > mark(max_pending) {
+        if queued > mark(max_pending) && !self.cfg.no_fast_producer_stall {
             let ttl = if queued >= max_pending { STALL_MAX } else { STALL_MIN };
             self.stall_req = Some((producer, consumer, ttl));
         }
