@@ -104,7 +104,7 @@ pub struct FlowOutcome {
     /// This process (the load generator) at the same two instants.
     pub load_before: Option<ProcSample>,
     pub load_after: Option<ProcSample>,
-    /// Wall-clock time between the two samples.
+    /// Wall-clock time between the two samples (from the flow's start).
     pub sampled: Duration,
 }
 
@@ -164,7 +164,6 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
     });
     let before = ctx.pid.and_then(proc::sample);
     let load_before = proc::sample(std::process::id());
-    let sample_start = Instant::now();
     let shared = Shared {
         t0: Instant::now(),
         published: AtomicU64::new(0),
@@ -227,7 +226,7 @@ pub fn run(ctx: &Ctx<'_>, spec: &FlowSpec) -> Result<FlowOutcome> {
     });
     let after = ctx.pid.and_then(proc::sample);
     let load_after = proc::sample(std::process::id());
-    let sampled = sample_start.elapsed();
+    let sampled = shared.t0.elapsed();
 
     let mut pub_elapsed = Duration::ZERO;
     let mut cut_short = false;
@@ -378,6 +377,11 @@ fn publisher(
     let mut sent = 0u64;
     let mut bi = index;
     let mut last_poll = Instant::now();
+    // The deliveries this publisher's window counts: its own pair's, or everyone's.
+    let (expected, delivered) = match lane {
+        Some(l) => (&l.expected, &l.delivered),
+        None => (&shared.expected, &shared.delivered),
+    };
     while sent < count {
         if shared.stop.load(Relaxed) || Instant::now() >= deadline {
             break;
@@ -387,10 +391,6 @@ fn publisher(
         let n = usize::try_from(count - sent).unwrap_or(usize::MAX).min(b.frames());
         let (end, deliveries) = (b.ends[n - 1], b.deliveries[n - 1]);
         if let Some(window) = window {
-            let (expected, delivered) = match lane {
-                Some(l) => (&l.expected, &l.delivered),
-                None => (&shared.expected, &shared.delivered),
-            };
             wait_for_window(shared, expected, delivered, window, deliveries, deadline);
         }
         if let Some(l) = lane {
