@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A single-shard core with a publisher and `subscribers` subscriber connections to
-/// `subject` (each with its own connection, none for 0).
+/// `subject` (for 0, one connection that subscribes to nothing).
 struct OneShard {
     core: ShardCore,
     publisher: ConnKey,

@@ -112,12 +112,12 @@ impl World {
 
     /// A connection on `shard` per entry of `subscribers` (shard, protocol lines), each
     /// sent its lines and a PING, the PONG taken.
-    pub(super) fn subscribers(&mut self, subscribers: &[(usize, String)]) -> Vec<(usize, ConnKey)> {
+    pub(super) fn subscribers<L: AsRef<str>>(&mut self, subscribers: &[(usize, L)]) -> Vec<(usize, ConnKey)> {
         subscribers
             .iter()
             .map(|(shard, lines)| {
                 let (s, k) = self.connect(*shard, QUIET);
-                self.send(s, k, &format!("{lines}PING\r\n"));
+                self.send(s, k, &format!("{}PING\r\n", lines.as_ref()));
                 assert_eq!(self.take(s, k), "PONG\r\n");
                 (s, k)
             })

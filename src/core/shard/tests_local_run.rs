@@ -37,8 +37,7 @@ fn run(
         ..CoreConfig::default()
     };
     let mut w = World::new(shards, cfg);
-    let lines: Vec<(usize, String)> = subscribers.iter().map(|(s, l)| (*s, l.to_string())).collect();
-    let (mut conns, p) = with_publisher(&mut w, &lines, connect, own);
+    let (mut conns, p) = with_publisher(&mut w, subscribers, connect, own);
     w.shards[0].run_heads.clear();
     w.shards[0].input(p, input.as_bytes(), w.now);
     w.pump();
@@ -54,9 +53,9 @@ fn run(
 
 /// Subscriber connections (shard, lines) and a publisher on shard 0 (connected with
 /// `connect`, its own lines sent), all settled.
-fn with_publisher(
+fn with_publisher<L: AsRef<str>>(
     w: &mut World,
-    subscribers: &[(usize, String)],
+    subscribers: &[(usize, L)],
     connect: &str,
     own: &str,
 ) -> (Vec<(usize, ConnKey)>, ConnKey) {

@@ -23,7 +23,7 @@ fn run(trace: bool, max_pending: usize, subscribers: &[&str], input: &str) -> Ou
         ..CoreConfig::default()
     };
     let mut w = World::new(2, cfg);
-    let lines: Vec<(usize, String)> = subscribers.iter().map(|l| (1, l.to_string())).collect();
+    let lines: Vec<(usize, &str)> = subscribers.iter().map(|&l| (1, l)).collect();
     let conns = w.subscribers(&lines);
     let (ps, p) = w.connect(0, QUIET);
     w.shards[ps].input(p, input.as_bytes(), w.now);
