@@ -6,6 +6,7 @@ pub mod auth;
 pub mod bits;
 pub mod client;
 pub mod config;
+pub mod fill;
 pub mod mesh_codec;
 pub mod mesh_run;
 pub mod outbuf;

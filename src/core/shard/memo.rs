@@ -46,6 +46,12 @@ pub struct RouteMemo {
     /// The interest is plain subscribers and nothing else (no queue group anywhere, no
     /// import): where a plain publish goes as runs (see `ShardCore::route_published`).
     run_to: Option<RunPlan>,
+    /// The interest is one plain subscriber on this shard and nothing else (no queue
+    /// group, nobody on another shard, no import): a publish is delivered to it straight.
+    one: Option<SubId>,
+    /// Taken while the account had subject mappings: the subject is the mapped one, and
+    /// a publish must be mapped before it is looked up here.
+    mapped: bool,
 }
 
 /// Where the plain subscribers of a memoized subject are, when they are all its interest.
@@ -75,28 +81,48 @@ impl RunPlan {
     }
 }
 
-/// The memo's answer for a publish.
+/// The memo's answer for a publish. (Small, and `Copy`: it is handed down the publish
+/// path, and a larger one, holding the interest itself, was copied through the stack
+/// piecewise written and wholly read, which the CPU could not forward.)
+#[derive(Clone, Copy)]
 pub(super) enum Hit {
     /// Not memoized (another subject or account, or something changed since).
     Miss,
     /// Memoized, and nobody is interested.
     Nobody,
-    /// Memoized: the interest, the imports to follow, and where a plain publish goes as
-    /// runs when that is all there is to it.
-    Found(Rc<Matches<SubId>>, Option<Rc<Matches<RKey>>>, Onward, Option<RunPlan>),
+    /// Memoized: the interest is this one plain subscriber here, and nothing else.
+    One(SubId),
+    /// Memoized: the rest is in the memo ([`found`]).
+    Found,
 }
 
-/// The memo's answer for `subject` published in `account`, at the current epoch.
+/// What a memo that answered [`Hit::Found`] holds: the interest, the imports to follow,
+/// and where a plain publish goes as runs when that is all there is to it.
+pub(super) type Found = (Rc<Matches<SubId>>, Option<Rc<Matches<RKey>>>, Onward, Option<RunPlan>);
+
+/// The interest a memo holds (after [`lookup`] answered [`Hit::Found`]).
+#[inline]
+pub(super) fn found(memo: &Option<RouteMemo>) -> Option<Found> {
+    memo.as_ref()
+        .map(|m| (m.local.clone(), m.remote.clone(), m.onward, m.run_to))
+}
+
+/// The memo's answer for `subject` published in `account`, at the current epoch: with
+/// `mapped`, a subject the account's mappings gave; without, a subject as published in
+/// an account that had no mappings (a memo holds only while no definition changed, so
+/// such a publish needs no look at the mappings).
 #[inline(always)]
-pub(super) fn lookup(memo: &Option<RouteMemo>, account: AccountId, subject: &[u8]) -> Hit {
+pub(super) fn lookup(memo: &Option<RouteMemo>, account: AccountId, subject: &[u8], mapped: bool) -> Hit {
     let Some(m) = memo else { return Hit::Miss };
-    if m.epoch != crate::core::sublist::epoch() || m.account != account || !m.covers(subject) {
+    if m.epoch != crate::core::sublist::epoch() || m.account != account || m.mapped != mapped || !m.covers(subject) {
         return Hit::Miss;
     }
     if m.nobody {
         Hit::Nobody
+    } else if let Some(id) = m.one {
+        Hit::One(id)
     } else {
-        Hit::Found(m.local.clone(), m.remote.clone(), m.onward, m.run_to)
+        Hit::Found
     }
 }
 
@@ -104,6 +130,14 @@ pub(super) fn lookup(memo: &Option<RouteMemo>, account: AccountId, subject: &[u8
 #[cfg(test)]
 pub(super) fn run_to_of(memo: &Option<RouteMemo>) -> Option<RunPlan> {
     memo.as_ref().and_then(|m| m.run_to)
+}
+
+#[cfg(test)]
+impl RouteMemo {
+    /// The one plain subscriber a publish goes straight to (tests).
+    pub(super) fn one_of(&self) -> Option<SubId> {
+        self.one
+    }
 }
 
 /// This shard's interest in `subject` published in `account` from another shard, from the
@@ -164,7 +198,8 @@ fn joint_prefix(a: Option<u16>, b: Option<Option<u16>>) -> Option<u16> {
 }
 
 /// Remember what `subject` in `account` matched, as of `epoch` (read before the lookups:
-/// a change made while delivering leaves the memo stale, as it must). A subject used once
+/// a change made while delivering leaves the memo stale, as it must); `mapped` when the
+/// account has subject mappings (`subject` is then what they gave). A subject used once
 /// (`once`) is remembered only by a prefix: whole, it would not come again. (A shard's memo
 /// of messages from other shards is stored with `once`, no remote interest and no imports:
 /// a whole subject that repeats there is the sublist's own last-lookup memo's.)
@@ -179,6 +214,7 @@ pub(super) fn store(
     onward: Onward,
     once: bool,
     run_to: Option<RunPlan>,
+    mapped: bool,
 ) {
     let prefix = prefix_len(
         subject,
@@ -192,7 +228,12 @@ pub(super) fn store(
         _ if once => return,
         _ => (subject, false),
     };
-    let nobody = local.is_empty() && remote.is_none_or(|r| r.is_empty()) && !onward.any();
+    let elsewhere = remote.is_some_and(|r| !r.is_empty()) || onward.any();
+    let nobody = local.is_empty() && !elsewhere;
+    let one = match &local.psubs[..] {
+        [id] if local.qsubs.is_empty() && !elsewhere => Some(*id),
+        _ => None,
+    };
     let mut buf = memo.take().map(|m| m.subject).unwrap_or_default();
     buf.clear();
     buf.extend_from_slice(key);
@@ -206,6 +247,8 @@ pub(super) fn store(
         onward,
         nobody,
         run_to,
+        one,
+        mapped,
     });
 }
 
@@ -242,6 +285,7 @@ mod tests {
             Onward::default(),
             true,
             None,
+            false,
         );
         let hit = |s: &[u8]| lookup_local(&memo, 0, s).is_some();
         // Decided by `$JS.ACK` (below it there is only `>`).
@@ -272,7 +316,7 @@ mod tests {
         let mut memo = None;
         let mut put = |memo: &mut Option<RouteMemo>, s: &[u8], once: bool| {
             let local = sl.matches(s);
-            store(memo, epoch, 0, s, &local, None, Onward::default(), once, None);
+            store(memo, epoch, 0, s, &local, None, Onward::default(), once, None, false);
         };
         put(&mut memo, b"$KV.b.k1", false);
         assert!(memo.as_ref().is_some_and(|m| !m.prefix && m.subject == b"$KV.b.k1"));
@@ -283,7 +327,10 @@ mod tests {
             memo.as_ref().is_some_and(|m| m.prefix && m.subject == b"$KV.b"),
             "a sibling: by prefix"
         );
-        assert!(matches!(lookup(&memo, 0, b"$KV.b.k3"), Hit::Found(..)));
+        assert!(
+            matches!(lookup(&memo, 0, b"$KV.b.k3", false), Hit::One(7)),
+            "one subscriber"
+        );
         // Used once: by prefix at once.
         let mut memo = None;
         put(&mut memo, b"$KV.b.k1", true);

@@ -199,11 +199,18 @@ impl ShardCore {
     // Inlined into `on_msg` as before tracing split it (the publish path's cost).
     #[inline(always)]
     pub(super) fn on_msg_checked(&mut self, key: ConnKey, m: &Msg<'_>, dest_denied: Option<&[u8]>, now: Instant) {
-        let account = self.client(key).map_or(crate::core::accounts::GLOBAL, |c| c.account);
-        // Subject mappings come first: permissions and routing see the mapped subject.
-        // (A reference, not a copy: `Msg` is 120 bytes, and copying it on every publish
-        // showed as a fifth of the no-subscriber path's time.)
-        let mapped = self.map_subject(account, m.subject);
+        let Some(c) = self.client(key) else { return };
+        let account = c.account;
+        // A memo taken while the account had no subject mappings answers first (module
+        // `memo`): no definition has changed since, so there is nothing to map.
+        let hit = super::memo::lookup(&c.route_memo, account, m.subject, false);
+        // Else subject mappings come first: permissions and routing see the mapped
+        // subject. (A reference, not a copy: `Msg` is 120 bytes, and copying it on every
+        // publish showed as a fifth of the no-subscriber path's time.)
+        let mapped = match hit {
+            Hit::Miss => self.map_subject(account, m.subject),
+            _ => None,
+        };
         let remapped;
         let m = match &mapped {
             Some(s) => {
@@ -217,10 +224,16 @@ impl ShardCore {
         };
         let (subject, reply, data) = (m.subject, m.reply, m.data);
         let system = self.table.system();
+        let with_mappings =
+            matches!(hit, Hit::Miss) && self.accts.get(account as usize).is_some_and(|a| a.has_mappings);
         let Some(c) = self.client_mut(key) else { return };
         c.in_msgs += 1;
         c.in_bytes += data.len() as u64;
-        let hit = super::memo::lookup(&c.route_memo, account, subject);
+        let hit = if with_mappings {
+            super::memo::lookup(&c.route_memo, account, subject, true)
+        } else {
+            hit
+        };
         let (verbose, no_responders) = (c.opts.verbose, c.opts.no_responders);
         let allowed = match c.perms.as_mut() {
             Some(p) => p.can_publish(subject, now),
@@ -298,12 +311,22 @@ impl ShardCore {
     /// (`hit`, module `memo`), else looked up and remembered.
     #[inline(always)]
     fn route_published(&mut self, acc: AccountId, key: ConnKey, m: &Msg<'_>, now: Instant, hit: Hit) -> bool {
-        let (local, remote, via) = match hit {
+        let found = match hit {
             Hit::Nobody => {
                 self.count_memo_hit(acc);
                 return false;
             }
-            Hit::Found(local, remote, via, run_to) => {
+            Hit::One(id) => {
+                // What `deliver_matched` would do for this interest, less its search.
+                self.count_memo_hit(acc);
+                self.flush_local_run(now);
+                return self.deliver_framed(id, Some(key), m, now, None);
+            }
+            Hit::Found => self.client(key).and_then(|c| super::memo::found(&c.route_memo)),
+            Hit::Miss => None,
+        };
+        let (local, remote, via) = match found {
+            Some((local, remote, via, run_to)) => {
                 self.count_memo_hit(acc);
                 // (A `match` rather than `Option::filter`, which was a call of its own.)
                 let plan = match run_to {
@@ -328,11 +351,12 @@ impl ShardCore {
                 }
                 (local, remote, via)
             }
-            Hit::Miss => {
+            None => {
                 let epoch = crate::core::sublist::epoch();
                 let once = super::imports::is_one_shot(m.subject);
                 let (local, remote) = self.interest(acc, m.subject, once);
                 let via = self.onward(acc, m.subject);
+                let mapped = self.accts.get(acc as usize).is_some_and(|a| a.has_mappings);
                 let run_to = if once {
                     None
                 } else {
@@ -349,6 +373,7 @@ impl ShardCore {
                         via,
                         once,
                         run_to,
+                        mapped,
                     );
                 }
                 (local, remote, via)
@@ -769,6 +794,7 @@ impl ShardCore {
             no_imports,
             true,
             None,
+            false,
         );
         local
     }
@@ -926,17 +952,19 @@ impl ShardCore {
                     finish_frame(&mut w, data);
                 }
                 (_, None) if stripped => {
-                    w.extend_from_slice(b"MSG ");
-                    write_head(&mut w, m.shown_subject(), &sub.sid, m.reply, m.internal);
-                    w.extend_from_slice(itoa::Buffer::new().format(data.len()).as_bytes());
-                    finish_frame(&mut w, data);
+                    let mut size = itoa::Buffer::new();
+                    let size = size.format(data.len()).as_bytes();
+                    put_msg(&mut w, m.shown_subject(), &sub.sid, m.reply, m.internal, size, data);
                 }
-                (_, None) => {
-                    w.extend_from_slice(b"MSG ");
-                    write_head(&mut w, m.shown_subject(), &sub.sid, m.reply, m.internal);
-                    w.extend_from_slice(m.size_text);
-                    finish_frame(&mut w, data);
-                }
+                (_, None) => put_msg(
+                    &mut w,
+                    m.shown_subject(),
+                    &sub.sid,
+                    m.reply,
+                    m.internal,
+                    m.size_text,
+                    data,
+                ),
             }
         }
         c.out_msgs += 1;
@@ -1033,6 +1061,32 @@ pub(super) fn finish_frame(w: &mut Vec<u8>, data: &[u8]) {
     w.extend_from_slice(b"\r\n");
     w.extend_from_slice(data);
     w.extend_from_slice(b"\r\n");
+}
+
+/// A whole `MSG` frame, in one reservation (`core::fill`): `MSG <subject> <sid>
+/// [<reply> ]<size>\r\n`, the payload and `\r\n` (with `internal` and no reply, two
+/// spaces before the size).
+#[inline(always)]
+fn put_msg(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8], internal: bool, size: &[u8], data: &[u8]) {
+    let mut f = crate::core::fill::Fill::new(
+        w,
+        10 + subject.len() + sid.len() + reply.len() + size.len() + data.len(),
+    );
+    f.put(b"MSG ");
+    f.put(subject);
+    f.put(b" ");
+    f.put_short(sid);
+    f.put(b" ");
+    if !reply.is_empty() {
+        f.put(reply);
+        f.put(b" ");
+    } else if internal {
+        f.put(b" ");
+    }
+    f.put_short(size);
+    f.put(b"\r\n");
+    f.put(data);
+    f.put(b"\r\n");
 }
 
 pub(super) fn write_head(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8], internal: bool) {

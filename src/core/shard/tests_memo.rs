@@ -230,3 +230,87 @@ fn plain_publishes_to_one_other_shard_go_straight_into_its_run() {
     assert_eq!(w.take(1, a), "MSG r.x 1 1\r\ni\r\n");
     assert_eq!(run_to(&w), None, "a queue group");
 }
+
+/// One plain subscriber on the publisher's shard is the memo's `one`: each publish goes
+/// straight to it, with every check of a delivery still made per message (echo off, an
+/// auto-unsubscribe, a slow consumer), and a second subscriber ends the shortcut.
+#[test]
+fn one_subscriber_here_is_delivered_to_straight_and_checked_each_time() {
+    let cfg = CoreConfig {
+        max_pending: 4096,
+        ..CoreConfig::default()
+    };
+    let mut w = World::new(1, cfg);
+    let (_, p) = w.connect(0, QUIET);
+    let (_, s) = w.connect(0, QUIET);
+    w.send(0, s, "SUB one 5\r\nUNSUB 5 3\r\nPING\r\n");
+    assert_eq!(w.take(0, s), "PONG\r\n");
+    w.send(0, p, "PUB one 2\r\nhi\r\nPUB one 02\r\nho\r\n");
+    assert_eq!(
+        crate::core::shard::memo::run_to_of(&w.shards[0].client(p).unwrap().route_memo),
+        None
+    );
+    assert!(w.shards[0]
+        .client(p)
+        .unwrap()
+        .route_memo
+        .as_ref()
+        .is_some_and(|m| m.one_of().is_some()));
+    // The size text goes out as published; the third is the last the auto-unsubscribe
+    // allows.
+    w.send(0, p, "PUB one 2\r\nhu\r\nPUB one 2\r\nha\r\n");
+    assert_eq!(
+        w.take(0, s),
+        "MSG one 5 2\r\nhi\r\nMSG one 5 02\r\nho\r\nMSG one 5 2\r\nhu\r\n"
+    );
+    // A publisher that is its own only subscriber, with echo off, gets nothing back.
+    let (_, me) = w.connect(0, r#"{"verbose":false,"pedantic":false,"echo":false}"#);
+    w.send(0, me, "SUB self 1\r\nPUB self 1\r\na\r\nPUB self 1\r\nb\r\nPING\r\n");
+    assert_eq!(w.take(0, me), "PONG\r\n");
+    // A second subscriber here: both get what comes next.
+    w.send(0, s, "SUB self 6\r\nPING\r\n");
+    w.take(0, s);
+    w.send(0, me, "PUB self 1\r\nc\r\nPUB self 1\r\nd\r\n");
+    assert_eq!(w.take(0, s), "MSG self 6 1\r\nc\r\nMSG self 6 1\r\nd\r\n");
+    // A delivery past max_pending closes the consumer, as on every path.
+    let (_, slow) = w.connect(0, QUIET);
+    w.send(0, slow, "SUB big 1\r\nPING\r\n");
+    w.take(0, slow);
+    let payload = "x".repeat(3000);
+    w.send(0, p, &format!("PUB big 3000\r\n{payload}\r\n").repeat(2));
+    assert!(
+        w.shards[0].client(slow).is_none_or(|c| c.closing.is_some()),
+        "slow consumer closed"
+    );
+}
+
+/// In an account with subject mappings the memo is keyed by the mapped subject and a
+/// publish is mapped before it is looked up; in one without, the mapping is not looked at
+/// (the memo holds only while no definition has changed), and a mapping that arrives later
+/// applies from the next publish.
+#[test]
+fn a_memo_in_an_account_with_mappings_routes_by_the_mapped_subject() {
+    use crate::core::transform::mapping::MapDest;
+    let mut w = World::new(1, CoreConfig::default());
+    let (_, p) = w.connect(0, QUIET);
+    let (_, s) = w.connect(0, QUIET);
+    w.send(0, s, "SUB src 1\r\nSUB dst 2\r\nPING\r\n");
+    assert_eq!(w.take(0, s), "PONG\r\n");
+    w.send(0, p, "PUB src 1\r\na\r\nPUB src 1\r\nb\r\n");
+    assert_eq!(w.take(0, s), "MSG src 1 1\r\na\r\nMSG src 1 1\r\nb\r\n");
+    // Now `src` maps to `dst` in the global account.
+    w.shared.accounts.update(|t| {
+        let mut g = t.plain(crate::core::accounts::GLOBAL_NAME);
+        g.mappings.add("src", &[MapDest::new("dst", 100)]).unwrap();
+        t.add(g);
+    });
+    w.send(
+        0,
+        p,
+        "PUB src 1\r\nc\r\nPUB src 1\r\nd\r\nPUB dst 1\r\ne\r\nPUB dst 1\r\nf\r\nPUB src 1\r\ng\r\n",
+    );
+    assert_eq!(
+        w.take(0, s),
+        "MSG dst 2 1\r\nc\r\nMSG dst 2 1\r\nd\r\nMSG dst 2 1\r\ne\r\nMSG dst 2 1\r\nf\r\nMSG dst 2 1\r\ng\r\n"
+    );
+}
