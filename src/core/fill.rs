@@ -38,17 +38,35 @@ impl<'a> Fill<'a> {
         self.end as usize - self.at as usize
     }
 
-    /// Append `s`.
+    /// Append `s`. Up to 32 bytes (a subject, a small payload) are copied by two moves
+    /// of a known size that overlap as needed, without a `memcpy` call (whose call alone
+    /// cost more than such a copy, and made the caller keep its state on the stack).
     #[inline(always)]
     pub fn put(&mut self, s: &[u8]) {
-        if s.len() > self.room() {
+        let n = s.len();
+        if n > self.room() {
             return self.spill(s);
         }
-        // SAFETY: `at..at + s.len()` lies in the vector's spare capacity (checked just
-        // above against `end`, its end), which `s`, a shared borrow, cannot overlap.
+        let (src, dst) = (s.as_ptr(), self.at);
+        // SAFETY: `dst..dst + n` lies in the vector's spare capacity (checked just above
+        // against `end`, its end), which `s`, a shared borrow, cannot overlap. Each arm
+        // reads only within `src..src + n` (its two moves start at 0 and at `n` less
+        // their size, which the arm's bounds on `n` keep at or above 0) and writes the
+        // same offsets of `dst`.
         unsafe {
-            std::ptr::copy_nonoverlapping(s.as_ptr(), self.at, s.len());
-            self.at = self.at.add(s.len());
+            match n {
+                0 => {}
+                1..=3 => {
+                    dst.write(*src);
+                    dst.add(n / 2).write(*src.add(n / 2));
+                    dst.add(n - 1).write(*src.add(n - 1));
+                }
+                4..=7 => move_pair::<4>(src, dst, n),
+                8..=15 => move_pair::<8>(src, dst, n),
+                16..=32 => move_pair::<16>(src, dst, n),
+                _ => std::ptr::copy_nonoverlapping(src, dst, n),
+            }
+            self.at = dst.add(n);
         }
     }
 
@@ -97,6 +115,23 @@ impl<'a> Fill<'a> {
     }
 }
 
+/// Copy `n` bytes (`K <= n <= 2 * K`) from `src` to `dst` as the first `K` and the last
+/// `K` (overlapping when `n < 2 * K`).
+///
+/// # Safety
+/// `src..src + n` must be readable, `dst..dst + n` writable, and `K <= n <= 2 * K`.
+#[inline(always)]
+unsafe fn move_pair<const K: usize>(src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY: by the caller's contract both moves stay within the `n` bytes of each side
+    // (`n - K` is at least 0 and the second move ends at `n`).
+    unsafe {
+        let head = src.cast::<[u8; K]>().read_unaligned();
+        let tail = src.add(n - K).cast::<[u8; K]>().read_unaligned();
+        dst.cast::<[u8; K]>().write_unaligned(head);
+        dst.add(n - K).cast::<[u8; K]>().write_unaligned(tail);
+    }
+}
+
 impl Drop for Fill<'_> {
     #[inline(always)]
     fn drop(&mut self) {
@@ -127,6 +162,27 @@ mod tests {
             let mut want = b"abMSG 7123456789abcdefgh".to_vec();
             want.extend_from_slice(&[b'x'; 40]);
             assert_eq!(v, want, "reservation {most}");
+        }
+    }
+
+    #[test]
+    fn every_length_is_copied_whole() {
+        let src: Vec<u8> = (0..80u8).collect();
+        for n in 0..=80 {
+            for most in [0, n, n + 3] {
+                let mut v = vec![0xee];
+                {
+                    let mut f = Fill::new(&mut v, most);
+                    f.put(&src[..n]);
+                    f.put(b"|");
+                    f.put_short(&src[..n.min(9)]);
+                }
+                let mut want = vec![0xee];
+                want.extend_from_slice(&src[..n]);
+                want.push(b'|');
+                want.extend_from_slice(&src[..n.min(9)]);
+                assert_eq!(v, want, "length {n}, reservation {most}");
+            }
         }
     }
 

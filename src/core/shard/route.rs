@@ -223,7 +223,8 @@ impl ShardCore {
             None => m,
         };
         let (subject, reply, data) = (m.subject, m.reply, m.data);
-        let system = self.table.system();
+        // (The system account is looked up only for a `$NRG.` subject.)
+        let nrg = subject.starts_with(b"$NRG.") && self.table.system() != Some(account);
         let with_mappings =
             matches!(hit, Hit::Miss) && self.accts.get(account as usize).is_some_and(|a| a.has_mappings);
         let Some(c) = self.client_mut(key) else { return };
@@ -241,7 +242,6 @@ impl ShardCore {
         };
         self.counters.in_msgs += 1;
         self.counters.in_bytes += data.len() as u64;
-        let nrg = subject.starts_with(b"$NRG.") && system != Some(account);
         let denied = if has_prefix(subject, b"_GR_.") || !allowed {
             Some(subject)
         } else if dest_denied.is_some() {
