@@ -47,8 +47,39 @@ impl ShardCore {
         self.stall_req = None;
         let Some(mut lim) = self.limits(key) else { return };
         loop {
-            let ev = match parser.next(data, &mut pos, &lim) {
-                Ok(Some(ev)) => ev,
+            // A message is taken apart where the parser returns it (moved on whole, the
+            // event was copied twice per publish).
+            let control = match parser.next(data, &mut pos, &lim) {
+                Ok(Some(Event::Msg {
+                    subject,
+                    reply,
+                    header_len,
+                    data: body,
+                    size_text,
+                    hdr_text,
+                })) => {
+                    let m = super::route::Msg {
+                        subject,
+                        reply: reply.unwrap_or_default(),
+                        header_len,
+                        data: body,
+                        size_text,
+                        hdr_text: hdr_text.unwrap_or_default(),
+                        internal: false,
+                        shown: b"",
+                    };
+                    if self.cfg.trace {
+                        self.trace_pub(key, &m);
+                    }
+                    self.on_msg(key, &m, now);
+                    false
+                }
+                Ok(Some(ev)) => {
+                    // Publishes held in the local run go out before anything else is done.
+                    self.flush_local_run(now);
+                    self.on_event(key, ev, now);
+                    true
+                }
                 Ok(None) => break,
                 Err(e) => {
                     if matches!(e, ParseError::MaxPayload { .. }) {
@@ -58,16 +89,10 @@ impl ShardCore {
                     break;
                 }
             };
+            parser.release();
             // Only a control operation (CONNECT, an authentication step) changes what
             // the parser is limited by; a message does not.
-            let refresh = !matches!(ev, Event::Msg { .. });
-            if refresh {
-                // Publishes held in the local run go out before anything else is done.
-                self.flush_local_run(now);
-            }
-            self.on_event(key, ev, now);
-            parser.release();
-            if refresh {
+            if control {
                 let Some(l) = self.limits(key) else { return };
                 lim = l;
             }
@@ -232,41 +257,26 @@ impl ShardCore {
                 self.on_unsub(key, sid, max, now)
             }
             Event::PedanticViolation => self.send_err(key, reply::ERR_INVALID_PUB_SUBJECT, now),
-            Event::Msg {
-                subject,
-                reply,
-                header_len,
-                data,
-                size_text,
-                hdr_text,
-            } => {
-                if trace {
-                    let mut a = subject.to_vec();
-                    if let Some(r) = reply {
-                        a.push(b' ');
-                        a.extend_from_slice(r);
-                    }
-                    a.extend_from_slice(format!(" {}", data.len()).as_bytes());
-                    self.trace_in(key, if header_len.is_some() { "HPUB" } else { "PUB" }, &a);
-                    self.trace_in(
-                        key,
-                        "MSG_PAYLOAD:",
-                        format!("[{:?}]", String::from_utf8_lossy(data)).as_bytes(),
-                    );
-                }
-                let m = super::route::Msg {
-                    subject,
-                    reply: reply.unwrap_or_default(),
-                    header_len,
-                    data,
-                    size_text,
-                    hdr_text: hdr_text.unwrap_or_default(),
-                    internal: false,
-                    shown: b"",
-                };
-                self.on_msg(key, &m, now);
-            }
+            // (Taken in `process_events`.)
+            Event::Msg { .. } => {}
         }
+    }
+
+    /// The protocol trace of a client's publish (`-V`).
+    #[cold]
+    fn trace_pub(&self, key: ConnKey, m: &super::route::Msg<'_>) {
+        let mut a = m.subject.to_vec();
+        if !m.reply.is_empty() {
+            a.push(b' ');
+            a.extend_from_slice(m.reply);
+        }
+        a.extend_from_slice(format!(" {}", m.data.len()).as_bytes());
+        self.trace_in(key, if m.header_len.is_some() { "HPUB" } else { "PUB" }, &a);
+        self.trace_in(
+            key,
+            "MSG_PAYLOAD:",
+            format!("[{:?}]", String::from_utf8_lossy(m.data)).as_bytes(),
+        );
     }
 
     fn on_ping(&mut self, key: ConnKey, now: Instant) {
