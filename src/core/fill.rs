@@ -1,14 +1,16 @@
 //! Appending a frame's pieces to a vector with one capacity check for the whole frame.
 //!
-//! A delivered `MSG` frame is eight or nine pieces (`MSG `, the subject, the sid, the
+//! A delivered `MSG` frame is nine to eleven pieces (`MSG `, the subject, the sid, the
 //! size, the payload, the separators). Appended with `Vec::extend_from_slice` one by one,
-//! each piece paid the vector's capacity check, its length update and, for the short ones
+//! each piece paid the vector's capacity check and length update and, for the short ones
 //! (a sid of one digit, a size of two), a `memcpy` call: a third of the instructions of a
 //! delivery to one subscriber. [`Fill`] reserves the frame's room once and copies the
-//! pieces into it; short pieces of up to four bytes are stored by moves of a known size.
+//! pieces into it; pieces of up to 32 bytes are copied by moves of a known size (no call).
 //!
-//! The reservation is an estimate from the caller. A piece that would pass it is appended
-//! the ordinary way (the vector grows), so a wrong estimate costs speed, never bytes.
+//! [`Fill::put`] checks each piece against the room: past it (the caller's estimate was
+//! short) the piece is appended the ordinary way, so a wrong estimate costs speed, never
+//! bytes. [`Fill::put_unchecked`] is for a frame whose pieces' lengths the caller added up
+//! exactly for the reservation (`core::shard::route`'s `MSG` frames): one check for all.
 
 /// Pieces appended to `vec` past its length; they join it when the `Fill` is dropped.
 pub struct Fill<'a> {
@@ -47,47 +49,28 @@ impl<'a> Fill<'a> {
         if n > self.room() {
             return self.spill(s);
         }
-        let (src, dst) = (s.as_ptr(), self.at);
-        // SAFETY: `dst..dst + n` lies in the vector's spare capacity (checked just above
-        // against `end`, its end), which `s`, a shared borrow, cannot overlap. Each arm
-        // reads only within `src..src + n` (its two moves start at 0 and at `n` less
-        // their size, which the arm's bounds on `n` keep at or above 0) and writes the
-        // same offsets of `dst`.
+        // SAFETY: `at..at + n` lies in the vector's spare capacity (checked just above
+        // against `end`, its end), which `s`, a shared borrow, cannot overlap.
         unsafe {
-            match n {
-                0 => {}
-                1..=3 => {
-                    dst.write(*src);
-                    dst.add(n / 2).write(*src.add(n / 2));
-                    dst.add(n - 1).write(*src.add(n - 1));
-                }
-                4..=7 => move_pair::<4>(src, dst, n),
-                8..=15 => move_pair::<8>(src, dst, n),
-                16..=32 => move_pair::<16>(src, dst, n),
-                _ => std::ptr::copy_nonoverlapping(src, dst, n),
-            }
-            self.at = dst.add(n);
+            copy_small(s.as_ptr(), self.at, n);
+            self.at = self.at.add(n);
         }
     }
 
-    /// Append `s`, usually one to four bytes (a sid, a size): stored by moves of a known
-    /// size rather than a `memcpy` call.
+    /// Append `s` without checking the room: for a frame whose pieces' lengths were
+    /// added up for [`Fill::new`].
+    ///
+    /// # Safety
+    /// The bytes put since `new` (this piece included) must not exceed its `most`.
     #[inline(always)]
-    pub fn put_short(&mut self, s: &[u8]) {
-        if s.len() > self.room() {
-            return self.spill(s);
-        }
-        // SAFETY: as in `put`: `at..at + s.len()` is spare capacity, checked above; each
-        // arm writes exactly `s.len()` bytes.
+    pub unsafe fn put_unchecked(&mut self, s: &[u8]) {
+        let n = s.len();
+        debug_assert!(n <= self.room());
+        // SAFETY: `at..at + n` is within the reserved room by the caller's contract, and
+        // `s`, a shared borrow, cannot overlap the vector's spare capacity.
         unsafe {
-            match *s {
-                [a] => self.at.write(a),
-                [a, b] => self.at.cast::<[u8; 2]>().write_unaligned([a, b]),
-                [a, b, c] => self.at.cast::<[u8; 3]>().write_unaligned([a, b, c]),
-                [a, b, c, d] => self.at.cast::<[u8; 4]>().write_unaligned([a, b, c, d]),
-                _ => std::ptr::copy_nonoverlapping(s.as_ptr(), self.at, s.len()),
-            }
-            self.at = self.at.add(s.len());
+            copy_small(s.as_ptr(), self.at, n);
+            self.at = self.at.add(n);
         }
     }
 
@@ -107,11 +90,37 @@ impl<'a> Fill<'a> {
     fn commit(&mut self) {
         let written = self.at as usize - self.vec.as_ptr() as usize;
         // SAFETY: `at` only moved forward from the start of the spare capacity, over
-        // bytes `put` and `put_short` wrote, and never past `end` (its end): so the
+        // bytes `put` and `put_unchecked` wrote, and never past `end` (its end): so the
         // first `written` bytes are initialized and within the capacity. (The vector is
         // borrowed mutably by the `Fill` and so not reallocated but by `spill`, which
         // commits first and takes the new room after.)
         unsafe { self.vec.set_len(written) };
+    }
+}
+
+/// Copy `n` bytes from `src` to `dst`: up to 32 by moves of a known size (overlapping as
+/// needed), more by `memcpy`.
+///
+/// # Safety
+/// `src..src + n` must be readable, `dst..dst + n` writable, and the two must not overlap.
+#[inline(always)]
+unsafe fn copy_small(src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY: each arm reads only within `src..src + n` and writes the same offsets of
+    // `dst` (its moves start at 0, at `n / 2` or at `n` less their size, which the arm's
+    // bounds on `n` keep at or above 0), as the caller allows.
+    unsafe {
+        match n {
+            0 => {}
+            1..=3 => {
+                dst.write(*src);
+                dst.add(n / 2).write(*src.add(n / 2));
+                dst.add(n - 1).write(*src.add(n - 1));
+            }
+            4..=7 => move_pair::<4>(src, dst, n),
+            8..=15 => move_pair::<8>(src, dst, n),
+            16..=32 => move_pair::<16>(src, dst, n),
+            _ => std::ptr::copy_nonoverlapping(src, dst, n),
+        }
     }
 }
 
@@ -150,13 +159,12 @@ mod tests {
             {
                 let mut f = Fill::new(&mut v, most);
                 f.put(b"MSG ");
-                f.put_short(b"7");
-                f.put_short(b"12");
-                f.put_short(b"345");
-                f.put_short(b"6789");
-                f.put_short(b"abcdefgh");
+                f.put(b"7");
+                f.put(b"12");
+                f.put(b"345");
+                f.put(b"6789");
+                f.put(b"abcdefgh");
                 f.put(b"");
-                f.put_short(b"");
                 f.put(&[b'x'; 40]);
             }
             let mut want = b"abMSG 7123456789abcdefgh".to_vec();
@@ -175,13 +183,38 @@ mod tests {
                     let mut f = Fill::new(&mut v, most);
                     f.put(&src[..n]);
                     f.put(b"|");
-                    f.put_short(&src[..n.min(9)]);
+                    f.put(&src[..n.min(9)]);
                 }
                 let mut want = vec![0xee];
                 want.extend_from_slice(&src[..n]);
                 want.push(b'|');
                 want.extend_from_slice(&src[..n.min(9)]);
                 assert_eq!(v, want, "length {n}, reservation {most}");
+            }
+        }
+    }
+
+    #[test]
+    fn unchecked_pieces_fill_an_exact_reservation() {
+        let src: Vec<u8> = (0..80u8).collect();
+        for n in 0..=80 {
+            for before in [0usize, 5, 64] {
+                let mut v = vec![0xee; before];
+                v.shrink_to_fit();
+                {
+                    let mut f = Fill::new(&mut v, n + 3);
+                    // SAFETY: 1 + n + 2 bytes, as reserved.
+                    unsafe {
+                        f.put_unchecked(b"<");
+                        f.put_unchecked(&src[..n]);
+                        f.put_unchecked(b">\n");
+                    }
+                }
+                let mut want = vec![0xee; before];
+                want.push(b'<');
+                want.extend_from_slice(&src[..n]);
+                want.extend_from_slice(b">\n");
+                assert_eq!(v, want, "length {n} after {before}");
             }
         }
     }

@@ -1068,25 +1068,32 @@ pub(super) fn finish_frame(w: &mut Vec<u8>, data: &[u8]) {
 /// spaces before the size).
 #[inline(always)]
 fn put_msg(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8], internal: bool, size: &[u8], data: &[u8]) {
-    let mut f = crate::core::fill::Fill::new(
-        w,
-        10 + subject.len() + sid.len() + reply.len() + size.len() + data.len(),
-    );
-    f.put(b"MSG ");
-    f.put(subject);
-    f.put(b" ");
-    f.put_short(sid);
-    f.put(b" ");
-    if !reply.is_empty() {
-        f.put(reply);
-        f.put(b" ");
-    } else if internal {
-        f.put(b" ");
+    let tail = if !reply.is_empty() {
+        reply.len() + 1
+    } else {
+        usize::from(internal)
+    };
+    let total = 4 + subject.len() + 1 + sid.len() + 1 + tail + size.len() + 2 + data.len() + 2;
+    let mut f = crate::core::fill::Fill::new(w, total);
+    // SAFETY: the pieces put below add up to `total` exactly (the reply and its space,
+    // or the internal message's second space, are `tail`).
+    unsafe {
+        f.put_unchecked(b"MSG ");
+        f.put_unchecked(subject);
+        f.put_unchecked(b" ");
+        f.put_unchecked(sid);
+        f.put_unchecked(b" ");
+        if !reply.is_empty() {
+            f.put_unchecked(reply);
+            f.put_unchecked(b" ");
+        } else if internal {
+            f.put_unchecked(b" ");
+        }
+        f.put_unchecked(size);
+        f.put_unchecked(b"\r\n");
+        f.put_unchecked(data);
+        f.put_unchecked(b"\r\n");
     }
-    f.put_short(size);
-    f.put(b"\r\n");
-    f.put(data);
-    f.put(b"\r\n");
 }
 
 pub(super) fn write_head(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8], internal: bool) {
