@@ -201,23 +201,30 @@ impl OutBuf {
 
     /// Space to append up to `need` bytes to, as one piece (a frame stays in one chunk
     /// unless it alone is larger than [`CHUNK`]). Marks the start of a stall if empty.
+    #[inline]
     pub fn writer_for(&mut self, need: usize, now: Instant) -> &mut Vec<u8> {
         if self.len == 0 {
             self.stalled_since = Some(now);
         }
         if !self.tail.is_empty() && self.tail.len() + need > CHUNK {
-            // A busy connection: continue in a full-size chunk (from the pool), unless the
-            // frame alone is bigger.
-            let next = if need <= CHUNK {
-                take_chunk()
-            } else {
-                Vec::with_capacity(need)
-            };
-            let t = std::mem::replace(&mut self.tail, next);
-            self.full.push_back((t, 0));
+            self.next_chunk(need);
         }
         // `len` is brought up to date by `commit` after the caller appended.
         &mut self.tail
+    }
+
+    /// A busy connection: continue in a full-size chunk (from the pool), unless the frame
+    /// alone is bigger. (Out of line: once per chunk, not per frame.)
+    #[cold]
+    #[inline(never)]
+    fn next_chunk(&mut self, need: usize) {
+        let next = if need <= CHUNK {
+            take_chunk()
+        } else {
+            Vec::with_capacity(need)
+        };
+        let t = std::mem::replace(&mut self.tail, next);
+        self.full.push_back((t, 0));
     }
 
     /// Space to append a small protocol line to.
