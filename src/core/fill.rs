@@ -7,10 +7,9 @@
 //! delivery to one subscriber. [`Fill`] reserves the frame's room once and copies the
 //! pieces into it; pieces of up to 32 bytes are copied by moves of a known size (no call).
 //!
-//! [`Fill::put`] checks each piece against the room: past it (the caller's estimate was
-//! short) the piece is appended the ordinary way, so a wrong estimate costs speed, never
-//! bytes. [`Fill::put_unchecked`] is for a frame whose pieces' lengths the caller added up
-//! exactly for the reservation (`core::shard::route`'s `MSG` frames): one check for all.
+//! The caller adds up the frame's pieces' lengths for [`Fill::new`] and puts exactly those
+//! pieces ([`Fill::put_unchecked`], `core::shard::route`'s `MSG` and `HMSG` frames): one
+//! capacity check for the frame, none per piece.
 
 /// Pieces appended to `vec` past its length; they join it when the `Fill` is dropped.
 pub struct Fill<'a> {
@@ -34,31 +33,17 @@ impl<'a> Fill<'a> {
         }
     }
 
-    /// Bytes of reserved room left.
+    /// Bytes of reserved room left (checked in debug builds).
     #[inline(always)]
     fn room(&self) -> usize {
         self.end as usize - self.at as usize
     }
 
-    /// Append `s`. Up to 32 bytes (a subject, a small payload) are copied by two moves
-    /// of a known size that overlap as needed, without a `memcpy` call (whose call alone
-    /// cost more than such a copy, and made the caller keep its state on the stack).
-    #[inline(always)]
-    pub fn put(&mut self, s: &[u8]) {
-        let n = s.len();
-        if n > self.room() {
-            return self.spill(s);
-        }
-        // SAFETY: `at..at + n` lies in the vector's spare capacity (checked just above
-        // against `end`, its end), which `s`, a shared borrow, cannot overlap.
-        unsafe {
-            copy_small(s.as_ptr(), self.at, n);
-            self.at = self.at.add(n);
-        }
-    }
-
     /// Append `s` without checking the room: for a frame whose pieces' lengths were
-    /// added up for [`Fill::new`].
+    /// added up for [`Fill::new`]. Up to 32 bytes (a subject, a small payload) are copied
+    /// by two moves of a known size that overlap as needed, without a `memcpy` call (whose
+    /// call alone cost more than such a copy, and made the caller keep its state on the
+    /// stack).
     ///
     /// # Safety
     /// The bytes put since `new` (this piece included) must not exceed its `most`.
@@ -72,29 +57,6 @@ impl<'a> Fill<'a> {
             copy_small(s.as_ptr(), self.at, n);
             self.at = self.at.add(n);
         }
-    }
-
-    /// Past the reservation: what was written joins the vector, and `s` is appended to
-    /// it the ordinary way (and the room is whatever the vector has spare after).
-    #[cold]
-    #[inline(never)]
-    fn spill(&mut self, s: &[u8]) {
-        self.commit();
-        self.vec.extend_from_slice(s);
-        let spare = self.vec.spare_capacity_mut().as_mut_ptr_range();
-        self.at = spare.start.cast();
-        self.end = spare.end.cast();
-    }
-
-    #[inline(always)]
-    fn commit(&mut self) {
-        let written = self.at as usize - self.vec.as_ptr() as usize;
-        // SAFETY: `at` only moved forward from the start of the spare capacity, over
-        // bytes `put` and `put_unchecked` wrote, and never past `end` (its end): so the
-        // first `written` bytes are initialized and within the capacity. (The vector is
-        // borrowed mutably by the `Fill` and so not reallocated but by `spill`, which
-        // commits first and takes the new room after.)
-        unsafe { self.vec.set_len(written) };
     }
 }
 
@@ -144,7 +106,12 @@ unsafe fn move_pair<const K: usize>(src: *const u8, dst: *mut u8, n: usize) {
 impl Drop for Fill<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        self.commit();
+        let written = self.at as usize - self.vec.as_ptr() as usize;
+        // SAFETY: `at` only moved forward from the start of the spare capacity, over
+        // bytes `put_unchecked` wrote, and never past `end` (its callers' contract): so
+        // the first `written` bytes are initialized and within the capacity. (The vector
+        // is borrowed mutably by the `Fill`, so nothing reallocates it meanwhile.)
+        unsafe { self.vec.set_len(written) };
     }
 }
 
@@ -153,45 +120,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pieces_join_in_order_within_and_past_the_reservation() {
-        for most in [0usize, 1, 5, 12, 64] {
-            let mut v = b"ab".to_vec();
-            {
-                let mut f = Fill::new(&mut v, most);
-                f.put(b"MSG ");
-                f.put(b"7");
-                f.put(b"12");
-                f.put(b"345");
-                f.put(b"6789");
-                f.put(b"abcdefgh");
-                f.put(b"");
-                f.put(&[b'x'; 40]);
-            }
-            let mut want = b"abMSG 7123456789abcdefgh".to_vec();
-            want.extend_from_slice(&[b'x'; 40]);
-            assert_eq!(v, want, "reservation {most}");
-        }
-    }
-
-    #[test]
-    fn every_length_is_copied_whole() {
-        let src: Vec<u8> = (0..80u8).collect();
-        for n in 0..=80 {
-            for most in [0, n, n + 3] {
-                let mut v = vec![0xee];
-                {
-                    let mut f = Fill::new(&mut v, most);
-                    f.put(&src[..n]);
-                    f.put(b"|");
-                    f.put(&src[..n.min(9)]);
-                }
-                let mut want = vec![0xee];
-                want.extend_from_slice(&src[..n]);
-                want.push(b'|');
-                want.extend_from_slice(&src[..n.min(9)]);
-                assert_eq!(v, want, "length {n}, reservation {most}");
+    fn pieces_join_in_order() {
+        let pieces: [&[u8]; 8] = [b"MSG ", b"7", b"12", b"345", b"6789", b"abcdefgh", b"", &[b'x'; 40]];
+        let mut v = b"ab".to_vec();
+        {
+            let mut f = Fill::new(&mut v, pieces.iter().map(|p| p.len()).sum());
+            for p in pieces {
+                // SAFETY: the pieces' lengths were added up for `new`.
+                unsafe { f.put_unchecked(p) };
             }
         }
+        let mut want = b"abMSG 7123456789abcdefgh".to_vec();
+        want.extend_from_slice(&[b'x'; 40]);
+        assert_eq!(v, want);
     }
 
     #[test]
