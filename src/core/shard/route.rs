@@ -943,28 +943,12 @@ impl ShardCore {
             match (fan, hdr) {
                 // Put together once for all of the message's subscribers (module `fan`).
                 (Some(f), None) if !stripped => f.write(&mut w, &sub.sid),
-                (_, Some(_)) => {
-                    w.extend_from_slice(b"HMSG ");
-                    write_head(&mut w, m.shown_subject(), &sub.sid, m.reply, m.internal);
-                    w.extend_from_slice(m.hdr_text);
-                    w.push(b' ');
-                    w.extend_from_slice(m.size_text);
-                    finish_frame(&mut w, data);
-                }
+                (_, Some(_)) => put_msg(&mut w, m, &sub.sid, Some(m.hdr_text), m.size_text, data),
                 (_, None) if stripped => {
                     let mut size = itoa::Buffer::new();
-                    let size = size.format(data.len()).as_bytes();
-                    put_msg(&mut w, m.shown_subject(), &sub.sid, m.reply, m.internal, size, data);
+                    put_msg(&mut w, m, &sub.sid, None, size.format(data.len()).as_bytes(), data);
                 }
-                (_, None) => put_msg(
-                    &mut w,
-                    m.shown_subject(),
-                    &sub.sid,
-                    m.reply,
-                    m.internal,
-                    m.size_text,
-                    data,
-                ),
+                (_, None) => put_msg(&mut w, m, &sub.sid, None, m.size_text, data),
             }
         }
         c.out_msgs += 1;
@@ -1063,22 +1047,27 @@ pub(super) fn finish_frame(w: &mut Vec<u8>, data: &[u8]) {
     w.extend_from_slice(b"\r\n");
 }
 
-/// A whole `MSG` frame, in one reservation (`core::fill`): `MSG <subject> <sid>
-/// [<reply> ]<size>\r\n`, the payload and `\r\n` (with `internal` and no reply, two
-/// spaces before the size).
+/// A whole frame of `m` for a subscription with `sid`, in one reservation (`core::fill`):
+/// `MSG <subject> <sid> [<reply> ]<size>\r\n`, or with `hdr` (the header size text)
+/// `HMSG <subject> <sid> [<reply> ]<hdr> <size>\r\n`, then `data` and `\r\n`. A message of
+/// the server's own without a reply has two spaces after the sid.
 #[inline(always)]
-fn put_msg(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8], internal: bool, size: &[u8], data: &[u8]) {
-    let tail = if !reply.is_empty() {
+fn put_msg(w: &mut Vec<u8>, m: &Msg<'_>, sid: &[u8], hdr: Option<&[u8]>, size: &[u8], data: &[u8]) {
+    let (subject, reply) = (m.shown_subject(), m.reply);
+    let op: &[u8] = if hdr.is_some() { b"HMSG " } else { b"MSG " };
+    let reply_part = if !reply.is_empty() {
         reply.len() + 1
     } else {
-        usize::from(internal)
+        usize::from(m.internal)
     };
-    let total = 4 + subject.len() + 1 + sid.len() + 1 + tail + size.len() + 2 + data.len() + 2;
+    let hdr_part = hdr.map_or(0, |h| h.len() + 1);
+    let total = op.len() + subject.len() + 1 + sid.len() + 1 + reply_part + hdr_part + size.len() + 2 + data.len() + 2;
     let mut f = crate::core::fill::Fill::new(w, total);
-    // SAFETY: the pieces put below add up to `total` exactly (the reply and its space,
-    // or the internal message's second space, are `tail`).
+    // SAFETY: the pieces put below add up to `total` exactly (the reply and its space, or
+    // the internal message's second space, are `reply_part`; the header size and its
+    // space `hdr_part`).
     unsafe {
-        f.put_unchecked(b"MSG ");
+        f.put_unchecked(op);
         f.put_unchecked(subject);
         f.put_unchecked(b" ");
         f.put_unchecked(sid);
@@ -1086,7 +1075,11 @@ fn put_msg(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8], internal: 
         if !reply.is_empty() {
             f.put_unchecked(reply);
             f.put_unchecked(b" ");
-        } else if internal {
+        } else if m.internal {
+            f.put_unchecked(b" ");
+        }
+        if let Some(h) = hdr {
+            f.put_unchecked(h);
             f.put_unchecked(b" ");
         }
         f.put_unchecked(size);
