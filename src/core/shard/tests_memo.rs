@@ -242,9 +242,9 @@ fn one_subscriber_here_is_delivered_to_straight_and_checked_each_time() {
     };
     let mut w = World::new(1, cfg);
     let (_, p) = w.connect(0, QUIET);
-    let (_, s) = w.connect(0, QUIET);
-    w.send(0, s, "SUB one 5\r\nUNSUB 5 3\r\nPING\r\n");
-    assert_eq!(w.take(0, s), "PONG\r\n");
+    let [(_, s)] = w.subscribers(&[(0, "SUB one 5\r\nUNSUB 5 3\r\n")])[..] else {
+        unreachable!()
+    };
     w.send(0, p, "PUB one 2\r\nhi\r\nPUB one 02\r\nho\r\n");
     assert_eq!(
         crate::core::shard::memo::run_to_of(&w.shards[0].client(p).unwrap().route_memo),
@@ -273,9 +273,9 @@ fn one_subscriber_here_is_delivered_to_straight_and_checked_each_time() {
     w.send(0, me, "PUB self 1\r\nc\r\nPUB self 1\r\nd\r\n");
     assert_eq!(w.take(0, s), "MSG self 6 1\r\nc\r\nMSG self 6 1\r\nd\r\n");
     // A delivery past max_pending closes the consumer, as on every path.
-    let (_, slow) = w.connect(0, QUIET);
-    w.send(0, slow, "SUB big 1\r\nPING\r\n");
-    w.take(0, slow);
+    let [(_, slow)] = w.subscribers(&[(0, "SUB big 1\r\n")])[..] else {
+        unreachable!()
+    };
     let payload = "x".repeat(3000);
     w.send(0, p, &format!("PUB big 3000\r\n{payload}\r\n").repeat(2));
     assert!(
@@ -293,9 +293,9 @@ fn a_memo_in_an_account_with_mappings_routes_by_the_mapped_subject() {
     use crate::core::transform::mapping::MapDest;
     let mut w = World::new(1, CoreConfig::default());
     let (_, p) = w.connect(0, QUIET);
-    let (_, s) = w.connect(0, QUIET);
-    w.send(0, s, "SUB src 1\r\nSUB dst 2\r\nPING\r\n");
-    assert_eq!(w.take(0, s), "PONG\r\n");
+    let [(_, s)] = w.subscribers(&[(0, "SUB src 1\r\nSUB dst 2\r\n")])[..] else {
+        unreachable!()
+    };
     w.send(0, p, "PUB src 1\r\na\r\nPUB src 1\r\nb\r\n");
     assert_eq!(w.take(0, s), "MSG src 1 1\r\na\r\nMSG src 1 1\r\nb\r\n");
     // Now `src` maps to `dst` in the global account.
