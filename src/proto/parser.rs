@@ -14,6 +14,7 @@
 #![deny(clippy::indexing_slicing, clippy::unwrap_used)]
 
 use super::args::{parse_size, split_pub_args, split_sub_args, PubArgs};
+pub use super::pub_fast::PlainPub;
 use crate::core::subject::is_valid_literal_subject;
 use std::ops::Range;
 
@@ -266,23 +267,44 @@ impl Parser {
         pos: &mut usize,
         lim: &Limits,
     ) -> Result<Option<Event<'a>>, ParseError> {
+        if let Some(m) = self.next_plain(buf, pos, lim) {
+            return Ok(Some(m.into_event()));
+        }
+        self.next_op(buf, pos, lim)
+    }
+
+    /// The first half of [`Parser::next`]: the commonest frame, a whole plain PUB or HPUB
+    /// (module `pub_fast`), as a plain struct. `None` leaves everything as it was, for
+    /// [`Parser::next_general`].
+    #[inline(always)]
+    pub fn next_plain<'a>(&mut self, buf: &'a [u8], pos: &mut usize, lim: &Limits) -> Option<PlainPub<'a>> {
         #[cfg(test)]
         let fast = !self.no_fast;
         #[cfg(not(test))]
         let fast = true;
         // Awaiting authentication, a PUB is an error; pedantic, its subject is checked: both
         // are for the general path (as is HPUB without headers, checked inside).
-        if fast && matches!(self.state, State::Start) && !lim.awaiting_auth && !lim.pedantic {
-            if let Some((end, ev)) = super::pub_fast::whole_plain_frame(buf, *pos, lim) {
-                // As the general path does at the start of an op: a finished split frame's
-                // buffers go.
-                if self.stash.arg.is_some() || self.stash.msg.is_some() {
-                    self.stash = Stash::default();
-                }
-                *pos = end;
-                return Ok(Some(ev));
-            }
+        if !(fast && matches!(self.state, State::Start) && !lim.awaiting_auth && !lim.pedantic) {
+            return None;
         }
+        let (end, m) = super::pub_fast::whole_plain_frame(buf, *pos, lim)?;
+        // As the general path does at the start of an op: a finished split frame's buffers
+        // go.
+        if self.stash.arg.is_some() || self.stash.msg.is_some() {
+            self.stash = Stash::default();
+        }
+        *pos = end;
+        Some(m)
+    }
+
+    /// The second half of [`Parser::next`], after [`Parser::next_plain`] found no plain
+    /// frame: everything else.
+    pub fn next_general<'a>(
+        &'a mut self,
+        buf: &'a [u8],
+        pos: &mut usize,
+        lim: &Limits,
+    ) -> Result<Option<Event<'a>>, ParseError> {
         self.next_op(buf, pos, lim)
     }
 

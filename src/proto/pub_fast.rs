@@ -206,9 +206,40 @@ fn size(d: &[u8]) -> Option<usize> {
     Some(n)
 }
 
-/// A whole plain PUB or HPUB frame at `i`: where it ends and its message event.
+/// A message from a whole plain frame: the parts of [`Event::Msg`], as a plain struct
+/// (no reply and no header size text are empty slices). The shard takes it apart where
+/// the parser returns it: wrapped in `Result<Option<Event>>`, the same parts were written
+/// out and read back once more per publish (about 20 instructions of 750).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlainPub<'a> {
+    pub subject: &'a [u8],
+    pub reply: &'a [u8],
+    /// `Some` for HPUB.
+    pub header_len: Option<usize>,
+    /// Header block and payload, without the trailing CRLF.
+    pub data: &'a [u8],
+    /// The sizes as written by the client.
+    pub size_text: &'a [u8],
+    pub hdr_text: &'a [u8],
+}
+
+impl<'a> PlainPub<'a> {
+    /// The same message as the parser's general path reports it.
+    pub fn into_event(self) -> Event<'a> {
+        Event::Msg {
+            subject: self.subject,
+            reply: (!self.reply.is_empty()).then_some(self.reply),
+            header_len: self.header_len,
+            data: self.data,
+            size_text: self.size_text,
+            hdr_text: self.header_len.map(|_| self.hdr_text),
+        }
+    }
+}
+
+/// A whole plain PUB or HPUB frame at `i`: where it ends and its message.
 #[inline(always)]
-pub(super) fn whole_plain_frame<'a>(buf: &'a [u8], i: usize, lim: &Limits) -> Option<(usize, Event<'a>)> {
+pub(super) fn whole_plain_frame<'a>(buf: &'a [u8], i: usize, lim: &Limits) -> Option<(usize, PlainPub<'a>)> {
     let b = buf.get(i..)?;
     // The op name in any case, in one compare: OR-ing 0x20 into a letter folds upper case
     // to lower (and only the two cases of that letter fold to it); the space is exact.
@@ -249,9 +280,9 @@ pub(super) fn whole_plain_frame<'a>(buf: &'a [u8], i: usize, lim: &Limits) -> Op
             if h > total {
                 return None;
             }
-            (Some(h), Some(text))
+            (Some(h), text)
         }
-        None => (None, None),
+        None => (None, &b""[..]),
     };
     if lim.max_payload >= 0 && total as i64 > lim.max_payload {
         return None;
@@ -262,10 +293,10 @@ pub(super) fn whole_plain_frame<'a>(buf: &'a [u8], i: usize, lim: &Limits) -> Op
         return None;
     }
     let reply = match reply_end {
-        Some(r) => Some(line.get(e0 + 1..r)?),
-        None => None,
+        Some(r) => line.get(e0 + 1..r)?,
+        None => &b""[..],
     };
-    let ev = Event::Msg {
+    let msg = PlainPub {
         subject: line.get(..e0)?,
         reply,
         header_len,
@@ -273,7 +304,7 @@ pub(super) fn whole_plain_frame<'a>(buf: &'a [u8], i: usize, lim: &Limits) -> Op
         size_text,
         hdr_text,
     };
-    Some((i + skip + start + total + 2, ev))
+    Some((i + skip + start + total + 2, msg))
 }
 
 #[cfg(test)]

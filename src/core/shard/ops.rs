@@ -4,7 +4,7 @@
 use super::ShardCore;
 use crate::core::client::{ClosedState, ConnKey, Pause};
 use crate::core::mesh_codec;
-use crate::proto::parser::{Event, Limits, ParseError};
+use crate::proto::parser::{Event, Limits, ParseError, PlainPub};
 use crate::proto::reply;
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,25 @@ impl ShardCore {
         }
     }
 
+    /// A message as the parser gave it: traced if tracing, then published.
+    #[inline(always)]
+    fn on_parsed_msg(&mut self, key: ConnKey, p: PlainPub<'_>, now: Instant) {
+        let m = super::route::Msg {
+            subject: p.subject,
+            reply: p.reply,
+            header_len: p.header_len,
+            data: p.data,
+            size_text: p.size_text,
+            hdr_text: p.hdr_text,
+            internal: false,
+            shown: b"",
+        };
+        if self.cfg.trace {
+            self.trace_pub(key, &m);
+        }
+        self.on_msg(key, &m, now);
+    }
+
     fn process_events(&mut self, key: ConnKey, data: &[u8], now: Instant) {
         let Some(c) = self.client_mut(key) else { return };
         let mut parser = std::mem::take(&mut c.parser);
@@ -46,48 +65,47 @@ impl ShardCore {
         let mut stall_window = 0;
         self.stall_req = None;
         let Some(mut lim) = self.limits(key) else { return };
-        loop {
-            // A message is taken apart where the parser returns it (moved on whole, the
-            // event was copied twice per publish).
-            let control = match parser.next(data, &mut pos, &lim) {
-                Ok(Some(Event::Msg {
-                    subject,
-                    reply,
-                    header_len,
-                    data: body,
-                    size_text,
-                    hdr_text,
-                })) => {
-                    let m = super::route::Msg {
-                        subject,
-                        reply: reply.unwrap_or_default(),
-                        header_len,
-                        data: body,
-                        size_text,
-                        hdr_text: hdr_text.unwrap_or_default(),
-                        internal: false,
-                        shown: b"",
-                    };
-                    if self.cfg.trace {
-                        self.trace_pub(key, &m);
-                    }
-                    self.on_msg(key, &m, now);
-                    false
-                }
-                Ok(Some(ev)) => {
-                    // Publishes held in the local run go out before anything else is done.
-                    self.flush_local_run(now);
-                    self.on_event(key, ev, now);
-                    true
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    if matches!(e, ParseError::MaxPayload { .. }) {
-                        self.trace_payload_violation(key, data, pos);
-                    }
-                    self.parse_error(key, e, now);
-                    break;
-                }
+        'parse: loop {
+            // The commonest frame first, taken apart where the parser returns it (as an
+            // event, it was written out and read back once more per publish). One call
+            // of `on_parsed_msg` for both paths, so that the publish path is inlined here.
+            let control = 'event: {
+                let p = match parser.next_plain(data, &mut pos, &lim) {
+                    Some(p) => p,
+                    None => match parser.next_general(data, &mut pos, &lim) {
+                        Ok(Some(Event::Msg {
+                            subject,
+                            reply,
+                            header_len,
+                            data: body,
+                            size_text,
+                            hdr_text,
+                        })) => PlainPub {
+                            subject,
+                            reply: reply.unwrap_or_default(),
+                            header_len,
+                            data: body,
+                            size_text,
+                            hdr_text: hdr_text.unwrap_or_default(),
+                        },
+                        Ok(Some(ev)) => {
+                            // Publishes held in the local run go out before anything else.
+                            self.flush_local_run(now);
+                            self.on_event(key, ev, now);
+                            break 'event true;
+                        }
+                        Ok(None) => break 'parse,
+                        Err(e) => {
+                            if matches!(e, ParseError::MaxPayload { .. }) {
+                                self.trace_payload_violation(key, data, pos);
+                            }
+                            self.parse_error(key, e, now);
+                            break 'parse;
+                        }
+                    },
+                };
+                self.on_parsed_msg(key, p, now);
+                false
             };
             parser.release();
             // Only a control operation (CONNECT, an authentication step) changes what
