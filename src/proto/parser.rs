@@ -284,7 +284,7 @@ impl Parser {
         let fast = true;
         // Awaiting authentication, a PUB is an error; pedantic, its subject is checked: both
         // are for the general path (as is HPUB without headers, checked inside).
-        if !(fast && matches!(self.state, State::Start) && !lim.awaiting_auth && !lim.pedantic) {
+        if !fast || !matches!(self.state, State::Start) || lim.awaiting_auth || lim.pedantic {
             return None;
         }
         let (end, m) = super::pub_fast::whole_plain_frame(buf, *pos, lim)?;
