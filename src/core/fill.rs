@@ -8,8 +8,8 @@
 //! pieces into it; pieces of up to 32 bytes are copied by moves of a known size (no call).
 //!
 //! The caller adds up the frame's pieces' lengths for [`Fill::new`] and puts exactly those
-//! pieces ([`Fill::put_unchecked`], `core::shard::route`'s `MSG` and `HMSG` frames): one
-//! capacity check for the frame, none per piece.
+//! pieces ([`Fill::put_unchecked`]; `core::shard::route`'s `MSG` and `HMSG` frames and
+//! frame heads): one capacity check for the frame, none per piece.
 
 /// Pieces appended to `vec` past its length; they join it when the `Fill` is dropped.
 pub struct Fill<'a> {

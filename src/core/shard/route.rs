@@ -7,6 +7,7 @@ use super::ShardCore;
 use crate::core::accounts::AccountId;
 use crate::core::bits::Set256;
 use crate::core::client::{ClosedState, ConnKey, SubId};
+use crate::core::fill::Fill;
 use crate::core::mesh_codec::{self, flags, MsgRecord};
 use crate::core::mesh_run::RunRecord;
 use crate::core::remote::{REntry, RKey};
@@ -1055,29 +1056,14 @@ pub(super) fn finish_frame(w: &mut Vec<u8>, data: &[u8]) {
 fn put_msg(w: &mut Vec<u8>, m: &Msg<'_>, sid: &[u8], hdr: Option<&[u8]>, size: &[u8], data: &[u8]) {
     let (subject, reply) = (m.shown_subject(), m.reply);
     let op: &[u8] = if hdr.is_some() { b"HMSG " } else { b"MSG " };
-    let reply_part = if !reply.is_empty() {
-        reply.len() + 1
-    } else {
-        usize::from(m.internal)
-    };
     let hdr_part = hdr.map_or(0, |h| h.len() + 1);
-    let total = op.len() + subject.len() + 1 + sid.len() + 1 + reply_part + hdr_part + size.len() + 2 + data.len() + 2;
-    let mut f = crate::core::fill::Fill::new(w, total);
-    // SAFETY: the pieces put below add up to `total` exactly (the reply and its space, or
-    // the internal message's second space, are `reply_part`; the header size and its
-    // space `hdr_part`).
+    let total = op.len() + head_len(subject, sid, reply, m.internal) + hdr_part + size.len() + 2 + data.len() + 2;
+    let mut f = Fill::new(w, total);
+    // SAFETY: the pieces put below add up to `total` exactly (the head is `head_len`; the
+    // header size and its space `hdr_part`).
     unsafe {
         f.put_unchecked(op);
-        f.put_unchecked(subject);
-        f.put_unchecked(b" ");
-        f.put_unchecked(sid);
-        f.put_unchecked(b" ");
-        if !reply.is_empty() {
-            f.put_unchecked(reply);
-            f.put_unchecked(b" ");
-        } else if m.internal {
-            f.put_unchecked(b" ");
-        }
+        put_head(&mut f, subject, sid, reply, m.internal);
         if let Some(h) = hdr {
             f.put_unchecked(h);
             f.put_unchecked(b" ");
@@ -1089,17 +1075,45 @@ fn put_msg(w: &mut Vec<u8>, m: &Msg<'_>, sid: &[u8], hdr: Option<&[u8]>, size: &
     }
 }
 
-pub(super) fn write_head(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8], internal: bool) {
-    w.extend_from_slice(subject);
-    w.push(b' ');
-    w.extend_from_slice(sid);
-    w.push(b' ');
-    if !reply.is_empty() {
-        w.extend_from_slice(reply);
-        w.push(b' ');
-    } else if internal {
-        w.push(b' ');
+/// Bytes of a frame head as [`put_head`] writes it.
+#[inline(always)]
+fn head_len(subject: &[u8], sid: &[u8], reply: &[u8], internal: bool) -> usize {
+    let reply_part = if !reply.is_empty() {
+        reply.len() + 1
+    } else {
+        usize::from(internal)
+    };
+    subject.len() + 1 + sid.len() + 1 + reply_part
+}
+
+/// A frame head after its op: `<subject> <sid> [<reply> ]`. A message of the server's own
+/// without a reply has two spaces after the sid, as nats-server writes it.
+///
+/// # Safety
+/// `f` must have room for [`head_len`] of the same arguments.
+#[inline(always)]
+unsafe fn put_head(f: &mut Fill<'_>, subject: &[u8], sid: &[u8], reply: &[u8], internal: bool) {
+    // SAFETY: the pieces add up to `head_len`, for which the caller has room.
+    unsafe {
+        f.put_unchecked(subject);
+        f.put_unchecked(b" ");
+        f.put_unchecked(sid);
+        f.put_unchecked(b" ");
+        if !reply.is_empty() {
+            f.put_unchecked(reply);
+            f.put_unchecked(b" ");
+        } else if internal {
+            f.put_unchecked(b" ");
+        }
     }
+}
+
+/// Append a frame head (see [`put_head`]) to `w`: for blob and run heads, which are put
+/// together apart from their payloads.
+pub(super) fn write_head(w: &mut Vec<u8>, subject: &[u8], sid: &[u8], reply: &[u8], internal: bool) {
+    let mut f = Fill::new(w, head_len(subject, sid, reply, internal));
+    // SAFETY: room for `head_len` of the same arguments was reserved just above.
+    unsafe { put_head(&mut f, subject, sid, reply, internal) };
 }
 
 #[cfg(test)]
