@@ -259,7 +259,7 @@ impl Parser {
     /// Inlined into the caller for the commonest frames, a whole plain PUB or HPUB at an
     /// op boundary: it is recognised in one pass without entering the state machine, and
     /// its event is built in the caller's registers. Everything else takes
-    /// [`Parser::next_op`].
+    /// [`Parser::next_general`].
     #[inline(always)]
     pub fn next<'a>(
         &'a mut self,
@@ -270,7 +270,7 @@ impl Parser {
         if let Some(m) = self.next_plain(buf, pos, lim) {
             return Ok(Some(m.into_event()));
         }
-        self.next_op(buf, pos, lim)
+        self.next_general(buf, pos, lim)
     }
 
     /// The first half of [`Parser::next`]: the commonest frame, a whole plain PUB or HPUB
@@ -298,20 +298,10 @@ impl Parser {
     }
 
     /// The second half of [`Parser::next`], after [`Parser::next_plain`] found no plain
-    /// frame: everything else.
-    pub fn next_general<'a>(
-        &'a mut self,
-        buf: &'a [u8],
-        pos: &mut usize,
-        lim: &Limits,
-    ) -> Result<Option<Event<'a>>, ParseError> {
-        self.next_op(buf, pos, lim)
-    }
-
-    /// The general path of [`Parser::next`]: the byte-wise state machine, with shortcuts
-    /// for whole frames that keep to its states and results.
+    /// frame: the byte-wise state machine, with shortcuts for whole frames that keep to
+    /// its states and results.
     #[inline(never)]
-    fn next_op<'a>(
+    pub fn next_general<'a>(
         &'a mut self,
         buf: &'a [u8],
         pos: &mut usize,
